@@ -1,0 +1,84 @@
+//go:build ignore
+
+// gen writes a new versioned migration when the ent schema has changed. It
+// replays the existing files on a throwaway private Postgres (the dev
+// database), diffs the result against ../ent/schema and writes the
+// difference as golang-migrate files. Hand-written extras (triggers and the
+// like) sit beside the generated files; the checksum file is rewritten
+// first so they are accepted. Run through `make generate`.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"ariga.io/atlas/sql/migrate"
+	"ariga.io/atlas/sql/sqltool"
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql/schema"
+	_ "github.com/lib/pq"
+
+	entmigrate "github.com/turngate/turngate/ent/migrate"
+	"github.com/turngate/turngate/server/pgembed"
+)
+
+func main() {
+	name := flag.String("name", "schema", "name of the migration to write when the schema changed")
+	devURL := flag.String("dev-url", "", "an empty dev database to replay on; default: a throwaway private Postgres")
+	flag.Parse()
+	if err := run(context.Background(), *name, *devURL); err != nil {
+		log.Fatalf("migrations/gen: %v", err)
+	}
+}
+
+func run(ctx context.Context, name, devURL string) error {
+	if devURL == "" {
+		tmp, err := os.MkdirTemp("", "turngate-migrate-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		pg, err := pgembed.Start(ctx, pgembed.Options{Dir: tmp})
+		if err != nil {
+			return fmt.Errorf("start dev postgres: %w", err)
+		}
+		defer pg.Stop()
+		db, err := sql.Open("postgres", pg.URL("postgres"))
+		if err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE migrate_dev"); err != nil {
+			db.Close()
+			return fmt.Errorf("create dev database: %w", err)
+		}
+		db.Close()
+		devURL = pg.URL("migrate_dev")
+	}
+
+	dirPath, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	dir, err := sqltool.NewGolangMigrateDir(dirPath)
+	if err != nil {
+		return fmt.Errorf("open migration dir: %w", err)
+	}
+	sum, err := dir.Checksum()
+	if err != nil {
+		return fmt.Errorf("checksum migration dir: %w", err)
+	}
+	if err := migrate.WriteSumFile(dir, sum); err != nil {
+		return fmt.Errorf("write atlas.sum: %w", err)
+	}
+	return entmigrate.NamedDiff(ctx, devURL, name,
+		schema.WithDir(dir),
+		schema.WithMigrationMode(schema.ModeReplay),
+		schema.WithDialect(dialect.Postgres),
+		schema.WithFormatter(sqltool.GolangMigrateFormatter),
+	)
+}
