@@ -1,0 +1,72 @@
+package authority
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Bundle is a turn's authority: who acts, with which permissions, through
+// which exact agent version, in which room and audience, over which
+// resources. It is resolved once, when the turn is accepted, stored with the
+// turn, and every later callback of the turn presents its Digest; a callback
+// presenting anything else is rejected rather than reconciled.
+type Bundle struct {
+	MemberID       uuid.UUID `json:"memberId"`
+	PlatformUserID string    `json:"platformUserId"`
+	// Email is the lowercased verified email: the document-ACL principal.
+	Email string `json:"email"`
+	// DisplayName is a label for the model, flattened to one bounded line.
+	// It confers nothing.
+	DisplayName      string    `json:"displayName,omitempty"`
+	Permissions      []string  `json:"permissions"`
+	ConversationID   uuid.UUID `json:"conversationId"`
+	ConversationKind string    `json:"conversationKind"`
+	// AudienceVersion pins the room's audience for shared rooms; zero for
+	// private ones.
+	AudienceVersion int64     `json:"audienceVersion,omitempty"`
+	AgentID         uuid.UUID `json:"agentId"`
+	AgentVersionID  uuid.UUID `json:"agentVersionId"`
+	AgentVersion    int       `json:"agentVersion"`
+	Controller      string    `json:"controller"`
+	ModelRoute      string    `json:"modelRoute"`
+	// Specialist is the one-turn specialist route, when one was chosen.
+	Specialist string `json:"specialist,omitempty"`
+	// Manifest pins the exact resources the turn may see.
+	Manifest Manifest `json:"manifest"`
+}
+
+// Manifest is the pinned resource manifest of a turn.
+type Manifest struct {
+	Documents []uuid.UUID `json:"documents"`
+	Artifacts []uuid.UUID `json:"artifacts"`
+}
+
+// Digest is the SHA-256 of the bundle's canonical JSON encoding.
+func (b Bundle) Digest() (string, json.RawMessage, error) {
+	if b.Permissions == nil {
+		b.Permissions = []string{}
+	}
+	if b.Manifest.Documents == nil {
+		b.Manifest.Documents = []uuid.UUID{}
+	}
+	if b.Manifest.Artifacts == nil {
+		b.Manifest.Artifacts = []uuid.UUID{}
+	}
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode authority bundle: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:]), raw, nil
+}
+
+// Querier is the database access the resolvers need.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}

@@ -1,0 +1,47 @@
+// Package authority decides who a request acts for and what a turn may do.
+//
+// # The identity envelope
+//
+// Every request names its caller with an identity envelope: a compact JWT,
+// signed with Ed25519 (alg EdDSA) by the platform that authenticated the
+// user, carried in one HTTP header (X-Turngate-Identity unless configured
+// otherwise). A [Verifier] accepts an envelope only if its signature is
+// valid under the configured public key, its issuer and audience are the
+// configured ones, it carries an expiry that has not passed (nbf and iat,
+// when present, must not lie in the future), its subject is set, and it
+// asserts a syntactically valid email with email_verified set to true.
+// What it says about the caller becomes an [Identity]: the platform user id,
+// the lowercased email (the document-ACL principal) and a display name
+// flattened to one bounded line, which is a label and confers nothing.
+//
+// [Middleware] verifies the header on every request, before any handler
+// runs, and puts the result into the request context: the identity when
+// the envelope is valid, the precise verification failure when it is not,
+// neither when the header is absent. Resolvers call [RequireIdentity] (or
+// [Members.Current]) and answer UNAUTHENTICATED with the reason when there
+// is no identity. Errors carry reasons that are safe to show, such as
+// "identity envelope expired"; see [AuthError].
+//
+// # Why identity comes only from the header
+//
+// Identity is never read from a request body, GraphQL variables, a
+// WebSocket connection_init payload or a query string. Those are written by
+// whatever code composes the request, including code that relays other
+// people's input (an agent, a shared link, a pasted query); the header is
+// transport metadata that the platform in front of turngate controls.
+// A single source also leaves no precedence rules to get wrong: an
+// envelope in a payload can never override or stand in for the header,
+// and an identity can never change in the middle of a connection. A
+// WebSocket upgrade is an ordinary HTTP request, so it passes through the
+// same middleware, and the identity verified at the upgrade is the
+// identity of every operation on that connection. Query strings also end
+// up in access logs and browser history, where a bearer credential must
+// not be.
+//
+// # Dev mode
+//
+// Without a platform, the server keeps an Ed25519 key in its data folder
+// ([LoadOrCreateDevKey]); `turngate token` mints envelopes with the same
+// key through a [Signer], and [DevSubject] gives demo users deterministic
+// platform user ids.
+package authority

@@ -1,0 +1,175 @@
+package authority
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// MaxLeeway bounds VerifierConfig.Leeway: clock skew, not a grace period.
+const MaxLeeway = 5 * time.Minute
+
+// maxEnvelopeBytes bounds the envelope text parsed at all.
+const maxEnvelopeBytes = 8 << 10
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	Issuer    string
+	Audience  string
+	PublicKey ed25519.PublicKey // EdDSA envelopes
+	Leeway    time.Duration     // clock skew allowance, at most MaxLeeway
+	Now       func() time.Time  // for tests; nil = time.Now
+}
+
+// Verifier checks identity envelopes. It is safe for concurrent use.
+type Verifier struct {
+	issuer   string
+	audience string
+	key      ed25519.PublicKey
+	leeway   time.Duration
+	now      func() time.Time
+	parser   *jwt.Parser
+}
+
+// NewVerifier returns a Verifier for cfg. Issuer, Audience and an Ed25519
+// PublicKey are required; Leeway must lie in [0, MaxLeeway].
+func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
+	switch {
+	case cfg.Issuer == "":
+		return nil, errors.New("authority: verifier needs an issuer")
+	case cfg.Audience == "":
+		return nil, errors.New("authority: verifier needs an audience")
+	case len(cfg.PublicKey) != ed25519.PublicKeySize:
+		return nil, fmt.Errorf("authority: verifier needs an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.PublicKey))
+	case cfg.Leeway < 0 || cfg.Leeway > MaxLeeway:
+		return nil, fmt.Errorf("authority: leeway %v outside [0, %v]", cfg.Leeway, MaxLeeway)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{
+		issuer:   cfg.Issuer,
+		audience: cfg.Audience,
+		key:      append(ed25519.PublicKey(nil), cfg.PublicKey...),
+		leeway:   cfg.Leeway,
+		now:      now,
+		// The library checks the algorithm and the signature; the claims
+		// are checked in Verify, each failure with its own reason.
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithStrictDecoding(),
+			jwt.WithoutClaimsValidation(),
+		),
+	}, nil
+}
+
+// envelopeClaims are the claims an envelope is read for.
+type envelopeClaims struct {
+	jwt.RegisteredClaims
+	Email         string `json:"email"`
+	EmailVerified any    `json:"email_verified"`
+	Name          string `json:"name"`
+}
+
+// Verify checks an envelope and returns the identity it asserts. It
+// accepts only EdDSA signatures under the configured key (alg none, HS*
+// and every other algorithm are rejected), the configured issuer and
+// audience, a required exp, nbf and iat when present (all within the
+// leeway), email_verified exactly true (not "true"), a non-empty sub and a
+// plain email address. The email comes back trimmed and lowercased, the
+// name flattened by FlattenName. Every failure is an *AuthError.
+func (v *Verifier) Verify(token string) (Identity, error) {
+	if token == "" {
+		return Identity{}, unauthenticated(ReasonMissing, nil)
+	}
+	if len(token) > maxEnvelopeBytes {
+		return Identity{}, unauthenticated(ReasonMalformed, errors.New("envelope too large"))
+	}
+	var c envelopeClaims
+	tok, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		// WithValidMethods has checked the alg name; insist on the
+		// implementation too.
+		if _, ok := t.Method.(*jwt.SigningMethodEd25519); !ok {
+			return nil, fmt.Errorf("unexpected signing method %v", t.Header["alg"])
+		}
+		return v.key, nil
+	})
+	if err != nil {
+		return Identity{}, parseFailure(tok, err)
+	}
+	if !tok.Valid {
+		return Identity{}, unauthenticated(ReasonSignature, nil)
+	}
+	if err := v.checkTimes(&c.RegisteredClaims); err != nil {
+		return Identity{}, err
+	}
+	if c.Issuer != v.issuer {
+		return Identity{}, unauthenticated(ReasonIssuer, nil)
+	}
+	if !v.audienceMatches(c.Audience) {
+		return Identity{}, unauthenticated(ReasonAudience, nil)
+	}
+	switch {
+	case strings.TrimSpace(c.Subject) == "":
+		return Identity{}, unauthenticated(ReasonNoSubject, nil)
+	case !validSubject(c.Subject):
+		return Identity{}, unauthenticated(ReasonSubject, nil)
+	}
+	if verified, ok := c.EmailVerified.(bool); !ok || !verified {
+		return Identity{}, unauthenticated(ReasonEmailNotVerified, nil)
+	}
+	email, ok := normalizeEmail(c.Email)
+	if !ok {
+		return Identity{}, unauthenticated(ReasonEmailInvalid, nil)
+	}
+	return Identity{Subject: c.Subject, Email: email, DisplayName: FlattenName(c.Name)}, nil
+}
+
+// checkTimes applies exp (required), nbf and iat (when present), each
+// within the leeway. As in jwt, an envelope is expired from exp on.
+func (v *Verifier) checkTimes(c *jwt.RegisteredClaims) error {
+	now := v.now()
+	switch {
+	case c.ExpiresAt == nil:
+		return unauthenticated(ReasonNoExpiry, nil)
+	case !now.Before(c.ExpiresAt.Add(v.leeway)):
+		return unauthenticated(ReasonExpired, nil)
+	case c.NotBefore != nil && now.Before(c.NotBefore.Add(-v.leeway)):
+		return unauthenticated(ReasonNotYetValid, nil)
+	case c.IssuedAt != nil && now.Before(c.IssuedAt.Add(-v.leeway)):
+		return unauthenticated(ReasonIssuedInFuture, nil)
+	}
+	return nil
+}
+
+func (v *Verifier) audienceMatches(aud jwt.ClaimStrings) bool {
+	for _, a := range aud {
+		if a == v.audience {
+			return true
+		}
+	}
+	return false
+}
+
+// parseFailure maps a jwt parse error to a reason.
+func parseFailure(tok *jwt.Token, err error) *AuthError {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return unauthenticated(ReasonMalformed, err)
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		// An alg jwt does not know, or one the keyfunc refused.
+		return unauthenticated(ReasonAlgorithm, err)
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		if tok != nil && tok.Method != nil && tok.Method.Alg() != jwt.SigningMethodEdDSA.Alg() {
+			return unauthenticated(ReasonAlgorithm, err)
+		}
+		return unauthenticated(ReasonSignature, err)
+	default:
+		return unauthenticated(ReasonMalformed, err)
+	}
+}
