@@ -1,0 +1,263 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+)
+
+// Channel is the Postgres NOTIFY channel carrying journal heads.
+const Channel = "turngate_journal"
+
+// HubConfig configures a Hub.
+type HubConfig struct {
+	// DB sends the NOTIFYs.
+	DB Querier
+	// ListenURL is the connection string for the replica's one LISTEN
+	// connection. Empty: no cross-replica wake-ups (a single process).
+	ListenURL string
+	// Debounce gathers commits into one NOTIFY. Default 5ms.
+	Debounce time.Duration
+	// Poll is the slow tick on which every reader re-reads anyway, so a
+	// lost notification only delays. Default 2s.
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Hub wakes the readers of a replica when a room's journal moves. It never
+// carries entries: readers read them from the database (see the package
+// documentation). Publishing never blocks.
+type Hub struct {
+	cfg HubConfig
+	log *slog.Logger
+
+	mu    sync.Mutex
+	rooms map[uuid.UUID]chan struct{} // closed when the room moves
+	any   chan struct{}               // closed when any room moves
+
+	pending map[uuid.UUID]int64 // heads not yet NOTIFYed
+	kick    chan struct{}
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// NewHub returns a Hub; Start runs its notifier and listener.
+func NewHub(cfg HubConfig) *Hub {
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 5 * time.Millisecond
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Hub{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		rooms:   make(map[uuid.UUID]chan struct{}),
+		any:     make(chan struct{}),
+		pending: make(map[uuid.UUID]int64),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// Wait returns a channel that is closed the next time the room's journal
+// moves (or on a poll tick or listener reconnect). Take it before reading,
+// so a commit between the read and the wait is not missed.
+func (h *Hub) Wait(room uuid.UUID) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.rooms[room]
+	if !ok {
+		ch = make(chan struct{})
+		h.rooms[room] = ch
+	}
+	return ch
+}
+
+// WaitAny returns a channel closed the next time any room moves.
+func (h *Hub) WaitAny() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.any
+}
+
+// Committed reports that room's journal now reaches head. Call it after the
+// appending transaction committed: it wakes this replica's readers at once
+// and schedules a debounced NOTIFY for the others.
+func (h *Hub) Committed(room uuid.UUID, head int64) {
+	h.wake(room)
+	h.mu.Lock()
+	if head > h.pending[room] {
+		h.pending[room] = head
+	}
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) wake(room uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch, ok := h.rooms[room]; ok {
+		close(ch)
+		delete(h.rooms, room)
+	}
+	close(h.any)
+	h.any = make(chan struct{})
+}
+
+// wakeAll makes every reader re-read: after a listener reconnect or on the
+// poll tick, when notifications may have been lost.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for room, ch := range h.rooms {
+		close(ch)
+		delete(h.rooms, room)
+	}
+	close(h.any)
+	h.any = make(chan struct{})
+}
+
+// Start runs the notifier, the listener (when ListenURL is set) and the
+// poll tick until Stop.
+func (h *Hub) Start(ctx context.Context) error {
+	started := false
+	h.startOnce.Do(func() {
+		started = true
+		ctx, h.cancel = context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); h.notifyLoop(ctx) }()
+		go func() { defer wg.Done(); h.pollLoop(ctx) }()
+		if h.cfg.ListenURL != "" {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.listenLoop(ctx) }()
+		}
+		go func() { wg.Wait(); close(h.done) }()
+	})
+	if !started {
+		return fmt.Errorf("journal hub already started")
+	}
+	return nil
+}
+
+// Stop ends the hub's goroutines and waits for them. Safe to call twice,
+// and before Start.
+func (h *Hub) Stop() {
+	h.stopOnce.Do(func() {
+		h.startOnce.Do(func() { close(h.done) }) // never started
+		if h.cancel != nil {
+			h.cancel()
+		}
+	})
+	<-h.done
+}
+
+type notification struct {
+	Heads map[uuid.UUID]int64 `json:"heads"`
+}
+
+// maxPayload keeps a NOTIFY under Postgres's 8000-byte limit.
+const maxRoomsPerNotify = 100
+
+func (h *Hub) notifyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+		}
+		// Gather the commits of the next few milliseconds into one NOTIFY.
+		t := time.NewTimer(h.cfg.Debounce)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		pending := h.pending
+		h.pending = make(map[uuid.UUID]int64)
+		h.mu.Unlock()
+		for len(pending) > 0 {
+			batch := notification{Heads: make(map[uuid.UUID]int64)}
+			for room, head := range pending {
+				batch.Heads[room] = head
+				delete(pending, room)
+				if len(batch.Heads) == maxRoomsPerNotify {
+					break
+				}
+			}
+			payload, _ := json.Marshal(batch)
+			if _, err := h.cfg.DB.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, string(payload)); err != nil && ctx.Err() == nil {
+				// A lost hint only delays other replicas until their poll.
+				h.log.Warn("journal notify failed", "err", err)
+			}
+		}
+	}
+}
+
+func (h *Hub) pollLoop(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.wakeAll()
+		}
+	}
+}
+
+func (h *Hub) listenLoop(ctx context.Context) {
+	l := pq.NewListener(h.cfg.ListenURL, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+		switch ev {
+		case pq.ListenerEventReconnected:
+			// Notifications sent while we were away are gone: re-read.
+			h.wakeAll()
+		case pq.ListenerEventConnectionAttemptFailed:
+			if ctx.Err() == nil {
+				h.log.Warn("journal listener reconnect failed", "err", err)
+			}
+		}
+	})
+	defer l.Close()
+	if err := l.Listen(Channel); err != nil {
+		h.log.Error("journal listen failed; relying on the poll tick", "err", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-l.Notify:
+			if n == nil { // reconnected; handled by the event callback
+				h.wakeAll()
+				continue
+			}
+			var msg notification
+			if err := json.Unmarshal([]byte(n.Extra), &msg); err != nil {
+				h.wakeAll()
+				continue
+			}
+			for room := range msg.Heads {
+				h.wake(room)
+			}
+		}
+	}
+}
