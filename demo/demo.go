@@ -1,0 +1,104 @@
+// Package demo seeds the demo data set that `make run` serves: two members,
+// the default agent, a shared room and a private room each. Tests build on
+// the same data.
+package demo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entagent "github.com/turngate/turngate/ent/agent"
+	entconv "github.com/turngate/turngate/ent/conversation"
+	"github.com/turngate/turngate/room"
+)
+
+// Person is a member of the demo data set.
+type Person struct {
+	Email, Name string
+	Permissions []string
+}
+
+// People are the demo members.
+var People = []Person{
+	{Email: "alice@example.com", Name: "Alice", Permissions: []string{"documents.read", "tasks.write"}},
+	{Email: "bob@example.com", Name: "Bob", Permissions: []string{"documents.read"}},
+}
+
+// Seed writes the demo data set once: the two demo members, the default
+// agent with one version, a shared room with both members and a private
+// room each. Running it again changes nothing.
+func Seed(ctx context.Context, client *ent.Client, rooms *room.Service, members *authority.Members) error {
+	if err := SeedAgent(ctx, client); err != nil {
+		return err
+	}
+	var ms []authority.Member
+	for _, d := range People {
+		m, err := members.Ensure(ctx, authority.Identity{Subject: authority.DevSubject(d.Email), Email: d.Email, DisplayName: d.Name})
+		if err != nil {
+			return fmt.Errorf("seed member %s: %w", d.Email, err)
+		}
+		for _, p := range d.Permissions {
+			if _, err := client.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission) VALUES ($1, $2, $3)
+ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, p); err != nil {
+				return fmt.Errorf("seed permission: %w", err)
+			}
+		}
+		ms = append(ms, m)
+	}
+	alice, bob := ms[0], ms[1]
+	// The demo rooms are seeded once: their presence says so.
+	n, err := client.Conversation.Query().Where(entconv.OwnerID(alice.ID)).Count(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	shared, err := rooms.Create(ctx, alice, room.NewInput{Title: "Team room", Kind: entconv.KindShared})
+	if err != nil {
+		return fmt.Errorf("seed shared room: %w", err)
+	}
+	if _, err := rooms.AddMember(ctx, alice, shared.ID.String(), bob.Email); err != nil {
+		return fmt.Errorf("seed shared room: %w", err)
+	}
+	for _, m := range ms {
+		if _, err := rooms.Create(ctx, m, room.NewInput{Title: m.DisplayName + "'s notes", Kind: entconv.KindPrivate}); err != nil {
+			return fmt.Errorf("seed private room: %w", err)
+		}
+	}
+	return nil
+}
+
+// SeedAgent makes the default agent and its first version, if missing.
+// Every server needs it: a conversation names an agent.
+func SeedAgent(ctx context.Context, client *ent.Client) error {
+	exists, err := client.Agent.Query().Where(entagent.Slug(room.DefaultAgent)).Exist(ctx)
+	if err != nil || exists {
+		return err
+	}
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	a, err := tx.Agent.Create().SetSlug(room.DefaultAgent).SetName("Assistant").Save(ctx)
+	if ent.IsConstraintError(err) {
+		return nil // another replica seeded it first
+	}
+	if err != nil {
+		return fmt.Errorf("seed agent: %w", err)
+	}
+	if _, err := tx.AgentVersion.Create().
+		SetAgentID(a.ID).
+		SetVersion(1).
+		SetController("single").
+		SetModelRoute("builtin").
+		SetEffort("medium").
+		SetSystemPrompt("You are turngate's assistant. Answer from the conversation.").
+		SetBudgets(map[string]int64{"max_steps": 4, "max_tokens": 4096}).
+		Save(ctx); err != nil {
+		return fmt.Errorf("seed agent version: %w", err)
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,309 @@
+// Package room owns conversations (rooms) and their membership. Adding or
+// removing a member bumps the room's audience version and appends
+// member_joined / member_left in the same transaction, under the room's row
+// lock, so a submission and a membership change are strictly ordered.
+package room
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entagent "github.com/turngate/turngate/ent/agent"
+	entconv "github.com/turngate/turngate/ent/conversation"
+	entmember "github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/journal"
+)
+
+// DefaultAgent is the slug of the agent a conversation gets when none is named.
+const DefaultAgent = "assistant"
+
+// Service manages rooms.
+type Service struct {
+	Client *ent.Client
+	Hub    *journal.Hub
+}
+
+// MemberPayload is the payload of member_joined and member_left entries.
+type MemberPayload struct {
+	MemberID        uuid.UUID `json:"memberId"`
+	AudienceVersion int64     `json:"audienceVersion"`
+}
+
+// NewInput describes a conversation to create.
+type NewInput struct {
+	Title     string
+	Kind      entconv.Kind
+	AgentSlug string
+}
+
+// Create makes a conversation owned by owner, with owner as its first
+// member.
+func (s *Service) Create(ctx context.Context, owner authority.Member, in NewInput) (*ent.Conversation, error) {
+	slug := in.AgentSlug
+	if slug == "" {
+		slug = DefaultAgent
+	}
+	ag, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.Invalid("agent", "no agent %q", slug)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create conversation: agent: %w", err)
+	}
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	id := uuid.New()
+	c, err := tx.Conversation.Create().
+		SetID(id).
+		SetPublicKey(NewPublicKey()).
+		SetChannel(Channel(id)).
+		SetTitle(in.Title).
+		SetKind(in.Kind).
+		SetOwnerID(owner.ID).
+		SetAgentID(ag.ID).
+		Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create conversation: %w", err)
+	}
+	if _, err := tx.RoomMember.Create().SetConversationID(id).SetMemberID(owner.ID).SetRole(roommember.RoleOwner).Save(ctx); err != nil {
+		return nil, fmt.Errorf("create conversation: owner membership: %w", err)
+	}
+	entries, err := journal.Append(ctx, tx, id, nil, journal.Draft{
+		Kind: journal.KindMemberJoined, ActorID: uuid.NullUUID{UUID: owner.ID, Valid: true},
+		Payload: MemberPayload{MemberID: owner.ID, AudienceVersion: c.AudienceVersion},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create conversation: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("create conversation: commit: %w", err)
+	}
+	s.Hub.Committed(id, entries[0].Seq)
+	c.NextSeq = entries[0].Seq
+	return c, nil
+}
+
+// Channel is the WEB_ channel name of a room.
+func Channel(id uuid.UUID) string {
+	return "WEB_" + strings.ReplaceAll(id.String(), "-", "")
+}
+
+// NewPublicKey returns a fresh public conversation key.
+func NewPublicKey() string {
+	var b [15]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return "conv_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// Get returns the room ref names, if viewer is a member of it. A room the
+// viewer cannot see is NOT_FOUND, exactly like a room that does not exist.
+func (s *Service) Get(ctx context.Context, viewer authority.Member, ref string) (*ent.Conversation, error) {
+	id, err := authority.ResolveScope(ctx, s.Client, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.GetByID(ctx, viewer, id)
+}
+
+// GetByID is Get for a room UUID.
+func (s *Service) GetByID(ctx context.Context, viewer authority.Member, id uuid.UUID) (*ent.Conversation, error) {
+	c, err := s.Client.Conversation.Query().
+		Where(entconv.ID(id), entconv.HasMembersWith(roommember.MemberID(viewer.ID))).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "conversation not found")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get conversation %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// IsMember reports whether member is in room now.
+func (s *Service) IsMember(ctx context.Context, roomID, memberID uuid.UUID) (bool, error) {
+	return s.Client.RoomMember.Query().Where(roommember.ConversationID(roomID), roommember.MemberID(memberID)).Exist(ctx)
+}
+
+// Membership is one room a member is in.
+type Membership struct {
+	Conversation *ent.Conversation
+	Cursor       string
+}
+
+// List returns up to first rooms viewer is in, most recently joined first,
+// after the cursor.
+func (s *Service) List(ctx context.Context, viewer authority.Member, first int, after string) ([]Membership, bool, error) {
+	q := s.Client.RoomMember.Query().Where(roommember.MemberID(viewer.ID))
+	if after != "" {
+		at, id, err := decodeCursor(after)
+		if err != nil {
+			return nil, false, errcode.Invalid("after", "malformed cursor")
+		}
+		q = q.Where(roommember.Or(
+			roommember.CreatedAtLT(at),
+			roommember.And(roommember.CreatedAt(at), roommember.IDLT(id)),
+		))
+	}
+	rms, err := q.Order(ent.Desc(roommember.FieldCreatedAt), ent.Desc(roommember.FieldID)).
+		Limit(first + 1).
+		WithConversation().
+		All(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("list conversations: %w", err)
+	}
+	more := len(rms) > first
+	if more {
+		rms = rms[:first]
+	}
+	out := make([]Membership, len(rms))
+	for i, rm := range rms {
+		out[i] = Membership{Conversation: rm.Edges.Conversation, Cursor: encodeCursor(rm.CreatedAt, rm.ID)}
+	}
+	return out, more, nil
+}
+
+func encodeCursor(at time.Time, id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
+}
+
+func decodeCursor(s string) (time.Time, uuid.UUID, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, uuid.Nil, err
+	}
+	ts, ids, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return time.Time{}, uuid.Nil, errors.New("malformed cursor")
+	}
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, uuid.Nil, err
+	}
+	id, err := uuid.Parse(ids)
+	return at, id, err
+}
+
+// Members returns a room's memberships with their members.
+func (s *Service) Members(ctx context.Context, roomID uuid.UUID) ([]*ent.RoomMember, error) {
+	return s.Client.RoomMember.Query().Where(roommember.ConversationID(roomID)).
+		Order(ent.Asc(roommember.FieldCreatedAt)).WithMember().All(ctx)
+}
+
+// bumpAudience locks the room, checks that actor owns it and that it is
+// shared, and bumps its audience version.
+const bumpAudience = `
+UPDATE conversations SET audience_version = audience_version + 1
+WHERE id = $1 AND owner_id = $2 AND kind = 'shared'
+RETURNING audience_version`
+
+// AddMember adds the member with email to a shared room; only its owner
+// may. Adding a member who is already in the room changes nothing.
+func (s *Service) AddMember(ctx context.Context, actor authority.Member, ref, email string) (*ent.Conversation, error) {
+	return s.changeMembership(ctx, actor, ref, email, true)
+}
+
+// RemoveMember removes the member with email from a shared room; only its
+// owner may, and the owner cannot be removed.
+func (s *Service) RemoveMember(ctx context.Context, actor authority.Member, ref, email string) (*ent.Conversation, error) {
+	return s.changeMembership(ctx, actor, ref, email, false)
+}
+
+func (s *Service) changeMembership(ctx context.Context, actor authority.Member, ref, email string, add bool) (*ent.Conversation, error) {
+	c, err := s.Get(ctx, actor, ref)
+	if err != nil {
+		return nil, err
+	}
+	if c.OwnerID != actor.ID {
+		return nil, errcode.New(errcode.Forbidden, "only the conversation's owner may change its members")
+	}
+	if c.Kind != entconv.KindShared {
+		return nil, errcode.Invalid("conversationId", "a private conversation has no other members")
+	}
+	target, err := s.Client.Member.Query().Where(entmember.Email(strings.ToLower(strings.TrimSpace(email)))).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "no member with email %q", email)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("change membership: %w", err)
+	}
+	if !add && target.ID == c.OwnerID {
+		return nil, errcode.Invalid("email", "the owner cannot be removed from the conversation")
+	}
+
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, bumpAudience, c.ID, actor.ID)
+	if err != nil {
+		return nil, fmt.Errorf("change membership: %w", err)
+	}
+	var audience int64
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&audience); err != nil {
+			rows.Close()
+			return nil, err
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errcode.New(errcode.Forbidden, "only the conversation's owner may change its members")
+	}
+	var n int64
+	kind := journal.KindMemberJoined
+	if add {
+		res, err := tx.ExecContext(ctx, `INSERT INTO room_members (id, conversation_id, member_id, role) VALUES ($1, $2, $3, 'member')
+ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.ID)
+		if err != nil {
+			return nil, fmt.Errorf("add member: %w", err)
+		}
+		n, _ = res.RowsAffected()
+	} else {
+		kind = journal.KindMemberLeft
+		res, err := tx.ExecContext(ctx, `DELETE FROM room_members WHERE conversation_id = $1 AND member_id = $2`, c.ID, target.ID)
+		if err != nil {
+			return nil, fmt.Errorf("remove member: %w", err)
+		}
+		n, _ = res.RowsAffected()
+	}
+	if n == 0 {
+		// Already so: nothing changes, the audience version included.
+		return c, nil
+	}
+	entries, err := journal.Append(ctx, tx, c.ID, nil, journal.Draft{
+		Kind: kind, ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
+		Payload: MemberPayload{MemberID: target.ID, AudienceVersion: audience},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("change membership: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("change membership: commit: %w", err)
+	}
+	s.Hub.Committed(c.ID, entries[0].Seq)
+	c.AudienceVersion = audience
+	c.NextSeq = entries[0].Seq
+	return c, nil
+}

@@ -1,0 +1,289 @@
+package turn_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/turn"
+)
+
+// TestLaneFIFO: 20 messages from two members, submitted concurrently into
+// one shared room, run one at a time in position order — with two runners
+// racing for the lane.
+func TestLaneFIFO(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		m := env.Alice
+		if i%2 == 1 {
+			m = env.Bob
+		}
+		wg.Add(1)
+		go func(m authority.Member, i int) {
+			defer wg.Done()
+			_, err := env.Turns.Submit(ctx, turn.Submission{Member: m, ConversationID: env.Shared.ID,
+				Text: fmt.Sprintf("message %d", i), IdempotencyKey: fmt.Sprintf("fifo-%d", i)})
+			errs <- err
+		}(m, i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Runner(t, turn.RunnerConfig{Owner: "runner-a"})
+	env.Runner(t, turn.RunnerConfig{Owner: "runner-b"})
+
+	var turns []uuid.UUID
+	rows, err := env.DB.Query(`SELECT id FROM turns WHERE conversation_id = $1 ORDER BY position`, env.Shared.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, id)
+	}
+	rows.Close()
+	if len(turns) != 20 {
+		t.Fatalf("%d turns, want 20", len(turns))
+	}
+	for _, id := range turns {
+		if got := env.WaitTerminal(t, id); got.State != "completed" {
+			t.Fatalf("turn %s ended %s (%v)", id, got.State, got.TerminalReason)
+		}
+	}
+
+	// Replay the journal: a turn starts only after the one before it in
+	// the lane has its terminal, so at most one runs at any position.
+	var running uuid.NullUUID
+	next := 0
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		switch e.Kind {
+		case journal.KindTurnStarted:
+			if running.Valid {
+				t.Fatalf("seq %d: turn %s started while %s was running", e.Seq, e.TurnID.UUID, running.UUID)
+			}
+			if e.TurnID.UUID != turns[next] {
+				t.Fatalf("seq %d: turn %s started, want %s (lane position %d)", e.Seq, e.TurnID.UUID, turns[next], next)
+			}
+			running = e.TurnID
+		case journal.KindTurnTerminal:
+			if !running.Valid || running.UUID != e.TurnID.UUID {
+				t.Fatalf("seq %d: terminal of %s, but %v was running", e.Seq, e.TurnID.UUID, running)
+			}
+			running = uuid.NullUUID{}
+			next++
+		}
+	}
+	if next != 20 {
+		t.Fatalf("%d turns finished in the journal, want 20", next)
+	}
+}
+
+// claimHead claims a submitted turn directly, as a runner would.
+func claimHead(t *testing.T, env *testkit.Env, id uuid.UUID, owner string) *turn.Claimed {
+	t.Helper()
+	c, err := turn.Claim(context.Background(), env.Client, env.Hub, id, owner, time.Minute)
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	return c
+}
+
+// TestTerminalExactlyOnce: two concurrent terminal commits for one run ->
+// one lands, the other gets ErrFenced and changes nothing.
+func TestTerminalExactlyOnce(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "finish me twice")
+	c := claimHead(t, env, tt.ID, "r1")
+
+	answers := []string{"answer one", "answer two"}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = turn.CommitTerminal(ctx, env.Client, env.Hub, c.Fence, turn.Outcome{State: "completed", Answer: &answers[i]})
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if won >= 0 {
+				t.Fatal("both terminal commits landed")
+			}
+			won = i
+		case !errors.Is(err, turn.ErrFenced):
+			t.Fatalf("commit %d: %v, want ErrFenced", i, err)
+		}
+	}
+	if won < 0 {
+		t.Fatal("no terminal commit landed")
+	}
+	got, err := env.Client.Turn.Get(ctx, tt.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Answer == nil || *got.Answer != answers[won] {
+		t.Fatalf("stored answer %v, want %q", got.Answer, answers[won])
+	}
+	terminals, answerEntries := 0, 0
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		switch e.Kind {
+		case journal.KindTurnTerminal:
+			terminals++
+		case journal.KindTurnAnswer:
+			answerEntries++
+		}
+	}
+	if terminals != 1 || answerEntries != 1 {
+		t.Fatalf("terminals=%d answers=%d, want 1 each", terminals, answerEntries)
+	}
+}
+
+// TestStaleTokenWritesNothing: every kind of run write with an old lease
+// token fails with ErrFenced, and the rows it would touch are unchanged.
+func TestStaleTokenWritesNothing(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "fence me")
+	old := claimHead(t, env, tt.ID, "old-owner")
+	// The old owner is fenced: its turn is handed back and re-claimed,
+	// which increments the token.
+	if err := turn.Release(ctx, env.Client, env.Hub, old.Fence); err != nil {
+		t.Fatal(err)
+	}
+	cur := claimHead(t, env, tt.ID, "new-owner")
+	if cur.Fence.LeaseToken <= old.Fence.LeaseToken {
+		t.Fatalf("re-claim token %d not above %d", cur.Fence.LeaseToken, old.Fence.LeaseToken)
+	}
+	before := turnRow(t, env, tt.ID)
+	entriesBefore := len(env.Entries(t, env.Shared.ID))
+	answer := "stale answer"
+
+	writes := []struct {
+		name  string
+		write func() error
+	}{
+		{"answer delta", func() error {
+			_, err := journal.Append(ctx, env.DB, env.Shared.ID, &old.Fence, journal.Draft{Kind: journal.KindAnswerDelta, TurnID: uuid.NullUUID{UUID: tt.ID, Valid: true}})
+			return err
+		}},
+		{"heartbeat", func() error { return turn.Renew(ctx, env.DB, old.Fence, "old-owner", 60) }},
+		{"terminal", func() error {
+			return turn.CommitTerminal(ctx, env.Client, env.Hub, old.Fence, turn.Outcome{State: "completed", Answer: &answer})
+		}},
+		{"failed terminal", func() error {
+			return turn.CommitTerminal(ctx, env.Client, env.Hub, old.Fence, turn.Outcome{State: "failed", Reason: turn.ReasonInputLeaseLost})
+		}},
+		{"release", func() error { return turn.Release(ctx, env.Client, env.Hub, old.Fence) }},
+	}
+	for _, w := range writes {
+		err := w.write()
+		if !errors.Is(err, turn.ErrFenced) && !errors.Is(err, turn.ErrLeaseLost) {
+			t.Errorf("%s with a stale token: err = %v, want ErrFenced or ErrLeaseLost", w.name, err)
+		}
+	}
+	if after := turnRow(t, env, tt.ID); after != before {
+		t.Fatalf("turn row changed by stale writes:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := len(env.Entries(t, env.Shared.ID)); n != entriesBefore {
+		t.Fatalf("journal grew from %d to %d entries under stale writes", entriesBefore, n)
+	}
+}
+
+func turnRow(t *testing.T, env *testkit.Env, id uuid.UUID) string {
+	t.Helper()
+	var row string
+	if err := env.DB.QueryRow(`SELECT row_to_json(t)::text FROM turns t WHERE id = $1`, id).Scan(&row); err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+// TestRenewDoesNotExtendExpiredLease: a renewal that arrives after the
+// lease expired — a slow but successful heartbeat — does not revive it.
+func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "expire me")
+	c := claimHead(t, env, tt.ID, "r1")
+	if err := turn.Renew(ctx, env.DB, c.Fence, "r1", 60); err != nil {
+		t.Fatalf("renewing a live lease: %v", err)
+	}
+	// Backdate the expiry, as if the database clock had moved past it.
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := turnRow(t, env, tt.ID)
+	if err := turn.Renew(ctx, env.DB, c.Fence, "r1", 60); !errors.Is(err, turn.ErrLeaseLost) {
+		t.Fatalf("renewing an expired lease: err = %v, want ErrLeaseLost", err)
+	}
+	if after := turnRow(t, env, tt.ID); after != before {
+		t.Fatalf("expired lease changed by a late renewal")
+	}
+	// Another owner's renewal of a live lease is refused too.
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() + interval '1 minute' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Renew(ctx, env.DB, c.Fence, "someone-else", 60); !errors.Is(err, turn.ErrLeaseLost) {
+		t.Fatalf("renewal by another owner: err = %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestStoppedRunnerDetaches: stopping a runner mid-turn is not member
+// intent. The turn gets no cancelled terminal; it goes back to its lane
+// and the next runner completes it.
+func TestStoppedRunnerDetaches(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	gate := newGatedModel()
+	r := env.Runner(t, turn.RunnerConfig{Owner: "first", Gateway: gate.gateway()})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "survive a stop")
+	<-gate.started // the model step is running
+	r.Stop()
+
+	got := env.WaitTurn(t, tt.ID, func(tt *turnState) bool { return tt.State == "queued" })
+	if got.TerminalReason != nil {
+		t.Fatalf("a stopped runner recorded a terminal reason %q", *got.TerminalReason)
+	}
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if e.Kind == journal.KindTurnTerminal {
+			t.Fatalf("a stopped runner wrote a terminal: %s", e.Payload)
+		}
+	}
+
+	env.Runner(t, turn.RunnerConfig{Owner: "second"})
+	final := env.WaitTerminal(t, tt.ID)
+	if final.State != "completed" || final.Attempt != 2 {
+		t.Fatalf("after takeover: state %s attempt %d, want completed on attempt 2", final.State, final.Attempt)
+	}
+}

@@ -1,0 +1,297 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/journal"
+)
+
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	Client  *ent.Client
+	Hub     *journal.Hub
+	Gateway *gateway.Gateway
+	// Owner names this runner in leases; unique per process.
+	Owner string
+	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
+	LeaseTTL time.Duration
+	// Heartbeat is how often a run renews its lease. Default LeaseTTL/3.
+	Heartbeat time.Duration
+	// Poll is the slow sweep for work whose wake-up was lost. Default 1s.
+	Poll time.Duration
+	// MaxRuns bounds the runs in flight on this runner. Default 64.
+	MaxRuns int
+	// DeltaWindow and DeltaTokens bound how long and how many tokens model
+	// output is held before it is appended as one answer_delta. Defaults
+	// 30ms and 64.
+	DeltaWindow time.Duration
+	DeltaTokens int
+	// HistoryTurns is how many earlier turns of the room a run sees.
+	// Default 20.
+	HistoryTurns int
+	Logger       *slog.Logger
+}
+
+// Runner claims the heads of room lanes and runs them.
+type Runner struct {
+	cfg RunnerConfig
+	log *slog.Logger
+
+	slots chan struct{}
+
+	startOnce, stopOnce sync.Once
+	cancelLoop          context.CancelFunc
+	cancelRuns          context.CancelCauseFunc
+	runs                sync.WaitGroup
+	done                chan struct{}
+}
+
+// NewRunner returns a runner; Start begins claiming.
+func NewRunner(cfg RunnerConfig) *Runner {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 30 * time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = cfg.LeaseTTL / 3
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = 64
+	}
+	if cfg.DeltaWindow <= 0 {
+		cfg.DeltaWindow = 30 * time.Millisecond
+	}
+	if cfg.DeltaTokens <= 0 {
+		cfg.DeltaTokens = 64
+	}
+	if cfg.HistoryTurns <= 0 {
+		cfg.HistoryTurns = 20
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = "runner-" + uuid.NewString()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{
+		cfg:   cfg,
+		log:   cfg.Logger.With("runner", cfg.Owner),
+		slots: make(chan struct{}, cfg.MaxRuns),
+		done:  make(chan struct{}),
+	}
+}
+
+// Owner is the name this runner writes into its leases.
+func (r *Runner) Owner() string { return r.cfg.Owner }
+
+// Start begins claiming lane heads in the background.
+func (r *Runner) Start(ctx context.Context) error {
+	started := false
+	r.startOnce.Do(func() {
+		started = true
+		// Runs get a context of their own: stopping the loop must not be
+		// mistaken for anything a run should act on but detaching.
+		runsCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+		loopCtx, cancelLoop := context.WithCancel(ctx)
+		r.cancelRuns, r.cancelLoop = cancelRuns, cancelLoop
+		go func() {
+			defer close(r.done)
+			r.loop(loopCtx, runsCtx)
+			r.runs.Wait()
+		}()
+	})
+	if !started {
+		return errors.New("runner already started")
+	}
+	return nil
+}
+
+// Stop stops claiming, detaches from the runs in flight (their turns go
+// back to the lane, fenced, for another runner) and waits for them. Safe
+// to call twice, and before Start.
+func (r *Runner) Stop() {
+	r.stopOnce.Do(func() {
+		r.startOnce.Do(func() { close(r.done) })
+		if r.cancelLoop != nil {
+			r.cancelLoop()
+			r.cancelRuns(errDetached)
+		}
+	})
+	<-r.done
+}
+
+func (r *Runner) loop(ctx, runsCtx context.Context) {
+	tick := time.NewTicker(r.cfg.Poll)
+	defer tick.Stop()
+	freed := make(chan struct{}, 1)
+	for {
+		wake := r.cfg.Hub.WaitAny()
+		if err := r.claimHeads(ctx, runsCtx, freed); err != nil && ctx.Err() == nil {
+			r.log.Warn("claiming lane heads failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-tick.C:
+		case <-freed:
+		}
+	}
+}
+
+// lane heads: per room with no active turn, its queued turn with the
+// lowest position.
+const laneHeads = `
+SELECT DISTINCT ON (t.conversation_id) t.id
+FROM turns t JOIN conversations c ON c.id = t.conversation_id
+WHERE t.state = 'queued' AND c.active_turn_id IS NULL
+ORDER BY t.conversation_id, t.position
+LIMIT $1`
+
+func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{}) error {
+	free := cap(r.slots) - len(r.slots)
+	if free == 0 {
+		return nil
+	}
+	rows, err := r.cfg.Client.QueryContext(ctx, laneHeads, free)
+	if err != nil {
+		return fmt.Errorf("lane heads: %w", err)
+	}
+	var heads []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		heads = append(heads, id)
+	}
+	if err := closeRows(rows); err != nil {
+		return fmt.Errorf("lane heads: %w", err)
+	}
+	for _, id := range heads {
+		c, err := Claim(ctx, r.cfg.Client, r.cfg.Hub, id, r.cfg.Owner, r.cfg.LeaseTTL)
+		if errors.Is(err, ErrNotClaimable) {
+			continue // another runner was faster, or the lane moved
+		}
+		if err != nil {
+			return err
+		}
+		r.slots <- struct{}{}
+		r.runs.Add(1)
+		go func() {
+			defer r.runs.Done()
+			defer func() {
+				<-r.slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+			r.run(runsCtx, c)
+		}()
+	}
+	return nil
+}
+
+// Claimed is a run's hold on a turn.
+type Claimed struct {
+	Turn  *ent.Turn
+	Fence journal.Fence
+}
+
+// ErrNotClaimable reports a turn that is not the claimable head of its
+// lane (it is running, finished, behind another turn, or the room is busy).
+var ErrNotClaimable = errors.New("turn is not the claimable head of its lane")
+
+// claimTurn moves the head of a lane to running. The NOT EXISTS keeps the
+// lane first-in-first-out; the partial unique index on running turns keeps
+// one running per room if anything else ever tried.
+const claimTurn = `
+UPDATE turns t SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
+  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1,
+  started_at = COALESCE(started_at, now())
+WHERE t.id = $1 AND t.state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM turns e WHERE e.conversation_id = t.conversation_id
+                  AND e.state IN ('queued', 'running') AND e.position < t.position)
+RETURNING lease_token`
+
+// Claim takes a queued turn that heads its lane, for owner, and appends
+// turn_started. It returns ErrNotClaimable when the turn is not that.
+func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uuid.UUID, owner string, ttl time.Duration) (*Claimed, error) {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: begin: %w", turnID, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, claimTurn, turnID, owner, ttl.Seconds())
+	if err != nil {
+		if isUniqueViolation(err) {
+			return nil, ErrNotClaimable
+		}
+		return nil, fmt.Errorf("claim %s: %w", turnID, err)
+	}
+	var token int64
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&token); err != nil {
+			rows.Close()
+			return nil, err
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		if isUniqueViolation(err) {
+			return nil, ErrNotClaimable
+		}
+		return nil, fmt.Errorf("claim %s: %w", turnID, err)
+	}
+	if !found {
+		return nil, ErrNotClaimable
+	}
+	t, err := tx.Turn.Get(ctx, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", turnID, err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1 AND active_turn_id IS NULL`, t.ConversationID, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: activate room: %w", turnID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, ErrNotClaimable
+	}
+	av, err := tx.AgentVersion.Get(ctx, t.AgentVersionID)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: agent version: %w", turnID, err)
+	}
+	fence := journal.Fence{TurnID: turnID, LeaseToken: token}
+	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
+		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
+		Payload: StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: owner},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", turnID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim %s: commit: %w", turnID, err)
+	}
+	hub.Committed(t.ConversationID, entries[0].Seq)
+	return &Claimed{Turn: t, Fence: fence}, nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "23505"
+}

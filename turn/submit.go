@@ -1,0 +1,194 @@
+package turn
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entturn "github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/journal"
+)
+
+// Service accepts turns and answers questions about them.
+type Service struct {
+	Client *ent.Client
+	Hub    *journal.Hub
+}
+
+// Submission is one member input.
+type Submission struct {
+	Member         authority.Member
+	ConversationID uuid.UUID
+	Text           string
+	IdempotencyKey string
+}
+
+// AcceptedPayload is the payload of a turn_accepted entry.
+type AcceptedPayload struct {
+	Text       string    `json:"text"`
+	AuthorID   uuid.UUID `json:"authorId"`
+	AuthorName string    `json:"authorName,omitempty"`
+}
+
+// takePosition takes the next journal position of the room, only if the
+// author is a member of it, and reads in the same statement what the
+// authority bundle needs: the room's audience and agent's current version,
+// and the member's permissions as of now. The room's row lock, held to
+// commit, orders this submission against membership changes and other
+// appends.
+const takePosition = `
+WITH room AS (
+  UPDATE conversations SET next_seq = next_seq + 1
+  WHERE id = $1 AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)
+  RETURNING id, next_seq, kind, audience_version, agent_id
+)
+SELECT room.next_seq, room.kind, room.audience_version, room.agent_id,
+       av.id, av.version, av.controller, av.model_route,
+       COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}')
+FROM room
+JOIN LATERAL (
+  SELECT id, version, controller, model_route FROM agent_versions
+  WHERE agent_id = room.agent_id ORDER BY version DESC LIMIT 1
+) av ON true`
+
+const insertTurn = `
+INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
+RETURNING id`
+
+// Submit durably accepts a member's input and returns its turn. It returns
+// only after the turn and its turn_accepted entry are committed. A retry
+// with the same idempotency key returns the same turn; the same key with
+// other text is a CONFLICT; a room the member is not in is NOT_FOUND.
+func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) {
+	// A retry usually finds its turn already there: answer it without
+	// taking the room lock. The unique index, not this read, is what
+	// keeps one turn per key when retries race.
+	if t, err := s.existing(ctx, in); err == nil || !ent.IsNotFound(err) {
+		return t, err
+	}
+
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("submit: begin: %w", err)
+	}
+	defer tx.Rollback()
+
+	var (
+		pos        int64
+		kind       string
+		audience   int64
+		b          = authority.Bundle{MemberID: in.Member.ID, PlatformUserID: in.Member.PlatformUserID, Email: in.Member.Email, DisplayName: in.Member.DisplayName, ConversationID: in.ConversationID}
+		perms      pq.StringArray
+		foundRoom  bool
+		agentVerID uuid.UUID
+	)
+	rows, err := tx.QueryContext(ctx, takePosition, in.ConversationID, in.Member.ID)
+	if err != nil {
+		return nil, fmt.Errorf("submit: take position: %w", err)
+	}
+	for rows.Next() {
+		foundRoom = true
+		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("submit: take position: %w", err)
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("submit: take position: %w", err)
+	}
+	if !foundRoom {
+		return nil, errcode.New(errcode.NotFound, "conversation %s not found", in.ConversationID)
+	}
+	b.AgentVersionID = agentVerID
+	b.ConversationKind = kind
+	b.Permissions = perms
+	if kind == "shared" {
+		b.AudienceVersion = audience
+	}
+	digest, raw, err := b.Digest()
+	if err != nil {
+		return nil, err
+	}
+
+	id := uuid.New()
+	rows, err = tx.QueryContext(ctx, insertTurn, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos, agentVerID, []byte(raw), digest)
+	if err != nil {
+		return nil, fmt.Errorf("submit: insert turn: %w", err)
+	}
+	inserted := rows.Next()
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("submit: insert turn: %w", err)
+	}
+	if !inserted {
+		// Another submission with this key committed first: converge on
+		// it. Our position is given back with the rollback.
+		tx.Rollback()
+		return s.existing(ctx, in)
+	}
+
+	if _, err := journal.Insert(ctx, tx, in.ConversationID, pos, journal.Draft{
+		Kind:    journal.KindTurnAccepted,
+		TurnID:  uuid.NullUUID{UUID: id, Valid: true},
+		ActorID: uuid.NullUUID{UUID: in.Member.ID, Valid: true},
+		Payload: AcceptedPayload{Text: in.Text, AuthorID: in.Member.ID, AuthorName: in.Member.DisplayName},
+	}); err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		// A failed COMMIT has an unknown outcome: the key tells.
+		if t, rerr := s.existing(ctx, in); rerr == nil {
+			return t, nil
+		}
+		return nil, fmt.Errorf("submit: commit: %w", err)
+	}
+	s.Hub.Committed(in.ConversationID, pos)
+	return &ent.Turn{
+		ID: id, ConversationID: in.ConversationID, AuthorID: in.Member.ID, IdempotencyKey: in.IdempotencyKey,
+		Input: in.Text, Position: pos, State: entturn.StateQueued, AgentVersionID: agentVerID,
+		AuthorityBundle: raw, AuthorityDigest: digest,
+	}, nil
+}
+
+// existing finds the turn of a submission's idempotency key, and checks
+// that it carries the same text.
+func (s *Service) existing(ctx context.Context, in Submission) (*ent.Turn, error) {
+	t, err := s.Client.Turn.Query().Where(
+		entturn.ConversationID(in.ConversationID),
+		entturn.AuthorID(in.Member.ID),
+		entturn.IdempotencyKey(in.IdempotencyKey),
+	).Only(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.Input != in.Text {
+		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with a different message", in.IdempotencyKey)
+	}
+	return t, nil
+}
+
+func closeRows(rows *sql.Rows) error {
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
+// Get returns a turn by id.
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (*ent.Turn, error) {
+	t, err := s.Client.Turn.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "turn %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get turn %s: %w", id, err)
+	}
+	return t, nil
+}

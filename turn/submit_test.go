@@ -1,0 +1,131 @@
+package turn_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/turn"
+)
+
+// TestSubmitIdempotencyRace: 50 concurrent submissions with one key make
+// one turn, one turn_accepted, one answer and one terminal.
+func TestSubmitIdempotencyRace(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	sub := turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "hello, once", IdempotencyKey: "race-key-1"}
+
+	const n = 50
+	ids := make([]uuid.UUID, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			tt, err := env.Turns.Submit(ctx, sub)
+			errs[i] = err
+			if err == nil {
+				ids[i] = tt.ID
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("submission %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("submission %d got turn %s, submission 0 got %s", i, ids[i], ids[0])
+		}
+	}
+
+	env.Runner(t, turn.RunnerConfig{})
+	final := env.WaitTerminal(t, ids[0])
+	if final.State != "completed" {
+		t.Fatalf("turn state = %s, want completed", final.State)
+	}
+	var turns, accepted, answers, terminals int
+	if err := env.DB.QueryRow(`SELECT count(*) FROM turns WHERE idempotency_key = 'race-key-1'`).Scan(&turns); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if !e.TurnID.Valid || e.TurnID.UUID != ids[0] {
+			continue
+		}
+		switch e.Kind {
+		case journal.KindTurnAccepted:
+			accepted++
+		case journal.KindTurnAnswer:
+			answers++
+		case journal.KindTurnTerminal:
+			terminals++
+		}
+	}
+	if turns != 1 || accepted != 1 || answers != 1 || terminals != 1 {
+		t.Fatalf("turns=%d accepted=%d answers=%d terminals=%d, want 1 each", turns, accepted, answers, terminals)
+	}
+}
+
+func TestSubmitRejectsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	first := env.Submit(t, env.Alice, env.Shared.ID, "first")
+	mallory := env.NewMember(t, "mallory@example.com")
+
+	tests := []struct {
+		name string
+		sub  turn.Submission
+		code errcode.Code
+	}{
+		{"same key, other text", turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "not first", IdempotencyKey: first.IdempotencyKey}, errcode.Conflict},
+		{"not a member", turn.Submission{Member: mallory, ConversationID: env.Shared.ID, Text: "let me in", IdempotencyKey: "k-mallory"}, errcode.NotFound},
+		{"no such room", turn.Submission{Member: env.Alice, ConversationID: uuid.New(), Text: "anyone?", IdempotencyKey: "k-nowhere"}, errcode.NotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := snapshot(t, env)
+			_, err := env.Turns.Submit(ctx, tt.sub)
+			e, ok := errcode.From(err)
+			if !ok || e.Code != tt.code {
+				t.Fatalf("err = %v, want code %s", err, tt.code)
+			}
+			if after := snapshot(t, env); after != before {
+				t.Fatalf("database changed: before %+v, after %+v", before, after)
+			}
+		})
+	}
+
+	// The same key with the same text is the same turn, and writes nothing.
+	before := snapshot(t, env)
+	again, err := env.Turns.Submit(ctx, turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "first", IdempotencyKey: first.IdempotencyKey})
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("retry = %v, %v; want turn %s", again, err, first.ID)
+	}
+	if after := snapshot(t, env); after != before {
+		t.Fatalf("retry changed the database: before %+v, after %+v", before, after)
+	}
+}
+
+type counts struct{ Turns, Entries, Head int64 }
+
+func snapshot(t *testing.T, env *testkit.Env) counts {
+	t.Helper()
+	var c counts
+	err := env.DB.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries),
+		(SELECT COALESCE(sum(next_seq), 0) FROM conversations)`).Scan(&c.Turns, &c.Entries, &c.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

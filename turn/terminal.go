@@ -1,0 +1,174 @@
+package turn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/journal"
+)
+
+// Outcome is how a turn ends.
+type Outcome struct {
+	State  string // completed | failed | cancelled
+	Reason string
+	// Answer is committed with the terminal, when there is one.
+	Answer *string
+}
+
+// AnswerPayload is the payload of a turn_answer entry.
+type AnswerPayload struct {
+	Text      string   `json:"text"`
+	Citations []string `json:"citations"`
+}
+
+// TerminalPayload is the payload of a turn_terminal entry.
+type TerminalPayload struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// StartedPayload is the payload of a turn_started entry.
+type StartedPayload struct {
+	Attempt      int    `json:"attempt"`
+	AgentVersion int    `json:"agentVersion"`
+	Runner       string `json:"runner"`
+}
+
+// DeltaPayload is the payload of an answer_delta entry. Offset is where
+// Text starts in the attempt's answer, so a reader can tell a gap from a
+// repeat.
+type DeltaPayload struct {
+	Text   string `json:"text"`
+	Offset int    `json:"offset"`
+}
+
+const finishTurn = `
+UPDATE turns SET state = $3, terminal_reason = $4, answer = $5, finished_at = now(),
+  lease_expires_at = NULL
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+RETURNING conversation_id, attempt`
+
+// CommitTerminal ends the run holding fence: the answer, the turn_terminal
+// entry and the release of the room commit in one transaction, fenced by
+// the lease token. A run that no longer owns the turn gets ErrFenced and
+// changes nothing; the journal's partial unique index allows one terminal
+// per turn whatever races.
+func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, fence journal.Fence, out Outcome) error {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return fmt.Errorf("terminal %s: begin: %w", fence.TurnID, err)
+	}
+	defer tx.Rollback()
+
+	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer)
+	if err != nil {
+		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
+	}
+	var room uuid.UUID
+	var attempt int
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&room, &attempt); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
+	}
+	if !found {
+		return ErrFenced
+	}
+
+	turnID := uuid.NullUUID{UUID: fence.TurnID, Valid: true}
+	var drafts []journal.Draft
+	if out.Answer != nil {
+		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: turnID, Attempt: attempt,
+			Payload: AnswerPayload{Text: *out.Answer, Citations: []string{}}})
+	}
+	drafts = append(drafts, journal.Draft{Kind: journal.KindTurnTerminal, TurnID: turnID, Attempt: attempt,
+		Payload: TerminalPayload{Outcome: out.State, Reason: out.Reason}})
+	// The turn row now holds our update, which is the fence: the append
+	// itself needs none.
+	entries, err := journal.Append(ctx, tx, room, nil, drafts...)
+	if err != nil {
+		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2`, room, fence.TurnID); err != nil {
+		return fmt.Errorf("terminal %s: release room: %w", fence.TurnID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("terminal %s: commit: %w", fence.TurnID, err)
+	}
+	hub.Committed(room, entries[len(entries)-1].Seq)
+	return nil
+}
+
+const renewLease = `
+UPDATE turns SET lease_expires_at = now() + make_interval(secs => $4)
+WHERE id = $1 AND lease_token = $2 AND lease_owner = $3 AND state = 'running' AND lease_expires_at > now()`
+
+// Renew extends the lease of the run holding fence. It extends only an
+// unexpired running claim: a lease that has already expired stays expired
+// even if this renewal arrives late, and the run gets ErrLeaseLost.
+func Renew(ctx context.Context, q journal.Querier, fence journal.Fence, owner string, ttlSeconds float64) error {
+	res, err := q.ExecContext(ctx, renewLease, fence.TurnID, fence.LeaseToken, owner, ttlSeconds)
+	if err != nil {
+		return fmt.Errorf("renew lease of %s: %w", fence.TurnID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+const releaseTurn = `
+UPDATE turns SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+RETURNING conversation_id`
+
+// Release hands a running turn back to its lane without an outcome, fenced
+// by the lease token: a stopping runner is not member intent, so the turn
+// stays non-terminal and another runner takes it over at once.
+func Release(ctx context.Context, client *ent.Client, hub *journal.Hub, fence journal.Fence) error {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, releaseTurn, fence.TurnID, fence.LeaseToken)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", fence.TurnID, err)
+	}
+	var room uuid.UUID
+	found := false
+	for rows.Next() {
+		found = true
+		if err := rows.Scan(&room); err != nil {
+			rows.Close()
+			return err
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return fmt.Errorf("release %s: %w", fence.TurnID, err)
+	}
+	if !found {
+		return ErrFenced
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2`, room, fence.TurnID); err != nil {
+		return fmt.Errorf("release %s: %w", fence.TurnID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("release %s: commit: %w", fence.TurnID, err)
+	}
+	hub.Committed(room, 0)
+	return nil
+}
