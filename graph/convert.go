@@ -1,0 +1,95 @@
+package graph
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/graph/model"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/turn"
+)
+
+func toMember(m authority.Member) *model.Member {
+	return &model.Member{ID: m.ID.String(), Email: m.Email, DisplayName: m.DisplayName}
+}
+
+func toEntMember(m *ent.Member) *model.Member {
+	return &model.Member{ID: m.ID.String(), Email: m.Email, DisplayName: m.DisplayName}
+}
+
+func toConversation(c *ent.Conversation) *model.Conversation {
+	out := &model.Conversation{
+		ID:              c.ID.String(),
+		PublicKey:       c.PublicKey,
+		Channel:         c.Channel,
+		Title:           c.Title,
+		Kind:            model.ConversationKind(strings.ToUpper(string(c.Kind))),
+		AudienceVersion: c.AudienceVersion,
+		Head:            c.NextSeq,
+		CreatedAt:       c.CreatedAt,
+		OwnerID:         c.OwnerID.String(),
+	}
+	if c.ActiveTurnID != nil {
+		s := c.ActiveTurnID.String()
+		out.ActiveTurnID = &s
+	}
+	return out
+}
+
+func toTurn(t *ent.Turn) *model.Turn {
+	return &model.Turn{
+		ID:             t.ID.String(),
+		ConversationID: t.ConversationID.String(),
+		IdempotencyKey: t.IdempotencyKey,
+		Position:       t.Position,
+		State:          model.TurnState(strings.ToUpper(string(t.State))),
+		Input:          t.Input,
+		Answer:         t.Answer,
+		Attempt:        int64(t.Attempt),
+		TerminalReason: t.TerminalReason,
+		CreatedAt:      t.CreatedAt,
+		StartedAt:      t.StartedAt,
+		FinishedAt:     t.FinishedAt,
+		AuthorID:       t.AuthorID.String(),
+	}
+}
+
+func toEntry(e journal.Entry) *model.JournalEntry {
+	out := &model.JournalEntry{
+		ConversationID: e.ConversationID.String(),
+		Seq:            e.Seq,
+		Kind:           model.JournalKind(strings.ToUpper(string(e.Kind))),
+		Attempt:        int64(e.Attempt),
+		Payload:        model.JSON(e.Payload),
+		CreatedAt:      e.CreatedAt,
+	}
+	if e.TurnID.Valid {
+		s := e.TurnID.UUID.String()
+		out.TurnID = &s
+	}
+	if e.ActorID.Valid {
+		s := e.ActorID.UUID.String()
+		out.ActorID = &s
+	}
+	var p struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(e.Payload, &p) == nil {
+		out.Text = p.Text
+	}
+	return out
+}
+
+func toDelta(e journal.Entry) *model.AnswerDelta {
+	var p turn.DeltaPayload
+	_ = json.Unmarshal(e.Payload, &p)
+	return &model.AnswerDelta{
+		TurnID:  e.TurnID.UUID.String(),
+		Seq:     e.Seq,
+		Attempt: int64(e.Attempt),
+		Offset:  int64(p.Offset),
+		Text:    p.Text,
+	}
+}

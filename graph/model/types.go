@@ -1,0 +1,44 @@
+package model
+
+import "time"
+
+// Conversation, Turn and RoomMember are written by hand so that they carry
+// the ids their relation resolvers need (owner, active turn, author,
+// member) without exposing them as fields of the contract.
+
+type Conversation struct {
+	ID              string           `json:"id"`
+	PublicKey       string           `json:"publicKey"`
+	Channel         string           `json:"channel"`
+	Title           string           `json:"title"`
+	Kind            ConversationKind `json:"kind"`
+	AudienceVersion int64            `json:"audienceVersion"`
+	Head            int64            `json:"head"`
+	CreatedAt       time.Time        `json:"createdAt"`
+
+	OwnerID      string  `json:"-"`
+	ActiveTurnID *string `json:"-"`
+}
+
+type Turn struct {
+	ID             string     `json:"id"`
+	ConversationID string     `json:"conversationId"`
+	IdempotencyKey string     `json:"idempotencyKey"`
+	Position       int64      `json:"position"`
+	State          TurnState  `json:"state"`
+	Input          string     `json:"input"`
+	Answer         *string    `json:"answer,omitempty"`
+	Attempt        int64      `json:"attempt"`
+	TerminalReason *string    `json:"terminalReason,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	StartedAt      *time.Time `json:"startedAt,omitempty"`
+	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+
+	AuthorID string `json:"-"`
+}
+
+type RoomMember struct {
+	Member   *Member   `json:"member"`
+	Role     RoomRole  `json:"role"`
+	JoinedAt time.Time `json:"joinedAt"`
+}

@@ -1,0 +1,100 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/turngate/turngate/errcode"
+)
+
+// validate checks inputs at the edge, before any domain call, so bad input
+// changes nothing.
+var validate = newValidator()
+
+var idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func newValidator() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string { return f.Tag.Get("json") })
+	must(v.RegisterValidation("idempotencykey", func(fl validator.FieldLevel) bool {
+		return idempotencyKeyPattern.MatchString(fl.Field().String())
+	}))
+	must(v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
+		return strings.TrimSpace(fl.Field().String()) != ""
+	}))
+	return v
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// submitInput is submitMessage's input as validated.
+type submitInput struct {
+	ConversationID string `json:"conversationId" validate:"required,max=200"`
+	Text           string `json:"text" validate:"notblank"`
+	IdempotencyKey string `json:"idempotencyKey" validate:"idempotencykey"`
+}
+
+type createConversationInput struct {
+	Title string `json:"title" validate:"notblank,max=200"`
+	Agent string `json:"agent" validate:"omitempty,max=100"`
+}
+
+type roomMemberInput struct {
+	ConversationID string `json:"conversationId" validate:"required,max=200"`
+	Email          string `json:"email" validate:"required,email,max=320"`
+}
+
+type pageInput struct {
+	First int64 `json:"first" validate:"min=1,max=500"`
+	After int64 `json:"after" validate:"min=0"`
+}
+
+// check validates v and turns the first failure into a BAD_USER_INPUT
+// error naming the field.
+func check(v any) error {
+	err := validate.Struct(v)
+	if err == nil {
+		return nil
+	}
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) || len(verrs) == 0 {
+		return fmt.Errorf("validate input: %w", err)
+	}
+	fe := verrs[0]
+	return errcode.Invalid(fe.Field(), "%s", describe(fe))
+}
+
+func describe(fe validator.FieldError) string {
+	switch fe.Tag() {
+	case "required", "notblank":
+		return fe.Field() + " must not be empty"
+	case "idempotencykey":
+		return fe.Field() + " must be 1 to 128 characters of A-Z a-z 0-9 . _ : -"
+	case "email":
+		return fe.Field() + " must be an email address"
+	case "max":
+		return fmt.Sprintf("%s must be at most %s", fe.Field(), fe.Param())
+	case "min":
+		return fmt.Sprintf("%s must be at least %s", fe.Field(), fe.Param())
+	default:
+		return fe.Field() + " is invalid"
+	}
+}
+
+// checkTextLen bounds a message by the configured limit, in characters.
+func checkTextLen(text string, limit int) error {
+	if n := utf8.RuneCountInString(text); n > limit {
+		return errcode.Invalid("text", "text is %d characters; the limit is %d", n, limit)
+	}
+	return nil
+}
