@@ -1,0 +1,48 @@
+# turngate — the two commands a newcomer needs are `make run` and `make test`.
+
+GO        ?= go
+BIN       := bin/turngate
+PKGS      := ./...
+# Packages whose tests exercise concurrency run under the race detector.
+RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/...
+
+.PHONY: run build test test-unit check-generate generate bench vet fmt clean
+
+run: build
+	$(BIN) serve
+
+build:
+	$(GO) build -o $(BIN) ./server
+
+test: check-generate vet
+	$(GO) test -count=1 -timeout 12m $(PKGS)
+	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^ent/' -e '/generated/')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# generate: ent first, then the migration diff (on a throwaway private
+# Postgres), then gqlgen. A stale generated.go still compiles but fails at
+# run time, so the order matters.
+generate:
+	cd ent && $(GO) run entc.go
+	cd migrations && $(GO) run gen.go
+	$(GO) tool gqlgen generate --config gqlgen.yml
+
+# check-generate fails when `make generate` changes anything: the committed
+# generated code must be exactly what the generators write.
+GEN_PATHS := ent graph migrations schema.graphql gqlgen.yml
+gen_state = { git status --porcelain -- $(GEN_PATHS); git diff -- $(GEN_PATHS); } | sha1sum
+check-generate:
+	@before=$$($(gen_state)); $(MAKE) --no-print-directory generate; after=$$($(gen_state)); \
+	  if [ "$$before" != "$$after" ]; then \
+	    echo "generated code is stale: run make generate and commit the result"; \
+	    git status --porcelain -- $(GEN_PATHS); exit 1; fi
+
+bench:
+	$(GO) run ./server/bench
+
+clean:
+	rm -rf bin

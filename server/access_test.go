@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// TestNonMemberSeesNothing: someone who is not in a room cannot read it,
+// its journal, its turns, subscribe to it or submit into it; each is the
+// same NOT_FOUND as a room that does not exist.
+func TestNonMemberSeesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"]
+	var sub struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := a.Do(ctx, submit, map[string]any{"c": team.ID, "t": "for members only", "k": "members-1"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, h, team.ID)
+	m := h.client(t, mallory)
+	if got := rooms(t, m); len(got) != 0 {
+		t.Fatalf("mallory lists rooms %v", got)
+	}
+	before := counts(t, h)
+	for _, ref := range []string{team.ID, team.PublicKey, team.Channel} {
+		checks := []struct {
+			name  string
+			query string
+			vars  map[string]any
+		}{
+			{"conversation", `query($c: ID!) { conversation(id: $c) { id } }`, map[string]any{"c": ref}},
+			{"journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": ref}},
+			{"submit", submit, map[string]any{"c": ref, "t": "let me in", "k": "mallory-1"}},
+		}
+		for _, c := range checks {
+			if err := m.Do(ctx, c.query, c.vars, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+				t.Errorf("%s by %q: err = %v, want NOT_FOUND", c.name, ref, err)
+			}
+		}
+	}
+	if err := m.Do(ctx, `query($id: ID!) { turn(id: $id) { id } }`, map[string]any{"id": sub.SubmitMessage.ID}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+		t.Errorf("turn: err = %v, want NOT_FOUND", err)
+	}
+	hdr := http.Header{}
+	hdr.Set(h.cfg.IdentityHeader, m.Header.Get(h.cfg.IdentityHeader))
+	assertSubscriptionCode(t, h, hdr, nil, "NOT_FOUND")
+	if after := counts(t, h); after != before {
+		t.Fatalf("database changed: before %+v, after %+v", before, after)
+	}
+}
+
+// TestScopeResolverMatchesCompleteNamesOnly: a room is found by its UUID,
+// its WEB_ channel and its public key, and by nothing that differs from
+// them by a prefix or a suffix.
+func TestScopeResolverMatchesCompleteNamesOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"]
+	get := `query($c: ID!) { conversation(id: $c) { id } }`
+	for _, ref := range []string{team.ID, team.Channel, team.PublicKey} {
+		var out struct {
+			Conversation struct{ ID string } `json:"conversation"`
+		}
+		if err := a.Do(ctx, get, map[string]any{"c": ref}, &out); err != nil || out.Conversation.ID != team.ID {
+			t.Fatalf("conversation(%q) = %+v, %v; want %s", ref, out, err, team.ID)
+		}
+	}
+	for _, ref := range []string{
+		team.PublicKey + "x", team.PublicKey + "-task-1", team.PublicKey[:len(team.PublicKey)-1],
+		team.Channel + "0", team.Channel[:len(team.Channel)-1], "x" + team.Channel,
+		strings.ToUpper(team.PublicKey), team.ID + "0", "",
+	} {
+		err := a.Do(ctx, get, map[string]any{"c": ref}, nil)
+		if code := gqlclient.CodeOf(err); code != "NOT_FOUND" {
+			t.Errorf("conversation(%q): err = %v, want NOT_FOUND", ref, err)
+		}
+	}
+}
+
+// TestRemovedMemberStreamEnds: removing a member bumps the audience
+// version, and the removed member's journal stream ends without showing
+// anything of the room after the removal.
+func TestRemovedMemberStreamEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	team := rooms(t, a)["Team room"]
+	hdr := http.Header{}
+	hdr.Set(h.cfg.IdentityHeader, b.Header.Get(h.cfg.IdentityHeader))
+	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs, err := conn.Subscribe(ctx, "b", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed struct {
+		RemoveRoomMember struct{ AudienceVersion int64 } `json:"removeRoomMember"`
+	}
+	if err := a.Do(ctx, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { audienceVersion } }`,
+		map[string]any{"c": team.ID}, &removed); err != nil {
+		t.Fatal(err)
+	}
+	if removed.RemoveRoomMember.AudienceVersion < 3 { // created 1, bob added 2, bob removed 3
+		t.Fatalf("audience version %d after removal, want ≥ 3", removed.RemoveRoomMember.AudienceVersion)
+	}
+	// Alice keeps talking; bob must not see it.
+	if err := a.Do(ctx, submit, map[string]any{"c": team.ID, "t": "after bob left", "k": "after-bob"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatal("connection ended instead of the subscription completing")
+			}
+			if m.Type == "complete" {
+				if err := b.Do(ctx, `query($c: ID!) { conversation(id: $c) { id } }`, map[string]any{"c": team.ID}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+					t.Fatalf("bob reads the room after removal: %v", err)
+				}
+				return
+			}
+			if strings.Contains(string(m.Payload), "after bob left") || strings.Contains(string(m.Payload), "TURN_ACCEPTED") {
+				t.Fatalf("removed member saw %s", m.Payload)
+			}
+		case <-ctx.Done():
+			t.Fatal("the removed member's stream did not end")
+		}
+	}
+}
+
+// TestHealthzAndExplorer: /healthz answers while the database does, and
+// the explorer at / comes with the demo envelope pre-filled in dev mode.
+func TestHealthzAndExplorer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	res, err := http.Get(h.base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("/healthz: HTTP %d", res.StatusCode)
+	}
+	res, err = http.Get(h.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), h.cfg.IdentityHeader) {
+		t.Fatalf("explorer: HTTP %d, identity header pre-filled: %v", res.StatusCode, strings.Contains(string(body), h.cfg.IdentityHeader))
+	}
+}

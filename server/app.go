@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/turn"
+)
+
+// App is one turngate server process: its database, its runner and its
+// HTTP server. New wires it, Serve runs it, Close releases everything.
+type App struct {
+	cfg Config
+	log *slog.Logger
+
+	pg      *pgembed.Postgres // nil with DATABASE_URL
+	db      *sql.DB
+	client  *ent.Client
+	hub     *journal.Hub
+	runner  *turn.Runner
+	members *authority.Members
+	rooms   *room.Service
+	turns   *turn.Service
+	signer  *authority.Signer // dev mode only
+	handler http.Handler
+
+	ln        net.Listener
+	srv       *http.Server
+	closeOnce sync.Once
+}
+
+// New starts the database (the embedded one unless DATABASE_URL is set),
+// applies migrations, seeds the demo data when asked, and wires the
+// services. It does not listen yet.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) {
+	a := &App{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+
+	url := cfg.DatabaseURL
+	if url == "" {
+		a.pg, err = pgembed.Start(ctx, pgembed.Options{
+			Dir:     embeddedDir(cfg),
+			Durable: true,
+			Logf:    func(f string, args ...any) { log.Info(fmt.Sprintf(f, args...)) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := ensureDatabase(ctx, a.pg.URL("postgres"), "turngate"); err != nil {
+			return nil, err
+		}
+		url = a.pg.URL("turngate")
+	}
+	a.db, err = sql.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	a.db.SetMaxOpenConns(64)
+	a.db.SetMaxIdleConns(64)
+	a.db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := a.db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := migrations.ApplyDB(ctx, a.db); err != nil {
+		return nil, err
+	}
+	a.client = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
+
+	verifier, err := a.verifier()
+	if err != nil {
+		return nil, err
+	}
+
+	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
+	a.members = &authority.Members{Client: a.client}
+	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
+	a.turns = &turn.Service{Client: a.client, Hub: a.hub}
+	gw := gateway.New(map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}})
+	a.runner = turn.NewRunner(turn.RunnerConfig{
+		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
+	})
+
+	if err := demo.SeedAgent(ctx, a.client); err != nil {
+		return nil, err
+	}
+	if cfg.Demo {
+		if err := demo.Seed(ctx, a.client, a.rooms, a.members); err != nil {
+			return nil, err
+		}
+	}
+
+	resolver := &graph.Resolver{Client: a.client, Members: a.members, Rooms: a.rooms, Turns: a.turns, Hub: a.hub, MaxTextLen: cfg.MaxTextLen}
+	a.handler, err = a.routes(resolver, verifier)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// verifier builds the envelope verifier: the platform's public key in
+// production, the dev key in the data folder otherwise.
+func (a *App) verifier() (*authority.Verifier, error) {
+	var pub ed25519.PublicKey
+	if a.cfg.Dev() {
+		key, err := authority.LoadOrCreateDevKey(a.cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("dev signing key: %w", err)
+		}
+		pub = key.Public().(ed25519.PublicKey)
+		a.signer = authority.NewSigner(a.cfg.EnvelopeIssuer, a.cfg.EnvelopeAud, key)
+	} else {
+		var err error
+		if pub, err = authority.LoadPublicKeyPEM(a.cfg.EnvelopeKeyFile); err != nil {
+			return nil, fmt.Errorf("envelope public key: %w", err)
+		}
+	}
+	return authority.NewVerifier(authority.VerifierConfig{
+		Issuer: a.cfg.EnvelopeIssuer, Audience: a.cfg.EnvelopeAud, PublicKey: pub, Leeway: 30 * time.Second,
+	})
+}
+
+// ensureDatabase creates database name on the server at adminURL if missing.
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	db, err := sql.Open("postgres", adminURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("check database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Listen binds the HTTP address (port 0 picks a free one).
+func (a *App) Listen() error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	a.ln = ln
+	return nil
+}
+
+// Addr is the bound address, after Listen.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Serve runs the hub, the runner and the HTTP server until ctx ends, then
+// shuts them down in order: stop accepting requests, detach the runner
+// (its turns go back to their lanes), stop the hub.
+func (a *App) Serve(ctx context.Context) error {
+	if a.ln == nil {
+		if err := a.Listen(); err != nil {
+			return err
+		}
+	}
+	if err := a.hub.Start(ctx); err != nil {
+		return err
+	}
+	if !a.cfg.NoRunner {
+		if err := a.runner.Start(ctx); err != nil {
+			return err
+		}
+	}
+	a.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- a.srv.Serve(a.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = a.srv.Close() // long-lived subscriptions
+	}
+	a.runner.Stop()
+	a.hub.Stop()
+	return err
+}
+
+// Close releases the database and stops the embedded Postgres. Safe to call
+// twice.
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		if a.runner != nil {
+			a.runner.Stop()
+		}
+		if a.hub != nil {
+			a.hub.Stop()
+		}
+		if a.db != nil {
+			a.db.Close()
+		}
+		if a.pg != nil {
+			if err := a.pg.Stop(); err != nil {
+				a.log.Warn("stopping embedded postgres", "err", err)
+			}
+		}
+	})
+}
+
+// DevToken mints an envelope for a demo member (dev mode only).
+func (a *App) DevToken(email string, ttl time.Duration) (string, error) {
+	if a.signer == nil {
+		return "", errors.New("not in dev mode: envelopes come from the platform")
+	}
+	return mintDev(a.signer, email, ttl)
+}

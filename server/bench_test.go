@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/server/pgembed"
+)
+
+const (
+	benchSubmitters = 32
+	benchRooms      = 100
+	benchDuration   = 10 * time.Second
+)
+
+// BenchmarkDurableAcceptance measures durable acceptance end to end:
+// submitMessage over HTTP with a verified envelope, on a private Postgres
+// with synchronous_commit=on, 32 submitters over 100 rooms for 10 s. In the
+// same run it measures the raw rate of a 4-statement transaction of the
+// same shape (update the room's counter row, insert with a unique key,
+// insert a journal row, commit) from the same driver, and prints the ratio:
+// turngate's own overhead. Run it with `make bench`.
+func BenchmarkDurableAcceptance(b *testing.B) {
+	pg := dbtest.StartServer(b, pgembed.Options{Durable: true})
+	ctx := context.Background()
+	for _, db := range []string{"bench_turngate", "bench_raw"} {
+		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	raw := measureRaw(b, pg.URL("bench_raw"))
+
+	cfg := Config{
+		Addr: "127.0.0.1:0", DataDir: filepath.Join(b.TempDir(), "data"), DatabaseURL: pg.URL("bench_turngate"),
+		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
+		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, NoRunner: true,
+	}
+	h := startHarness(b, cfg)
+	c := h.client(b, alice)
+	roomIDs := make([]string, benchRooms)
+	for i := range roomIDs {
+		var out struct {
+			CreateConversation struct{ ID string } `json:"createConversation"`
+		}
+		if err := c.Do(ctx, `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`,
+			map[string]any{"t": fmt.Sprintf("bench room %d", i)}, &out); err != nil {
+			b.Fatal(err)
+		}
+		roomIDs[i] = out.CreateConversation.ID
+	}
+	lat, n, errs := drive(benchSubmitters, benchDuration, func(worker, i int) error {
+		return c.Do(ctx, submit, map[string]any{
+			"c": roomIDs[(worker*7919+i)%benchRooms], "t": "bench message", "k": fmt.Sprintf("w%d-%d", worker, i),
+		}, nil)
+	})
+	if errs > 0 {
+		b.Fatalf("%d submissions failed", errs)
+	}
+	rate := float64(n) / benchDuration.Seconds()
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	b.ReportMetric(rate, "accepted/s")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+	b.ReportMetric(raw.rate, "raw-tx/s")
+	b.ReportMetric(rate/raw.rate, "ratio")
+	fmt.Printf("\ndurable acceptance: %d submitters, %d rooms, %s, synchronous_commit=on\n", benchSubmitters, benchRooms, benchDuration)
+	fmt.Printf("  turngate submitMessage: %8.0f accepted/s   p50 %6.2f ms   p99 %6.2f ms\n", rate, ms(p50), ms(p99))
+	fmt.Printf("  raw 4-statement tx:     %8.0f tx/s         p50 %6.2f ms   p99 %6.2f ms\n", raw.rate, ms(raw.p50), ms(raw.p99))
+	fmt.Printf("  ratio: %.2f (goal >= 0.70), p99 goal <= 20 ms\n\n", rate/raw.rate)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type rawResult struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// measureRaw runs the same-shaped transaction straight through lib/pq.
+func measureRaw(b *testing.B, url string) rawResult {
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(benchSubmitters)
+	db.SetMaxIdleConns(benchSubmitters)
+	for _, q := range []string{
+		`CREATE TABLE rooms (id int PRIMARY KEY, next_seq bigint NOT NULL DEFAULT 0)`,
+		`CREATE TABLE turns (id uuid PRIMARY KEY, room int NOT NULL, key text NOT NULL, position bigint NOT NULL, UNIQUE (room, key))`,
+		`CREATE TABLE entries (room int NOT NULL, seq bigint NOT NULL, payload jsonb NOT NULL, PRIMARY KEY (room, seq))`,
+		fmt.Sprintf(`INSERT INTO rooms (id) SELECT g FROM generate_series(0, %d) g`, benchRooms-1),
+	} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat, n, errs := drive(benchSubmitters, benchDuration, func(worker, i int) error {
+		room := (worker*7919 + i) % benchRooms
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var seq int64
+		if err := tx.QueryRow(`UPDATE rooms SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq`, room).Scan(&seq); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO turns (id, room, key, position) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+			uuid.New(), room, fmt.Sprintf("w%d-%d", worker, i), seq); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(`INSERT INTO entries (room, seq, payload) VALUES ($1, $2, $3)`, room, seq, `{"text":"bench message"}`); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if errs > 0 {
+		b.Fatalf("%d raw transactions failed", errs)
+	}
+	return rawResult{rate: float64(n) / benchDuration.Seconds(), p50: percentile(lat, 50), p99: percentile(lat, 99)}
+}
+
+// drive runs op from workers goroutines for d and returns every latency.
+func drive(workers int, d time.Duration, op func(worker, i int) error) ([]time.Duration, int, int) {
+	var (
+		mu   sync.Mutex
+		all  []time.Duration
+		errs atomic.Int64
+		wg   sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for i := 0; time.Now().Before(deadline); i++ {
+				start := time.Now()
+				if err := op(w, i); err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(start))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, len(all), int(errs.Load())
+}
+
+func percentile(lat []time.Duration, p int) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the server's configuration: embedded defaults, overridden by
+// environment variables, overridden by flags.
+type Config struct {
+	// Addr is the HTTP listen address (TURNGATE_ADDR).
+	Addr string
+	// DataDir holds the embedded Postgres and the dev signing key
+	// (TURNGATE_DATA).
+	DataDir string
+	// DatabaseURL, when set, is used instead of the embedded Postgres
+	// (DATABASE_URL).
+	DatabaseURL string
+	// IdentityHeader carries the identity envelope (TURNGATE_IDENTITY_HEADER).
+	IdentityHeader string
+	// EnvelopeKeyFile is the PKIX PEM public key of the platform that signs
+	// envelopes (TURNGATE_ENVELOPE_PUBLIC_KEY). Empty: dev mode, with a
+	// signing key kept in DataDir.
+	EnvelopeKeyFile string
+	EnvelopeIssuer  string // TURNGATE_ENVELOPE_ISSUER
+	EnvelopeAud     string // TURNGATE_ENVELOPE_AUDIENCE
+	// Demo seeds demo members, an agent and rooms (TURNGATE_DEMO; default
+	// on in dev mode).
+	Demo bool
+	// ModelPace is the builtin model's delay between tokens
+	// (TURNGATE_MODEL_PACE).
+	ModelPace time.Duration
+	// MaxTextLen bounds a message in characters (TURNGATE_MAX_TEXT).
+	MaxTextLen int
+	// LeaseTTL is a run's lease length (TURNGATE_LEASE_TTL).
+	LeaseTTL time.Duration
+	// AllowedOrigins are extra Origin patterns accepted on WebSocket
+	// upgrades (TURNGATE_ALLOWED_ORIGINS, comma separated); same-origin is
+	// always accepted.
+	AllowedOrigins []string
+	// Replica names this process in leases (TURNGATE_REPLICA).
+	Replica string
+	// NoRunner serves the API without claiming turns (TURNGATE_NO_RUNNER):
+	// an API-only replica.
+	NoRunner bool
+}
+
+// Dev reports whether envelopes are verified with the dev key.
+func (c Config) Dev() bool { return c.EnvelopeKeyFile == "" }
+
+const (
+	devIssuer   = "turngate-dev"
+	devAudience = "turngate"
+)
+
+// ConfigFromEnv reads the configuration from the environment.
+func ConfigFromEnv() (Config, error) {
+	c := Config{
+		Addr:            env("TURNGATE_ADDR", "127.0.0.1:8080"),
+		DataDir:         env("TURNGATE_DATA", ".turngate"),
+		DatabaseURL:     os.Getenv("DATABASE_URL"),
+		IdentityHeader:  env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
+		EnvelopeKeyFile: os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
+		EnvelopeIssuer:  env("TURNGATE_ENVELOPE_ISSUER", devIssuer),
+		EnvelopeAud:     env("TURNGATE_ENVELOPE_AUDIENCE", devAudience),
+		MaxTextLen:      16000,
+		ModelPace:       25 * time.Millisecond,
+		LeaseTTL:        30 * time.Second,
+		Replica:         os.Getenv("TURNGATE_REPLICA"),
+	}
+	c.Demo = c.Dev()
+	var err error
+	if v := os.Getenv("TURNGATE_DEMO"); v != "" {
+		if c.Demo, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_DEMO: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_NO_RUNNER"); v != "" {
+		if c.NoRunner, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_NO_RUNNER: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_MODEL_PACE"); v != "" {
+		if c.ModelPace, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_MODEL_PACE: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_LEASE_TTL"); v != "" {
+		if c.LeaseTTL, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_LEASE_TTL: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_MAX_TEXT"); v != "" {
+		if c.MaxTextLen, err = strconv.Atoi(v); err != nil || c.MaxTextLen < 1 {
+			return c, fmt.Errorf("TURNGATE_MAX_TEXT: want a positive number, got %q", v)
+		}
+	}
+	if v := os.Getenv("TURNGATE_ALLOWED_ORIGINS"); v != "" {
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				c.AllowedOrigins = append(c.AllowedOrigins, o)
+			}
+		}
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	return c, nil
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

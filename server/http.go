@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	coderws "github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/generated"
+	"github.com/turngate/turngate/web"
+)
+
+// routes builds the HTTP surface: GraphQL (POST, graphql-transport-ws and
+// SSE on one path), GraphiQL at /, and /healthz. Every request passes the
+// envelope middleware; nothing else supplies identity.
+func (a *App) routes(resolver *graph.Resolver, verifier *authority.Verifier) (http.Handler, error) {
+	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: resolver}))
+	gql.AddTransport(transport.Websocket{
+		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
+			// Same-origin upgrades are always accepted; other browser
+			// origins only when configured.
+			OriginPatterns: a.cfg.AllowedOrigins,
+		}},
+		// graphql-transport-ws keep-alive is ping/pong; KeepAlivePingInterval
+		// only serves the legacy protocol.
+		PingPongInterval:      15 * time.Second,
+		KeepAlivePingInterval: 15 * time.Second,
+		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+			// The connection_init payload never carries identity: the
+			// upgrade request's envelope header already put it in ctx.
+			return ctx, nil, nil
+		},
+	})
+	gql.AddTransport(transport.SSE{})
+	gql.AddTransport(transport.Options{})
+	gql.AddTransport(transport.GET{})
+	gql.AddTransport(transport.POST{})
+	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	gql.Use(extension.Introspection{})
+	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	gql.Use(extension.FixedComplexityLimit(500))
+	gql.SetErrorPresenter(graph.ErrorPresenter(a.log))
+	gql.SetRecoverFunc(graph.Recover(a.log))
+
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", gql)
+	mux.HandleFunc("GET /healthz", a.healthz)
+	headers := map[string]string{}
+	if a.signer != nil {
+		if tok, err := a.DevToken(demo.People[0].Email, 30*24*time.Hour); err == nil {
+			headers[a.cfg.IdentityHeader] = tok
+		}
+	}
+	mux.Handle("/", web.Handler(web.Config{Endpoint: "/graphql", Headers: headers, Title: "turngate"}))
+	return authority.Middleware(verifier, a.cfg.IdentityHeader)(mux), nil
+}
+
+// healthz answers 200 when the database answers.
+func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.db.PingContext(ctx); err != nil {
+		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}

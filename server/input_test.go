@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"testing"
+
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// dbCounts is what a rejected request must leave unchanged.
+type dbCounts struct{ Turns, Entries, Heads, Members, Rooms int64 }
+
+func counts(t *testing.T, h *harness) dbCounts {
+	t.Helper()
+	var c dbCounts
+	err := h.app.db.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries),
+		(SELECT COALESCE(sum(next_seq), 0) FROM conversations), (SELECT count(*) FROM room_members),
+		(SELECT count(*) FROM conversations)`).Scan(&c.Turns, &c.Entries, &c.Heads, &c.Members, &c.Rooms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const submit = `mutation($c: ID!, $t: String!, $k: String!) { submitMessage(input: {conversationId: $c, text: $t, idempotencyKey: $k}) { id position state } }`
+
+// TestBadInputWritesNothing: each bad input gets its extensions.code and
+// leaves the database as it was.
+func TestBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.MaxTextLen = 50 })
+	ctx := context.Background()
+	a := h.client(t, alice)
+	aliceRooms := rooms(t, a)
+	team := aliceRooms["Team room"].ID
+	bobsNotes := rooms(t, h.client(t, bob))["Bob's notes"].ID
+	// A first submission, so the same key can be retried with other text.
+	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "first", "k": "key-1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, h, team)
+
+	tests := []struct {
+		name   string
+		client *gqlclient.Client
+		query  string
+		vars   map[string]any
+		code   string
+	}{
+		{"empty text", a, submit, map[string]any{"c": team, "t": "", "k": "key-2"}, "BAD_USER_INPUT"},
+		{"blank text", a, submit, map[string]any{"c": team, "t": " \n\t ", "k": "key-2"}, "BAD_USER_INPUT"},
+		{"text over the limit", a, submit, map[string]any{"c": team, "t": strings.Repeat("x", 51), "k": "key-2"}, "BAD_USER_INPUT"},
+		{"key with a space", a, submit, map[string]any{"c": team, "t": "hi", "k": "two words"}, "BAD_USER_INPUT"},
+		{"empty key", a, submit, map[string]any{"c": team, "t": "hi", "k": ""}, "BAD_USER_INPUT"},
+		{"key too long", a, submit, map[string]any{"c": team, "t": "hi", "k": strings.Repeat("k", 129)}, "BAD_USER_INPUT"},
+		{"same key, other text", a, submit, map[string]any{"c": team, "t": "second", "k": "key-1"}, "CONFLICT"},
+		{"room the member is not in", a, submit, map[string]any{"c": bobsNotes, "t": "hi", "k": "key-3"}, "NOT_FOUND"},
+		{"no such room", a, submit, map[string]any{"c": "00000000-0000-0000-0000-000000000000", "t": "hi", "k": "key-4"}, "NOT_FOUND"},
+		{"no envelope", h.clientWithToken(""), submit, map[string]any{"c": team, "t": "hi", "k": "key-5"}, "UNAUTHENTICATED"},
+		{"blank title", a, `mutation { createConversation(input: {title: "  ", kind: SHARED}) { id } }`, nil, "BAD_USER_INPUT"},
+		{"unknown agent", a, `mutation { createConversation(input: {title: "x", kind: SHARED, agent: "nobody"}) { id } }`, nil, "BAD_USER_INPUT"},
+		{"add a non-email", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "not-an-email"}) { id } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
+		{"add by a non-owner", h.client(t, bob), `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
+		{"remove by a non-owner", h.client(t, bob), `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "alice@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
+		{"add an unknown member", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "nobody@example.com"}) { id } }`, map[string]any{"c": team}, "NOT_FOUND"},
+		{"journal page too big", a, `query($c: ID!) { journal(conversationId: $c, first: 100000) { head } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
+		{"negative position", a, `query($c: ID!) { journal(conversationId: $c, after: -1) { head } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
+		{"malformed turn id", a, `{ turn(id: "nope") { id } }`, nil, "BAD_USER_INPUT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := counts(t, h)
+			err := tt.client.Do(ctx, tt.query, tt.vars, nil)
+			if code := gqlclient.CodeOf(err); code != tt.code {
+				t.Fatalf("err = %v, want code %s", err, tt.code)
+			}
+			if after := counts(t, h); after != before {
+				t.Fatalf("database changed: before %+v, after %+v", before, after)
+			}
+		})
+	}
+}
+
+// waitIdle waits until the room has no queued or running turn.
+func waitIdle(t *testing.T, h *harness, room string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var busy bool
+		if err := h.app.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if !busy {
+			return
+		}
+		wake := h.app.hub.Wait(uuid.MustParse(room))
+		var still bool
+		if err := h.app.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&still); err != nil {
+			t.Fatal(err)
+		}
+		if !still {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			t.Fatalf("room %s still busy at the deadline", room)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+// Command turngate is the durable chat-turn server.
+//
+//	turngate [serve] [--addr HOST:PORT]   run the server (default)
+//	turngate migrate                      apply database migrations and exit
+//	turngate token --email E [--ttl D]    print a dev identity envelope
+//
+// With no DATABASE_URL it starts a private PostgreSQL in its data folder
+// (TURNGATE_DATA, default .turngate). See config.go for the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/server/pgembed"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "turngate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, args, stdout, log)
+	case "migrate":
+		return migrate(ctx, cfg, args, stdout, log)
+	case "token":
+		return token(cfg, args, stdout)
+	default:
+		return fmt.Errorf("unknown command %q (want serve, migrate or token)", cmd)
+	}
+}
+
+func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "HTTP listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	app, err := New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	if err := app.Listen(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "turngate is serving GraphiQL at http://%s/\n", app.Addr())
+	if cfg.Dev() {
+		tok, err := app.DevToken(demo.People[0].Email, 24*time.Hour)
+		if err == nil {
+			fmt.Fprintf(stdout, "dev identity envelope for %s (header %s):\n%s\n", demo.People[0].Email, cfg.IdentityHeader, tok)
+		}
+	}
+	return app.Serve(ctx)
+}
+
+func migrate(ctx context.Context, cfg Config, args []string, stdout io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	url := cfg.DatabaseURL
+	if url == "" {
+		pg, err := pgembed.Start(ctx, pgembed.Options{Dir: embeddedDir(cfg), Durable: true})
+		if err != nil {
+			return err
+		}
+		defer pg.Stop()
+		if err := ensureDatabase(ctx, pg.URL("postgres"), "turngate"); err != nil {
+			return err
+		}
+		url = pg.URL("turngate")
+	}
+	if err := migrations.Apply(ctx, url); err != nil {
+		return err
+	}
+	v, _ := migrations.Latest()
+	fmt.Fprintf(stdout, "database at schema version %d\n", v)
+	return nil
+}
+
+func token(cfg Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	email := fs.String("email", "", "the demo member's email")
+	ttl := fs.Duration("ttl", 24*time.Hour, "how long the envelope is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *email == "" {
+		return errors.New("token: --email is required")
+	}
+	if !cfg.Dev() {
+		return errors.New("token: envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
+	}
+	key, err := authority.LoadOrCreateDevKey(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	tok, err := mintDev(authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), *email, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// mintDev mints a dev envelope for email. Demo members keep their demo
+// names; anyone else is named after the email's local part.
+func mintDev(s *authority.Signer, email string, ttl time.Duration) (string, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	name, _, _ := strings.Cut(email, "@")
+	for _, d := range demo.People {
+		if d.Email == email {
+			name = d.Name
+		}
+	}
+	return s.Mint(authority.Identity{Subject: authority.DevSubject(email), Email: email, DisplayName: name}, ttl)
+}
+
+func embeddedDir(cfg Config) string { return cfg.DataDir + "/postgres" }
