@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -26,7 +27,19 @@ type Member struct {
 // Members finds or creates the member an identity names.
 type Members struct {
 	Client *ent.Client
+
+	// known remembers identities already written as they are: a member's
+	// id never changes, and a row holding exactly the envelope's email and
+	// name needs no write. Permissions are never cached here.
+	mu    sync.Mutex
+	known map[Identity]Member
+	// current is the identity last written for each subject: when a
+	// member's email or name changes, the old form leaves the cache.
+	current map[string]Identity
 }
+
+// maxKnown bounds the identity cache; it is simply emptied when full.
+const maxKnown = 10000
 
 const upsertMember = `
 INSERT INTO members (id, platform_user_id, email, display_name) VALUES ($1, $2, $3, $4)
@@ -47,6 +60,31 @@ func (m *Members) Current(ctx context.Context) (Member, error) {
 
 // Ensure finds or creates the member for a verified identity.
 func (m *Members) Ensure(ctx context.Context, id Identity) (Member, error) {
+	m.mu.Lock()
+	known, ok := m.known[id]
+	m.mu.Unlock()
+	if ok {
+		return known, nil
+	}
+	got, err := m.ensure(ctx, id)
+	if err != nil {
+		return Member{}, err
+	}
+	m.mu.Lock()
+	if m.known == nil || len(m.known) >= maxKnown {
+		m.known = make(map[Identity]Member)
+		m.current = make(map[string]Identity)
+	}
+	if old, ok := m.current[id.Subject]; ok {
+		delete(m.known, old)
+	}
+	m.known[id] = got
+	m.current[id.Subject] = id
+	m.mu.Unlock()
+	return got, nil
+}
+
+func (m *Members) ensure(ctx context.Context, id Identity) (Member, error) {
 	// Most requests come from a member already known with the same email
 	// and name: one read answers them.
 	got, err := m.Client.Member.Query().Where(entmember.PlatformUserID(id.Subject)).Only(ctx)

@@ -1766,22 +1766,6 @@ func (c *TurnClient) QueryAuthor(_m *Turn) *MemberQuery {
 	return query
 }
 
-// QueryAgentVersion queries the agent_version edge of a Turn.
-func (c *TurnClient) QueryAgentVersion(_m *Turn) *AgentVersionQuery {
-	query := (&AgentVersionClient{config: c.config}).Query()
-	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
-		id := _m.ID
-		step := sqlgraph.NewStep(
-			sqlgraph.From(turn.Table, turn.FieldID, id),
-			sqlgraph.To(agentversion.Table, agentversion.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, turn.AgentVersionTable, turn.AgentVersionColumn),
-		)
-		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
-		return fromV, nil
-	}
-	return query
-}
-
 // QueryEntries queries the entries edge of a Turn.
 func (c *TurnClient) QueryEntries(_m *Turn) *JournalEntryQuery {
 	query := (&JournalEntryClient{config: c.config}).Query()

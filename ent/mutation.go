@@ -6654,6 +6654,7 @@ type TurnMutation struct {
 	position               *int64
 	addposition            *int64
 	state                  *turn.State
+	agent_version_id       *uuid.UUID
 	authority_bundle       *json.RawMessage
 	appendauthority_bundle json.RawMessage
 	authority_digest       *string
@@ -6672,8 +6673,6 @@ type TurnMutation struct {
 	clearedconversation    bool
 	author                 *uuid.UUID
 	clearedauthor          bool
-	agent_version          *uuid.UUID
-	clearedagent_version   bool
 	entries                map[int64]struct{}
 	removedentries         map[int64]struct{}
 	clearedentries         bool
@@ -7063,12 +7062,12 @@ func (m *TurnMutation) ResetState() {
 
 // SetAgentVersionID sets the "agent_version_id" field.
 func (m *TurnMutation) SetAgentVersionID(u uuid.UUID) {
-	m.agent_version = &u
+	m.agent_version_id = &u
 }
 
 // AgentVersionID returns the value of the "agent_version_id" field in the mutation.
 func (m *TurnMutation) AgentVersionID() (r uuid.UUID, exists bool) {
-	v := m.agent_version
+	v := m.agent_version_id
 	if v == nil {
 		return
 	}
@@ -7094,7 +7093,7 @@ func (m *TurnMutation) OldAgentVersionID(ctx context.Context) (v uuid.UUID, err 
 
 // ResetAgentVersionID resets all changes to the "agent_version_id" field.
 func (m *TurnMutation) ResetAgentVersionID() {
-	m.agent_version = nil
+	m.agent_version_id = nil
 }
 
 // SetAuthorityBundle sets the "authority_bundle" field.
@@ -7644,33 +7643,6 @@ func (m *TurnMutation) ResetAuthor() {
 	m.clearedauthor = false
 }
 
-// ClearAgentVersion clears the "agent_version" edge to the AgentVersion entity.
-func (m *TurnMutation) ClearAgentVersion() {
-	m.clearedagent_version = true
-	m.clearedFields[turn.FieldAgentVersionID] = struct{}{}
-}
-
-// AgentVersionCleared reports if the "agent_version" edge to the AgentVersion entity was cleared.
-func (m *TurnMutation) AgentVersionCleared() bool {
-	return m.clearedagent_version
-}
-
-// AgentVersionIDs returns the "agent_version" edge IDs in the mutation.
-// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
-// AgentVersionID instead. It exists only for internal usage by the builders.
-func (m *TurnMutation) AgentVersionIDs() (ids []uuid.UUID) {
-	if id := m.agent_version; id != nil {
-		ids = append(ids, *id)
-	}
-	return
-}
-
-// ResetAgentVersion resets all changes to the "agent_version" edge.
-func (m *TurnMutation) ResetAgentVersion() {
-	m.agent_version = nil
-	m.clearedagent_version = false
-}
-
 // AddEntryIDs adds the "entries" edge to the JournalEntry entity by ids.
 func (m *TurnMutation) AddEntryIDs(ids ...int64) {
 	if m.entries == nil {
@@ -7835,7 +7807,7 @@ func (m *TurnMutation) Fields() []string {
 	if m.state != nil {
 		fields = append(fields, turn.FieldState)
 	}
-	if m.agent_version != nil {
+	if m.agent_version_id != nil {
 		fields = append(fields, turn.FieldAgentVersionID)
 	}
 	if m.authority_bundle != nil {
@@ -8279,15 +8251,12 @@ func (m *TurnMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *TurnMutation) AddedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 4)
 	if m.conversation != nil {
 		edges = append(edges, turn.EdgeConversation)
 	}
 	if m.author != nil {
 		edges = append(edges, turn.EdgeAuthor)
-	}
-	if m.agent_version != nil {
-		edges = append(edges, turn.EdgeAgentVersion)
 	}
 	if m.entries != nil {
 		edges = append(edges, turn.EdgeEntries)
@@ -8310,10 +8279,6 @@ func (m *TurnMutation) AddedIDs(name string) []ent.Value {
 		if id := m.author; id != nil {
 			return []ent.Value{*id}
 		}
-	case turn.EdgeAgentVersion:
-		if id := m.agent_version; id != nil {
-			return []ent.Value{*id}
-		}
 	case turn.EdgeEntries:
 		ids := make([]ent.Value, 0, len(m.entries))
 		for id := range m.entries {
@@ -8332,7 +8297,7 @@ func (m *TurnMutation) AddedIDs(name string) []ent.Value {
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *TurnMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 4)
 	if m.removedentries != nil {
 		edges = append(edges, turn.EdgeEntries)
 	}
@@ -8364,15 +8329,12 @@ func (m *TurnMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *TurnMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 4)
 	if m.clearedconversation {
 		edges = append(edges, turn.EdgeConversation)
 	}
 	if m.clearedauthor {
 		edges = append(edges, turn.EdgeAuthor)
-	}
-	if m.clearedagent_version {
-		edges = append(edges, turn.EdgeAgentVersion)
 	}
 	if m.clearedentries {
 		edges = append(edges, turn.EdgeEntries)
@@ -8391,8 +8353,6 @@ func (m *TurnMutation) EdgeCleared(name string) bool {
 		return m.clearedconversation
 	case turn.EdgeAuthor:
 		return m.clearedauthor
-	case turn.EdgeAgentVersion:
-		return m.clearedagent_version
 	case turn.EdgeEntries:
 		return m.clearedentries
 	case turn.EdgeCommands:
@@ -8411,9 +8371,6 @@ func (m *TurnMutation) ClearEdge(name string) error {
 	case turn.EdgeAuthor:
 		m.ClearAuthor()
 		return nil
-	case turn.EdgeAgentVersion:
-		m.ClearAgentVersion()
-		return nil
 	}
 	return fmt.Errorf("unknown Turn unique edge %s", name)
 }
@@ -8427,9 +8384,6 @@ func (m *TurnMutation) ResetEdge(name string) error {
 		return nil
 	case turn.EdgeAuthor:
 		m.ResetAuthor()
-		return nil
-	case turn.EdgeAgentVersion:
-		m.ResetAgentVersion()
 		return nil
 	case turn.EdgeEntries:
 		m.ResetEntries()

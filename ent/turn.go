@@ -11,7 +11,6 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
-	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/turn"
@@ -70,15 +69,13 @@ type TurnEdges struct {
 	Conversation *Conversation `json:"conversation,omitempty"`
 	// Author holds the value of the author edge.
 	Author *Member `json:"author,omitempty"`
-	// AgentVersion holds the value of the agent_version edge.
-	AgentVersion *AgentVersion `json:"agent_version,omitempty"`
 	// Entries holds the value of the entries edge.
 	Entries []*JournalEntry `json:"entries,omitempty"`
 	// Commands holds the value of the commands edge.
 	Commands []*Command `json:"commands,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [5]bool
+	loadedTypes [4]bool
 }
 
 // ConversationOrErr returns the Conversation value or an error if the edge
@@ -103,21 +100,10 @@ func (e TurnEdges) AuthorOrErr() (*Member, error) {
 	return nil, &NotLoadedError{edge: "author"}
 }
 
-// AgentVersionOrErr returns the AgentVersion value or an error if the edge
-// was not loaded in eager-loading, or loaded but was not found.
-func (e TurnEdges) AgentVersionOrErr() (*AgentVersion, error) {
-	if e.AgentVersion != nil {
-		return e.AgentVersion, nil
-	} else if e.loadedTypes[2] {
-		return nil, &NotFoundError{label: agentversion.Label}
-	}
-	return nil, &NotLoadedError{edge: "agent_version"}
-}
-
 // EntriesOrErr returns the Entries value or an error if the edge
 // was not loaded in eager-loading.
 func (e TurnEdges) EntriesOrErr() ([]*JournalEntry, error) {
-	if e.loadedTypes[3] {
+	if e.loadedTypes[2] {
 		return e.Entries, nil
 	}
 	return nil, &NotLoadedError{edge: "entries"}
@@ -126,7 +112,7 @@ func (e TurnEdges) EntriesOrErr() ([]*JournalEntry, error) {
 // CommandsOrErr returns the Commands value or an error if the edge
 // was not loaded in eager-loading.
 func (e TurnEdges) CommandsOrErr() ([]*Command, error) {
-	if e.loadedTypes[4] {
+	if e.loadedTypes[3] {
 		return e.Commands, nil
 	}
 	return nil, &NotLoadedError{edge: "commands"}
@@ -305,11 +291,6 @@ func (_m *Turn) QueryConversation() *ConversationQuery {
 // QueryAuthor queries the "author" edge of the Turn entity.
 func (_m *Turn) QueryAuthor() *MemberQuery {
 	return NewTurnClient(_m.config).QueryAuthor(_m)
-}
-
-// QueryAgentVersion queries the "agent_version" edge of the Turn entity.
-func (_m *Turn) QueryAgentVersion() *AgentVersionQuery {
-	return NewTurnClient(_m.config).QueryAgentVersion(_m)
 }
 
 // QueryEntries queries the "entries" edge of the Turn entity.

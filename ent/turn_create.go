@@ -14,7 +14,6 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
-	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
@@ -242,11 +241,6 @@ func (_c *TurnCreate) SetAuthor(v *Member) *TurnCreate {
 	return _c.SetAuthorID(v.ID)
 }
 
-// SetAgentVersion sets the "agent_version" edge to the AgentVersion entity.
-func (_c *TurnCreate) SetAgentVersion(v *AgentVersion) *TurnCreate {
-	return _c.SetAgentVersionID(v.ID)
-}
-
 // AddEntryIDs adds the "entries" edge to the JournalEntry entity by IDs.
 func (_c *TurnCreate) AddEntryIDs(ids ...int64) *TurnCreate {
 	_c.mutation.AddEntryIDs(ids...)
@@ -393,9 +387,6 @@ func (_c *TurnCreate) check() error {
 	if len(_c.mutation.AuthorIDs()) == 0 {
 		return &ValidationError{Name: "author", err: errors.New(`ent: missing required edge "Turn.author"`)}
 	}
-	if len(_c.mutation.AgentVersionIDs()) == 0 {
-		return &ValidationError{Name: "agent_version", err: errors.New(`ent: missing required edge "Turn.agent_version"`)}
-	}
 	return nil
 }
 
@@ -451,6 +442,10 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.State(); ok {
 		_spec.SetField(turn.FieldState, field.TypeEnum, value)
 		_node.State = value
+	}
+	if value, ok := _c.mutation.AgentVersionID(); ok {
+		_spec.SetField(turn.FieldAgentVersionID, field.TypeUUID, value)
+		_node.AgentVersionID = value
 	}
 	if value, ok := _c.mutation.AuthorityBundle(); ok {
 		_spec.SetField(turn.FieldAuthorityBundle, field.TypeJSON, value)
@@ -524,23 +519,6 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.AuthorID = nodes[0]
-		_spec.Edges = append(_spec.Edges, edge)
-	}
-	if nodes := _c.mutation.AgentVersionIDs(); len(nodes) > 0 {
-		edge := &sqlgraph.EdgeSpec{
-			Rel:     sqlgraph.M2O,
-			Inverse: false,
-			Table:   turn.AgentVersionTable,
-			Columns: []string{turn.AgentVersionColumn},
-			Bidi:    false,
-			Target: &sqlgraph.EdgeTarget{
-				IDSpec: sqlgraph.NewFieldSpec(agentversion.FieldID, field.TypeUUID),
-			},
-		}
-		for _, k := range nodes {
-			edge.Target.Nodes = append(edge.Target.Nodes, k)
-		}
-		_node.AgentVersionID = nodes[0]
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	if nodes := _c.mutation.EntriesIDs(); len(nodes) > 0 {

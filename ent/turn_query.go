@@ -14,7 +14,6 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
-	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
@@ -32,7 +31,6 @@ type TurnQuery struct {
 	predicates       []predicate.Turn
 	withConversation *ConversationQuery
 	withAuthor       *MemberQuery
-	withAgentVersion *AgentVersionQuery
 	withEntries      *JournalEntryQuery
 	withCommands     *CommandQuery
 	modifiers        []func(*sql.Selector)
@@ -109,28 +107,6 @@ func (_q *TurnQuery) QueryAuthor() *MemberQuery {
 			sqlgraph.From(turn.Table, turn.FieldID, selector),
 			sqlgraph.To(member.Table, member.FieldID),
 			sqlgraph.Edge(sqlgraph.M2O, true, turn.AuthorTable, turn.AuthorColumn),
-		)
-		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
-		return fromU, nil
-	}
-	return query
-}
-
-// QueryAgentVersion chains the current query on the "agent_version" edge.
-func (_q *TurnQuery) QueryAgentVersion() *AgentVersionQuery {
-	query := (&AgentVersionClient{config: _q.config}).Query()
-	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
-		if err := _q.prepareQuery(ctx); err != nil {
-			return nil, err
-		}
-		selector := _q.sqlQuery(ctx)
-		if err := selector.Err(); err != nil {
-			return nil, err
-		}
-		step := sqlgraph.NewStep(
-			sqlgraph.From(turn.Table, turn.FieldID, selector),
-			sqlgraph.To(agentversion.Table, agentversion.FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, turn.AgentVersionTable, turn.AgentVersionColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -376,7 +352,6 @@ func (_q *TurnQuery) Clone() *TurnQuery {
 		predicates:       append([]predicate.Turn{}, _q.predicates...),
 		withConversation: _q.withConversation.Clone(),
 		withAuthor:       _q.withAuthor.Clone(),
-		withAgentVersion: _q.withAgentVersion.Clone(),
 		withEntries:      _q.withEntries.Clone(),
 		withCommands:     _q.withCommands.Clone(),
 		// clone intermediate query.
@@ -404,17 +379,6 @@ func (_q *TurnQuery) WithAuthor(opts ...func(*MemberQuery)) *TurnQuery {
 		opt(query)
 	}
 	_q.withAuthor = query
-	return _q
-}
-
-// WithAgentVersion tells the query-builder to eager-load the nodes that are connected to
-// the "agent_version" edge. The optional arguments are used to configure the query builder of the edge.
-func (_q *TurnQuery) WithAgentVersion(opts ...func(*AgentVersionQuery)) *TurnQuery {
-	query := (&AgentVersionClient{config: _q.config}).Query()
-	for _, opt := range opts {
-		opt(query)
-	}
-	_q.withAgentVersion = query
 	return _q
 }
 
@@ -518,10 +482,9 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 	var (
 		nodes       = []*Turn{}
 		_spec       = _q.querySpec()
-		loadedTypes = [5]bool{
+		loadedTypes = [4]bool{
 			_q.withConversation != nil,
 			_q.withAuthor != nil,
-			_q.withAgentVersion != nil,
 			_q.withEntries != nil,
 			_q.withCommands != nil,
 		}
@@ -556,12 +519,6 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 	if query := _q.withAuthor; query != nil {
 		if err := _q.loadAuthor(ctx, query, nodes, nil,
 			func(n *Turn, e *Member) { n.Edges.Author = e }); err != nil {
-			return nil, err
-		}
-	}
-	if query := _q.withAgentVersion; query != nil {
-		if err := _q.loadAgentVersion(ctx, query, nodes, nil,
-			func(n *Turn, e *AgentVersion) { n.Edges.AgentVersion = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -633,35 +590,6 @@ func (_q *TurnQuery) loadAuthor(ctx context.Context, query *MemberQuery, nodes [
 		nodes, ok := nodeids[n.ID]
 		if !ok {
 			return fmt.Errorf(`unexpected foreign-key "author_id" returned %v`, n.ID)
-		}
-		for i := range nodes {
-			assign(nodes[i], n)
-		}
-	}
-	return nil
-}
-func (_q *TurnQuery) loadAgentVersion(ctx context.Context, query *AgentVersionQuery, nodes []*Turn, init func(*Turn), assign func(*Turn, *AgentVersion)) error {
-	ids := make([]uuid.UUID, 0, len(nodes))
-	nodeids := make(map[uuid.UUID][]*Turn)
-	for i := range nodes {
-		fk := nodes[i].AgentVersionID
-		if _, ok := nodeids[fk]; !ok {
-			ids = append(ids, fk)
-		}
-		nodeids[fk] = append(nodeids[fk], nodes[i])
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	query.Where(agentversion.IDIn(ids...))
-	neighbors, err := query.All(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range neighbors {
-		nodes, ok := nodeids[n.ID]
-		if !ok {
-			return fmt.Errorf(`unexpected foreign-key "agent_version_id" returned %v`, n.ID)
 		}
 		for i := range nodes {
 			assign(nodes[i], n)
@@ -766,9 +694,6 @@ func (_q *TurnQuery) querySpec() *sqlgraph.QuerySpec {
 		}
 		if _q.withAuthor != nil {
 			_spec.Node.AddColumnOnce(turn.FieldAuthorID)
-		}
-		if _q.withAgentVersion != nil {
-			_spec.Node.AddColumnOnce(turn.FieldAgentVersionID)
 		}
 	}
 	if ps := _q.predicates; len(ps) > 0 {

@@ -324,9 +324,6 @@ func (_u *TurnUpdate) check() error {
 	if _u.mutation.AuthorCleared() && len(_u.mutation.AuthorIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Turn.author"`)
 	}
-	if _u.mutation.AgentVersionCleared() && len(_u.mutation.AgentVersionIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Turn.agent_version"`)
-	}
 	return nil
 }
 
@@ -808,9 +805,6 @@ func (_u *TurnUpdateOne) check() error {
 	}
 	if _u.mutation.AuthorCleared() && len(_u.mutation.AuthorIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Turn.author"`)
-	}
-	if _u.mutation.AgentVersionCleared() && len(_u.mutation.AgentVersionIDs()) > 0 {
-		return errors.New(`ent: clearing a required unique edge "Turn.agent_version"`)
 	}
 	return nil
 }

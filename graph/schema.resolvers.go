@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/generated"
@@ -117,11 +118,12 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 	if err := checkTextLen(input.Text, r.MaxTextLen); err != nil {
 		return nil, err
 	}
-	c, err := r.Rooms.Get(ctx, m, input.ConversationID)
+	// Submit checks membership itself, under the room's lock.
+	roomID, err := authority.ResolveScope(ctx, r.Client, input.ConversationID)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.Turns.Submit(ctx, turn.Submission{Member: m, ConversationID: c.ID, Text: input.Text, IdempotencyKey: input.IdempotencyKey})
+	t, err := r.Turns.Submit(ctx, turn.Submission{Member: m, ConversationID: roomID, Text: input.Text, IdempotencyKey: input.IdempotencyKey})
 	if err != nil {
 		return nil, err
 	}

@@ -131,14 +131,13 @@ func Append(ctx context.Context, q Querier, conversation uuid.UUID, fence *Fence
 		return nil, ErrNoConversation
 	}
 
-	return Insert(ctx, q, conversation, head-int64(len(drafts))+1, drafts...)
+	return insert(ctx, q, conversation, head-int64(len(drafts))+1, drafts...)
 }
 
-// Insert writes drafts at positions first, first+1, ... of conversation.
-// The caller must already have taken those positions from the room's
-// next_seq in the same transaction (Append does; Submit takes its position
-// together with the membership check).
-func Insert(ctx context.Context, q Querier, conversation uuid.UUID, first int64, drafts ...Draft) ([]Entry, error) {
+// insert writes drafts at positions first, first+1, ... of conversation.
+// The caller has taken those positions from the room's next_seq in the
+// same transaction.
+func insert(ctx context.Context, q Querier, conversation uuid.UUID, first int64, drafts ...Draft) ([]Entry, error) {
 	payloads := make([][]byte, len(drafts))
 	for i, d := range drafts {
 		b, err := marshalPayload(d.Payload)
@@ -157,7 +156,7 @@ func Insert(ctx context.Context, q Querier, conversation uuid.UUID, first int64,
 		}
 		n := len(args)
 		fmt.Fprintf(&sb, "($1, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
-		args = append(args, first+int64(i), string(d.Kind), d.TurnID, d.Attempt, d.ActorID, payloads[i])
+		args = append(args, first+int64(i), string(d.Kind), d.TurnID, d.Attempt, d.ActorID, string(payloads[i]))
 	}
 	sb.WriteString(` RETURNING id, created_at`)
 	rows, err := q.QueryContext(ctx, sb.String(), args...)

@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
 	a.members = &authority.Members{Client: a.client}
 	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
-	a.turns = &turn.Service{Client: a.client, Hub: a.hub}
+	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub}
 	gw := gateway.New(map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}})
 	a.runner = turn.NewRunner(turn.RunnerConfig{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/internal/gqlclient"
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/server/pgembed"
@@ -24,7 +27,8 @@ const (
 )
 
 // BenchmarkDurableAcceptance measures durable acceptance end to end:
-// submitMessage over HTTP with a verified envelope, on a private Postgres
+// submitMessage over HTTP with a verified envelope, 32 members each
+// submitting, on a private Postgres
 // with synchronous_commit=on, 32 submitters over 100 rooms for 10 s. In the
 // same run it measures the raw rate of a 4-statement transaction of the
 // same shape (update the room's counter row, insert with a unique key,
@@ -59,8 +63,22 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 		}
 		roomIDs[i] = out.CreateConversation.ID
 	}
+	// 32 submitters are 32 members, each in every room.
+	clients := make([]*gqlclient.Client, benchSubmitters)
+	for w := range clients {
+		email := fmt.Sprintf("bench%02d@example.com", w)
+		clients[w] = h.client(b, email)
+		var me struct{ Me struct{ ID string } }
+		if err := clients[w].Do(ctx, `{ me { id } }`, nil, &me); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.app.db.ExecContext(ctx, `INSERT INTO room_members (id, conversation_id, member_id, role)
+SELECT gen_random_uuid(), c::uuid, $1, 'member' FROM unnest($2::text[]) c`, me.Me.ID, pq.Array(roomIDs)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	lat, n, errs := drive(benchSubmitters, benchDuration, func(worker, i int) error {
-		return c.Do(ctx, submit, map[string]any{
+		return clients[worker].Do(ctx, submit, map[string]any{
 			"c": roomIDs[(worker*7919+i)%benchRooms], "t": "bench message", "k": fmt.Sprintf("w%d-%d", worker, i),
 		}, nil)
 	})

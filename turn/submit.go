@@ -3,7 +3,10 @@ package turn
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -18,7 +21,32 @@ import (
 // Service accepts turns and answers questions about them.
 type Service struct {
 	Client *ent.Client
-	Hub    *journal.Hub
+	// DB is the handle under Client. Acceptance is the hot path: its two
+	// statements are prepared once per connection rather than parsed and
+	// planned on every submission.
+	DB  *sql.DB
+	Hub *journal.Hub
+
+	prepMu       sync.Mutex
+	take, accept *sql.Stmt
+}
+
+// prepare prepares the acceptance statements once; a failure (the
+// database away) is retried on the next submission.
+func (s *Service) prepare(ctx context.Context) (take, accept *sql.Stmt, err error) {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	if s.take == nil {
+		if s.take, err = s.DB.PrepareContext(ctx, takePosition); err != nil {
+			return nil, nil, fmt.Errorf("prepare acceptance: %w", err)
+		}
+	}
+	if s.accept == nil {
+		if s.accept, err = s.DB.PrepareContext(ctx, acceptTurn); err != nil {
+			return nil, nil, fmt.Errorf("prepare acceptance: %w", err)
+		}
+	}
+	return s.take, s.accept, nil
 }
 
 // Submission is one member input.
@@ -57,25 +85,30 @@ JOIN LATERAL (
   WHERE agent_id = room.agent_id ORDER BY version DESC LIMIT 1
 ) av ON true`
 
-const insertTurn = `
-INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
-RETURNING id`
+// acceptTurn inserts the turn and, only if it was new, its turn_accepted
+// entry at the position taken by takePosition. A key already used leaves
+// both out, and the caller rolls back the position it took.
+const acceptTurn = `
+WITH t AS (
+  INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
+  RETURNING id, conversation_id, position
+)
+INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
+SELECT t.conversation_id, t.position, 'turn_accepted', t.id, 0, $3, $10 FROM t
+RETURNING created_at`
 
 // Submit durably accepts a member's input and returns its turn. It returns
 // only after the turn and its turn_accepted entry are committed. A retry
 // with the same idempotency key returns the same turn; the same key with
 // other text is a CONFLICT; a room the member is not in is NOT_FOUND.
 func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) {
-	// A retry usually finds its turn already there: answer it without
-	// taking the room lock. The unique index, not this read, is what
-	// keeps one turn per key when retries race.
-	if t, err := s.existing(ctx, in); err == nil || !ent.IsNotFound(err) {
-		return t, err
+	take, accept, err := s.prepare(ctx)
+	if err != nil {
+		return nil, err
 	}
-
-	tx, err := s.Client.Tx(ctx)
+	tx, err := s.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("submit: begin: %w", err)
 	}
@@ -90,7 +123,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		foundRoom  bool
 		agentVerID uuid.UUID
 	)
-	rows, err := tx.QueryContext(ctx, takePosition, in.ConversationID, in.Member.ID)
+	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
 	if err != nil {
 		return nil, fmt.Errorf("submit: take position: %w", err)
 	}
@@ -118,29 +151,34 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		return nil, err
 	}
 
-	id := uuid.New()
-	rows, err = tx.QueryContext(ctx, insertTurn, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos, agentVerID, []byte(raw), digest)
+	payload, err := json.Marshal(AcceptedPayload{Text: in.Text, AuthorID: in.Member.ID, AuthorName: in.Member.DisplayName})
 	if err != nil {
-		return nil, fmt.Errorf("submit: insert turn: %w", err)
+		return nil, err
 	}
-	inserted := rows.Next()
+	id := uuid.New()
+	rows, err = tx.StmtContext(ctx, accept).QueryContext(ctx, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos,
+		agentVerID, string(raw), digest, string(payload))
+	if err != nil {
+		return nil, fmt.Errorf("submit: accept turn: %w", err)
+	}
+	var created time.Time
+	inserted := false
+	for rows.Next() {
+		inserted = true
+		if err := rows.Scan(&created); err != nil {
+			rows.Close()
+			return nil, err
+		}
+	}
 	if err := closeRows(rows); err != nil {
-		return nil, fmt.Errorf("submit: insert turn: %w", err)
+		return nil, fmt.Errorf("submit: accept turn: %w", err)
 	}
 	if !inserted {
-		// Another submission with this key committed first: converge on
-		// it. Our position is given back with the rollback.
+		// The key was used before (or by a racing retry that committed
+		// first): converge on that turn. The rollback gives our position
+		// back, so the journal stays dense.
 		tx.Rollback()
 		return s.existing(ctx, in)
-	}
-
-	if _, err := journal.Insert(ctx, tx, in.ConversationID, pos, journal.Draft{
-		Kind:    journal.KindTurnAccepted,
-		TurnID:  uuid.NullUUID{UUID: id, Valid: true},
-		ActorID: uuid.NullUUID{UUID: in.Member.ID, Valid: true},
-		Payload: AcceptedPayload{Text: in.Text, AuthorID: in.Member.ID, AuthorName: in.Member.DisplayName},
-	}); err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		// A failed COMMIT has an unknown outcome: the key tells.
@@ -153,7 +191,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	return &ent.Turn{
 		ID: id, ConversationID: in.ConversationID, AuthorID: in.Member.ID, IdempotencyKey: in.IdempotencyKey,
 		Input: in.Text, Position: pos, State: entturn.StateQueued, AgentVersionID: agentVerID,
-		AuthorityBundle: raw, AuthorityDigest: digest,
+		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created,
 	}, nil
 }
 

@@ -266,6 +266,7 @@ var (
 		{Name: "input", Type: field.TypeString, Size: 2147483647},
 		{Name: "position", Type: field.TypeInt64},
 		{Name: "state", Type: field.TypeEnum, Enums: []string{"queued", "running", "completed", "failed", "cancelled"}, Default: "queued"},
+		{Name: "agent_version_id", Type: field.TypeUUID},
 		{Name: "authority_bundle", Type: field.TypeJSON},
 		{Name: "authority_digest", Type: field.TypeString},
 		{Name: "lease_owner", Type: field.TypeString, Nullable: true},
@@ -278,7 +279,6 @@ var (
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
 		{Name: "conversation_id", Type: field.TypeUUID},
 		{Name: "author_id", Type: field.TypeUUID},
-		{Name: "agent_version_id", Type: field.TypeUUID},
 	}
 	// TurnsTable holds the schema information for the "turns" table.
 	TurnsTable = &schema.Table{
@@ -288,20 +288,14 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "turns_conversations_turns",
-				Columns:    []*schema.Column{TurnsColumns[16]},
+				Columns:    []*schema.Column{TurnsColumns[17]},
 				RefColumns: []*schema.Column{ConversationsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "turns_members_turns",
-				Columns:    []*schema.Column{TurnsColumns[17]},
-				RefColumns: []*schema.Column{MembersColumns[0]},
-				OnDelete:   schema.NoAction,
-			},
-			{
-				Symbol:     "turns_agent_versions_agent_version",
 				Columns:    []*schema.Column{TurnsColumns[18]},
-				RefColumns: []*schema.Column{AgentVersionsColumns[0]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 		},
@@ -309,12 +303,12 @@ var (
 			{
 				Name:    "turn_conversation_id_author_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[16], TurnsColumns[17], TurnsColumns[2]},
+				Columns: []*schema.Column{TurnsColumns[17], TurnsColumns[18], TurnsColumns[2]},
 			},
 			{
 				Name:    "turn_one_running_per_room",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[16]},
+				Columns: []*schema.Column{TurnsColumns[17]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "state = 'running'",
 				},
@@ -322,12 +316,12 @@ var (
 			{
 				Name:    "turn_conversation_id_position",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[16], TurnsColumns[4]},
+				Columns: []*schema.Column{TurnsColumns[17], TurnsColumns[4]},
 			},
 			{
 				Name:    "turn_state_lease_expires_at",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[5], TurnsColumns[10]},
+				Columns: []*schema.Column{TurnsColumns[5], TurnsColumns[11]},
 			},
 		},
 	}
@@ -353,10 +347,18 @@ func init() {
 	ConversationsTable.ForeignKeys[2].RefTable = MembersTable
 	JournalEntriesTable.ForeignKeys[0].RefTable = ConversationsTable
 	JournalEntriesTable.ForeignKeys[1].RefTable = TurnsTable
+	JournalEntriesTable.Annotation = &entsql.Annotation{}
+	JournalEntriesTable.Annotation.Checks = map[string]string{
+		"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', 'approval_requested', 'approval_decided', 'steer_delivered', 'checkpoint', 'compaction', 'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
+	}
 	MemberPermissionsTable.ForeignKeys[0].RefTable = MembersTable
 	RoomMembersTable.ForeignKeys[0].RefTable = ConversationsTable
 	RoomMembersTable.ForeignKeys[1].RefTable = MembersTable
 	TurnsTable.ForeignKeys[0].RefTable = ConversationsTable
 	TurnsTable.ForeignKeys[1].RefTable = MembersTable
-	TurnsTable.ForeignKeys[2].RefTable = AgentVersionsTable
+	TurnsTable.Annotation = &entsql.Annotation{}
+	TurnsTable.Annotation.Checks = map[string]string{
+		"turns_lease_check": "(state = 'running') = (lease_expires_at IS NOT NULL)",
+		"turns_state_check": "state IN ('queued', 'running', 'completed', 'failed', 'cancelled')",
+	}
 }

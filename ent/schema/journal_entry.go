@@ -5,6 +5,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
@@ -28,6 +29,17 @@ func (JournalEntry) Fields() []ent.Field {
 		field.Int("attempt").Default(0).Immutable(),
 		field.UUID("actor_id", uuid.UUID{}).Optional().Nillable().Immutable(),
 		field.JSON("payload", json.RawMessage{}).Immutable(),
+	}
+}
+
+func (JournalEntry) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Checks(map[string]string{
+			// The kinds are a closed set.
+			"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', " +
+				"'approval_requested', 'approval_decided', 'steer_delivered', 'checkpoint', 'compaction', " +
+				"'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
+		}),
 	}
 }
 

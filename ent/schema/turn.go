@@ -5,6 +5,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
@@ -33,6 +34,11 @@ func (Turn) Fields() []ent.Field {
 		// room's FIFO lane order.
 		field.Int64("position").Immutable(),
 		field.Enum("state").Values("queued", "running", "completed", "failed", "cancelled").Default("queued"),
+		// agent_version_id has no foreign key on purpose: every turn of an
+		// agent would take a share lock on the same parent row, and
+		// concurrent acceptances would queue on it. Agent versions are
+		// immutable and cannot be deleted (a trigger refuses both), so
+		// the version a turn names always exists.
 		field.UUID("agent_version_id", uuid.UUID{}).Immutable(),
 		field.JSON("authority_bundle", json.RawMessage{}).Immutable(),
 		field.String("authority_digest").NotEmpty().Immutable(),
@@ -47,11 +53,20 @@ func (Turn) Fields() []ent.Field {
 	}
 }
 
+func (Turn) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Checks(map[string]string{
+			"turns_state_check": "state IN ('queued', 'running', 'completed', 'failed', 'cancelled')",
+			// A running turn always holds a lease; no other turn does.
+			"turns_lease_check": "(state = 'running') = (lease_expires_at IS NOT NULL)",
+		}),
+	}
+}
+
 func (Turn) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.From("conversation", Conversation.Type).Ref("turns").Field("conversation_id").Unique().Required().Immutable(),
 		edge.From("author", Member.Type).Ref("turns").Field("author_id").Unique().Required().Immutable(),
-		edge.To("agent_version", AgentVersion.Type).Field("agent_version_id").Unique().Required().Immutable(),
 		edge.To("entries", JournalEntry.Type),
 		edge.To("commands", Command.Type),
 	}

@@ -56,8 +56,6 @@ const (
 	EdgeConversation = "conversation"
 	// EdgeAuthor holds the string denoting the author edge name in mutations.
 	EdgeAuthor = "author"
-	// EdgeAgentVersion holds the string denoting the agent_version edge name in mutations.
-	EdgeAgentVersion = "agent_version"
 	// EdgeEntries holds the string denoting the entries edge name in mutations.
 	EdgeEntries = "entries"
 	// EdgeCommands holds the string denoting the commands edge name in mutations.
@@ -78,13 +76,6 @@ const (
 	AuthorInverseTable = "members"
 	// AuthorColumn is the table column denoting the author relation/edge.
 	AuthorColumn = "author_id"
-	// AgentVersionTable is the table that holds the agent_version relation/edge.
-	AgentVersionTable = "turns"
-	// AgentVersionInverseTable is the table name for the AgentVersion entity.
-	// It exists in this package in order to avoid circular dependency with the "agentversion" package.
-	AgentVersionInverseTable = "agent_versions"
-	// AgentVersionColumn is the table column denoting the agent_version relation/edge.
-	AgentVersionColumn = "agent_version_id"
 	// EntriesTable is the table that holds the entries relation/edge.
 	EntriesTable = "journal_entries"
 	// EntriesInverseTable is the table name for the JournalEntry entity.
@@ -285,13 +276,6 @@ func ByAuthorField(field string, opts ...sql.OrderTermOption) OrderOption {
 	}
 }
 
-// ByAgentVersionField orders the results by agent_version field.
-func ByAgentVersionField(field string, opts ...sql.OrderTermOption) OrderOption {
-	return func(s *sql.Selector) {
-		sqlgraph.OrderByNeighborTerms(s, newAgentVersionStep(), sql.OrderByField(field, opts...))
-	}
-}
-
 // ByEntriesCount orders the results by entries count.
 func ByEntriesCount(opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -331,13 +315,6 @@ func newAuthorStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(AuthorInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, AuthorTable, AuthorColumn),
-	)
-}
-func newAgentVersionStep() *sqlgraph.Step {
-	return sqlgraph.NewStep(
-		sqlgraph.From(Table, FieldID),
-		sqlgraph.To(AgentVersionInverseTable, FieldID),
-		sqlgraph.Edge(sqlgraph.M2O, false, AgentVersionTable, AgentVersionColumn),
 	)
 }
 func newEntriesStep() *sqlgraph.Step {

@@ -426,6 +426,26 @@ func AgentVersionIDNotIn(vs ...uuid.UUID) predicate.Turn {
 	return predicate.Turn(sql.FieldNotIn(FieldAgentVersionID, vs...))
 }
 
+// AgentVersionIDGT applies the GT predicate on the "agent_version_id" field.
+func AgentVersionIDGT(v uuid.UUID) predicate.Turn {
+	return predicate.Turn(sql.FieldGT(FieldAgentVersionID, v))
+}
+
+// AgentVersionIDGTE applies the GTE predicate on the "agent_version_id" field.
+func AgentVersionIDGTE(v uuid.UUID) predicate.Turn {
+	return predicate.Turn(sql.FieldGTE(FieldAgentVersionID, v))
+}
+
+// AgentVersionIDLT applies the LT predicate on the "agent_version_id" field.
+func AgentVersionIDLT(v uuid.UUID) predicate.Turn {
+	return predicate.Turn(sql.FieldLT(FieldAgentVersionID, v))
+}
+
+// AgentVersionIDLTE applies the LTE predicate on the "agent_version_id" field.
+func AgentVersionIDLTE(v uuid.UUID) predicate.Turn {
+	return predicate.Turn(sql.FieldLTE(FieldAgentVersionID, v))
+}
+
 // AuthorityDigestEQ applies the EQ predicate on the "authority_digest" field.
 func AuthorityDigestEQ(v string) predicate.Turn {
 	return predicate.Turn(sql.FieldEQ(FieldAuthorityDigest, v))
@@ -984,29 +1004,6 @@ func HasAuthor() predicate.Turn {
 func HasAuthorWith(preds ...predicate.Member) predicate.Turn {
 	return predicate.Turn(func(s *sql.Selector) {
 		step := newAuthorStep()
-		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
-			for _, p := range preds {
-				p(s)
-			}
-		})
-	})
-}
-
-// HasAgentVersion applies the HasEdge predicate on the "agent_version" edge.
-func HasAgentVersion() predicate.Turn {
-	return predicate.Turn(func(s *sql.Selector) {
-		step := sqlgraph.NewStep(
-			sqlgraph.From(Table, FieldID),
-			sqlgraph.Edge(sqlgraph.M2O, false, AgentVersionTable, AgentVersionColumn),
-		)
-		sqlgraph.HasNeighbors(s, step)
-	})
-}
-
-// HasAgentVersionWith applies the HasEdge predicate on the "agent_version" edge with a given conditions (other predicates).
-func HasAgentVersionWith(preds ...predicate.AgentVersion) predicate.Turn {
-	return predicate.Turn(func(s *sql.Selector) {
-		step := newAgentVersionStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)

@@ -55,7 +55,7 @@ func New(t testing.TB) *Env {
 		URL: url, DB: db, Client: client, Hub: hub,
 		Members: &authority.Members{Client: client},
 		Rooms:   &room.Service{Client: client, Hub: hub},
-		Turns:   &turn.Service{Client: client, Hub: hub},
+		Turns:   &turn.Service{Client: client, DB: db, Hub: hub},
 	}
 	if err := demo.Seed(ctx, client, e.Rooms, e.Members); err != nil {
 		t.Fatalf("seed demo: %v", err)

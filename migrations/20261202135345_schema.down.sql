@@ -1,5 +1,5 @@
 -- reverse: modify "turns" table
-ALTER TABLE "turns" DROP CONSTRAINT "turns_members_turns", DROP CONSTRAINT "turns_conversations_turns", DROP CONSTRAINT "turns_agent_versions_agent_version";
+ALTER TABLE "turns" DROP CONSTRAINT "turns_members_turns", DROP CONSTRAINT "turns_conversations_turns";
 -- reverse: modify "room_members" table
 ALTER TABLE "room_members" DROP CONSTRAINT "room_members_members_rooms", DROP CONSTRAINT "room_members_conversations_members";
 -- reverse: modify "member_permissions" table
