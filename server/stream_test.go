@@ -149,3 +149,59 @@ func nextEntry(t *testing.T, ctx context.Context, msgs <-chan gqlclient.Message)
 	}
 	return wireEntry{}
 }
+
+// TestTokenStreamOverSSE: tokens(turnId) over Server-Sent Events (the
+// transport the explorer uses) streams the turn's answer text and
+// completes when the turn ends; the text equals the stored answer.
+func TestTokenStreamOverSSE(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 5 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := h.client(t, bob)
+	room := rooms(t, c)["Bob's notes"]
+	var turn struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := c.Do(ctx, submit, map[string]any{"c": room.PublicKey, "t": "stream me over SSE", "k": "sse-1"}, &turn); err != nil {
+		t.Fatal(err)
+	}
+	events, err := c.SSE(ctx, gqlclient.Request{
+		Query:     `subscription($t: ID!) { tokens(turnId: $t) { seq attempt offset text } }`,
+		Variables: map[string]any{"t": turn.SubmitMessage.ID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for ev := range events {
+		if err := ev.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Tokens struct {
+				Offset int
+				Text   string
+			} `json:"tokens"`
+		}
+		if err := jsonUnmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Tokens.Offset != text.Len() {
+			t.Fatalf("delta at offset %d after %d bytes of text", d.Tokens.Offset, text.Len())
+		}
+		text.WriteString(d.Tokens.Text)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("token stream did not complete")
+	}
+	var stored struct {
+		Turn struct{ State, Answer string } `json:"turn"`
+	}
+	if err := c.Do(ctx, `query($id: ID!) { turn(id: $id) { state answer } }`, map[string]any{"id": turn.SubmitMessage.ID}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Turn.State != "COMPLETED" || text.String() != stored.Turn.Answer || text.Len() == 0 {
+		t.Fatalf("streamed %q; stored %s %q", text.String(), stored.Turn.State, stored.Turn.Answer)
+	}
+}
