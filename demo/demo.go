@@ -13,6 +13,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	entagent "github.com/turngate/turngate/ent/agent"
 	entconv "github.com/turngate/turngate/ent/conversation"
+	entmember "github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/room"
 )
 
@@ -55,7 +56,7 @@ ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, p); err != ni
 	if err != nil || n > 0 {
 		return err
 	}
-	shared, err := rooms.Create(ctx, alice, room.NewInput{Title: "Team room", Kind: entconv.KindShared})
+	shared, err := rooms.Create(ctx, alice, room.NewInput{Title: TeamRoomTitle, Kind: entconv.KindShared})
 	if err != nil {
 		return fmt.Errorf("seed shared room: %w", err)
 	}
@@ -101,4 +102,43 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 		return fmt.Errorf("seed agent version: %w", err)
 	}
 	return tx.Commit()
+}
+
+// TeamRoomTitle is the title of the demo's shared room.
+const TeamRoomTitle = "Team room"
+
+// TeamRoom returns the demo's shared room.
+func TeamRoom(ctx context.Context, client *ent.Client) (*ent.Conversation, error) {
+	return client.Conversation.Query().
+		Where(entconv.KindEQ(entconv.KindShared), entconv.Title(TeamRoomTitle),
+			entconv.HasOwnerWith(entmember.PlatformUserID(authority.DevSubject(People[0].Email)))).
+		First(ctx)
+}
+
+// Tour is the explorer's opening document in dev mode: the three
+// operations of the README's tour, aimed at room.
+func Tour(room string) string {
+	return `# turngate — you are alice (see the Headers tab below).
+# 1. Run "Watch" (the play button offers each operation): the room's journal
+#    streams here, live.
+# 2. Open a new tab (+), paste "Send" there and run it: watch the answer
+#    stream into the first tab, token by token.
+# 3. Run "Send" again unchanged: the same idempotencyKey returns the same
+#    turn, and nothing runs twice.
+
+subscription Watch {
+  journal(conversationId: "` + room + `", after: 0) { seq kind text turnId }
+}
+
+mutation Send {
+  submitMessage(input: {conversationId: "` + room + `", text: "Hello from GraphiQL!", idempotencyKey: "tour-1"}) {
+    id position state
+  }
+}
+
+query Rooms {
+  me { email displayName }
+  conversations { edges { node { id title kind publicKey channel head } } }
+}
+`
 }

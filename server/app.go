@@ -114,7 +114,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 
 	resolver := &graph.Resolver{Client: a.client, Members: a.members, Rooms: a.rooms, Turns: a.turns, Hub: a.hub, MaxTextLen: cfg.MaxTextLen}
-	a.handler, err = a.routes(resolver, verifier)
+	a.handler, err = a.routes(ctx, resolver, verifier)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import (
 // routes builds the HTTP surface: GraphQL (POST, graphql-transport-ws and
 // SSE on one path), GraphiQL at /, and /healthz. Every request passes the
 // envelope middleware; nothing else supplies identity.
-func (a *App) routes(resolver *graph.Resolver, verifier *authority.Verifier) (http.Handler, error) {
+func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *authority.Verifier) (http.Handler, error) {
 	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: resolver}))
 	gql.AddTransport(transport.Websocket{
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
@@ -54,13 +54,20 @@ func (a *App) routes(resolver *graph.Resolver, verifier *authority.Verifier) (ht
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", gql)
 	mux.HandleFunc("GET /healthz", a.healthz)
-	headers := map[string]string{}
+	explorer := web.Config{Endpoint: "/graphql", Headers: map[string]string{}, Title: "turngate"}
 	if a.signer != nil {
-		if tok, err := a.DevToken(demo.People[0].Email, 30*24*time.Hour); err == nil {
-			headers[a.cfg.IdentityHeader] = tok
+		// Dev mode: the explorer opens signed in as the first demo
+		// member, on the tour of the demo's shared room.
+		tok, err := a.DevToken(demo.People[0].Email, 30*24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		explorer.Headers[a.cfg.IdentityHeader] = tok
+		if team, err := demo.TeamRoom(ctx, a.client); err == nil {
+			explorer.DefaultQuery = demo.Tour(team.ID.String())
 		}
 	}
-	mux.Handle("/", web.Handler(web.Config{Endpoint: "/graphql", Headers: headers, Title: "turngate"}))
+	mux.Handle("/", web.Handler(explorer))
 	return authority.Middleware(verifier, a.cfg.IdentityHeader)(mux), nil
 }
 

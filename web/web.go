@@ -37,6 +37,9 @@ type Config struct {
 	Endpoint string            // GraphQL path, e.g. "/graphql"
 	Headers  map[string]string // pre-filled request headers (dev mode: the demo identity envelope); may be nil
 	Title    string
+	// DefaultQuery fills the editor of a first visit; empty keeps
+	// GraphiQL's own welcome text.
+	DefaultQuery string
 }
 
 // dist holds the bundle built by web/graphiql (see the package comment).
@@ -153,9 +156,10 @@ var indexTemplate = template.Must(template.New("index").Parse(`<!doctype html>
 
 // pageConfig is the JSON shape main.jsx reads.
 type pageConfig struct {
-	Endpoint string            `json:"endpoint"`
-	Headers  map[string]string `json:"headers"`
-	Title    string            `json:"title"`
+	Endpoint     string            `json:"endpoint"`
+	Headers      map[string]string `json:"headers"`
+	Title        string            `json:"title"`
+	DefaultQuery string            `json:"defaultQuery,omitempty"`
 }
 
 // Handler serves the explorer page at its root path and the embedded assets under /assets/.
@@ -189,7 +193,7 @@ func Handler(cfg Config) http.Handler {
 		Title   string
 		Version string
 		Config  pageConfig
-	}{cfg.Title, b.version, pageConfig{cfg.Endpoint, headers, cfg.Title}})
+	}{cfg.Title, b.version, pageConfig{cfg.Endpoint, headers, cfg.Title, cfg.DefaultQuery}})
 	if err != nil {
 		panic(fmt.Sprintf("web: rendering index: %v", err))
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
-	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/journal"
@@ -62,7 +61,7 @@ func New(t testing.TB) *Env {
 	}
 	e.Alice = e.Member(t, demo.People[0].Email)
 	e.Bob = e.Member(t, demo.People[1].Email)
-	shared, err := client.Conversation.Query().Where(entconv.KindEQ(entconv.KindShared), entconv.OwnerID(e.Alice.ID)).Only(ctx)
+	shared, err := demo.TeamRoom(ctx, client)
 	if err != nil {
 		t.Fatalf("demo shared room: %v", err)
 	}

@@ -36,6 +36,7 @@ function readConfig() {
     endpoint: typeof cfg.endpoint === 'string' && cfg.endpoint ? cfg.endpoint : '/graphql',
     headers: cfg.headers && typeof cfg.headers === 'object' ? cfg.headers : {},
     title: typeof cfg.title === 'string' ? cfg.title : '',
+    defaultQuery: typeof cfg.defaultQuery === 'string' ? cfg.defaultQuery : undefined,
   };
 }
 
@@ -51,5 +52,6 @@ createRoot(document.getElementById('graphiql')).render(
     shouldPersistHeaders={false}
     isHeadersEditorEnabled
     defaultEditorToolsVisibility={headersJSON ? 'headers' : undefined}
+    defaultQuery={cfg.defaultQuery}
   />,
 );
