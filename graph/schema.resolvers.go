@@ -258,7 +258,7 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	if err != nil {
 		return nil, err
 	}
-	return follow(ctx, r.Hub, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+	return follow(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, c.ID, p.After, nil, func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
@@ -301,15 +301,25 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
 	}
 	read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
-		return journal.ReadTurn(ctx, r.Client, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
+		entries, err := journal.ReadTurn(ctx, r.Client, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
+		if err != nil || len(entries) == 0 {
+			return entries, err
+		}
+		// Re-authorise the viewer before each batch goes out: a member
+		// who has left the room gets no more of its text.
+		ok, err := r.Rooms.IsMember(ctx, t.ConversationID, m.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errStreamEnded
+		}
+		return entries, nil
 	}
-	return follow(ctx, r.Hub, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
+	return follow(ctx, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, t.ConversationID, p.After, read, func(e journal.Entry) error {
 			if e.Kind == journal.KindTurnTerminal {
 				return errStreamEnded // the answer is complete
-			}
-			if ok, err := r.Rooms.IsMember(ctx, t.ConversationID, m.ID); err != nil || !ok {
-				return errStreamEnded
 			}
 			return emit(toDelta(e))
 		})

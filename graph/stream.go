@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-
-	"github.com/turngate/turngate/journal"
 )
 
 // errStreamEnded ends a subscription normally (the client gets "complete").
@@ -15,7 +13,7 @@ var errStreamEnded = errors.New("stream ended")
 // the only sender and closes the channel once, when produce returns. Every
 // send selects on ctx.Done, so a client that goes away never leaves the
 // goroutine blocked. Closing the channel completes the subscription.
-func follow[T any](ctx context.Context, _ *journal.Hub, produce func(ctx context.Context, emit func(T) error) error) <-chan T {
+func follow[T any](ctx context.Context, produce func(ctx context.Context, emit func(T) error) error) <-chan T {
 	ch := make(chan T, 16)
 	go func() {
 		defer close(ch)
