@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// buildBinary builds the turngate binary once per test that needs it.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "turngate")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestServeOnEmbeddedDefaults runs the real binary as `make run` does: no
+// DATABASE_URL, so it starts its own Postgres in the data folder, migrates,
+// seeds the demo and prints the explorer's address. A token minted by
+// `turngate token` from the same data folder is accepted. SIGTERM stops it
+// cleanly and takes the private Postgres down with it; a second start
+// reuses the data folder.
+func TestServeOnEmbeddedDefaults(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	// The postgres user must be able to enter the data folder's parents,
+	// which t.TempDir (0700, root's) does not allow.
+	dataDir, err := os.MkdirTemp("", "turngate-serve-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dataDir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+
+	for run := 1; run <= 2; run++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
+		cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir, "TURNGATE_MODEL_PACE=0s")
+		stdout, stdoutW := io.Pipe()
+		cmd.Stdout = stdoutW
+		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("serve#%d: ", run)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		base := waitForAddress(t, stdout)
+
+		tokCmd := exec.Command(bin, "token", "--email", "bob@example.com")
+		tokCmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir)
+		tok, err := tokCmd.Output()
+		if err != nil {
+			t.Fatalf("turngate token: %v", err)
+		}
+		c := &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {strings.TrimSpace(string(tok))}}}
+		var me struct {
+			Me struct{ Email string } `json:"me"`
+		}
+		if err := c.Do(ctx, `{ me { email } }`, nil, &me); err != nil || me.Me.Email != "bob@example.com" {
+			t.Fatalf("run %d: me = %+v, %v", run, me, err)
+		}
+		if got := len(rooms(t, c)); got != 2 { // the team room and bob's notes, seeded once
+			t.Fatalf("run %d: bob is in %d rooms, want 2", run, got)
+		}
+		pgPid := postmasterPid(t, dataDir)
+
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		stdoutW.Close()
+		if err != nil {
+			t.Fatalf("run %d: turngate exited with %v after SIGTERM, want a clean exit", run, err)
+		}
+		if alive(pgPid) {
+			t.Fatalf("run %d: the private postgres (pid %d) outlived turngate", run, pgPid)
+		}
+		cancel()
+	}
+}
+
+// TestMigrateCommand: `turngate migrate` applies the schema to
+// DATABASE_URL and reports the version; running it again is a no-op.
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	url := freshDatabase(t)
+	for range 2 {
+		cmd := exec.Command(bin, "migrate")
+		cmd.Env = append(cleanEnv(), "DATABASE_URL="+url)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "database at schema version") {
+			t.Fatalf("turngate migrate: %v\n%s", err, out)
+		}
+	}
+}
+
+// freshDatabase creates an empty database (no schema) for the test.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	db, base := dbtest.OpenDB(t)
+	name := fmt.Sprintf("fresh_%d", time.Now().UnixNano())
+	if _, err := db.Exec(`CREATE DATABASE ` + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec(`DROP DATABASE ` + name + ` WITH (FORCE)`) })
+	u, err := neturl.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "TURNGATE_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// waitForAddress reads the server's stdout until it prints its address.
+func waitForAddress(t *testing.T, stdout interface{ Read([]byte) (int, error) }) string {
+	t.Helper()
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving GraphiQL at "); ok {
+				found <- strings.TrimSuffix(rest, "/")
+			}
+		}
+	}()
+	select {
+	case base := <-found:
+		return base
+	case <-time.After(90 * time.Second):
+		t.Fatal("turngate did not print its address")
+	}
+	return ""
+}
+
+func postmasterPid(t *testing.T, dataDir string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postgres", "pgdata", "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("reading postmaster.pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(p []byte) (int, error) {
+	if testing.Verbose() {
+		w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
