@@ -130,6 +130,36 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 	return toTurn(t), nil
 }
 
+// ResumeTurn is the resolver for the resumeTurn field.
+func (r *mutationResolver) ResumeTurn(ctx context.Context, input model.ResumeTurnInput) (*model.Turn, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tid, err := uuid.Parse(input.TurnID)
+	if err != nil {
+		return nil, errcode.Invalid("turnId", "turnId must be a turn UUID")
+	}
+	t, err := r.Turns.Get(ctx, tid)
+	if err != nil {
+		return nil, err
+	}
+	// Recovery runs with the caller's current authority: only a current
+	// member of the turn's room may ask for it.
+	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); err != nil {
+		return nil, errcode.New(errcode.NotFound, "turn %s not found", input.TurnID)
+	}
+	if r.Runs != nil {
+		if _, err := r.Runs.Resume(ctx, tid); err != nil {
+			return nil, err
+		}
+		if t, err = r.Turns.Get(ctx, tid); err != nil {
+			return nil, err
+		}
+	}
+	return toTurn(t), nil
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Member, error) {
 	m, err := r.Members.Current(ctx)
@@ -257,6 +287,11 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	c, err := r.Rooms.Get(ctx, m, conversationID)
 	if err != nil {
 		return nil, err
+	}
+	if r.Runs != nil {
+		// A present, freshly authorised viewer: if the room's run lost
+		// its owner, recover it as soon as its lease has expired.
+		go r.Runs.Watch(ctx, c.ID)
 	}
 	return follow(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, c.ID, p.After, nil, func(e journal.Entry) error {

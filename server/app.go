@@ -102,6 +102,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	gw := gateway.New(map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}})
 	a.runner = turn.NewRunner(turn.RunnerConfig{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
+		Poll: min(time.Second, cfg.LeaseTTL/4),
 	})
 
 	if err := demo.SeedAgent(ctx, a.client); err != nil {
@@ -114,6 +115,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 
 	resolver := &graph.Resolver{Client: a.client, Members: a.members, Rooms: a.rooms, Turns: a.turns, Hub: a.hub, MaxTextLen: cfg.MaxTextLen}
+	if !cfg.NoRunner {
+		resolver.Runs = a.runner
+	}
 	a.handler, err = a.routes(ctx, resolver, verifier)
 	if err != nil {
 		return nil, err

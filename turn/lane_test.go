@@ -266,7 +266,7 @@ func TestStoppedRunnerDetaches(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	gate := newGatedModel()
-	r := env.Runner(t, turn.RunnerConfig{Owner: "first", Gateway: gate.gateway()})
+	r := env.Runner(t, turn.RunnerConfig{Owner: "first", Gateway: gate.gateway(), Drain: 20 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "survive a stop")
 	<-gate.started // the model step is running
 	r.Stop()

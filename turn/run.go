@@ -25,6 +25,11 @@ var errDetached = errors.New("runner stopping: detached from the run")
 // run drives one claimed turn to its terminal, or hands it back.
 func (r *Runner) run(ctx context.Context, c *Claimed) {
 	log := r.log.With("turn", c.Turn.ID, "attempt", c.Turn.Attempt)
+	if c.Turn.Attempt > r.cfg.MaxAttempts {
+		// Its runs keep dying: one safe terminal instead of another try.
+		r.fail(c, ReasonRecoveryExhausted, log)
+		return
+	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 

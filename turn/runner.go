@@ -39,7 +39,13 @@ type RunnerConfig struct {
 	// HistoryTurns is how many earlier turns of the room a run sees.
 	// Default 20.
 	HistoryTurns int
-	Logger       *slog.Logger
+	// MaxAttempts bounds how often a turn is started; a recovery past it
+	// writes a failed terminal instead. Default 3.
+	MaxAttempts int
+	// Drain is how long Stop lets runs in flight finish before it detaches
+	// from them and hands their turns back. Default 10s.
+	Drain  time.Duration
+	Logger *slog.Logger
 }
 
 // Runner claims the heads of room lanes and runs them.
@@ -48,12 +54,17 @@ type Runner struct {
 	log *slog.Logger
 
 	slots chan struct{}
+	freed chan struct{} // a run ended: look for work
 
 	startOnce, stopOnce sync.Once
 	cancelLoop          context.CancelFunc
 	cancelRuns          context.CancelCauseFunc
-	runs                sync.WaitGroup
+	runsCtx             context.Context
 	done                chan struct{}
+
+	mu     sync.Mutex // guards closed and runs.Add
+	closed bool
+	runs   sync.WaitGroup
 }
 
 // NewRunner returns a runner; Start begins claiming.
@@ -79,6 +90,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.HistoryTurns <= 0 {
 		cfg.HistoryTurns = 20
 	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 10 * time.Second
+	}
 	if cfg.Owner == "" {
 		cfg.Owner = "runner-" + uuid.NewString()
 	}
@@ -89,6 +106,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg:   cfg,
 		log:   cfg.Logger.With("runner", cfg.Owner),
 		slots: make(chan struct{}, cfg.MaxRuns),
+		freed: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
 }
@@ -105,11 +123,11 @@ func (r *Runner) Start(ctx context.Context) error {
 		// mistaken for anything a run should act on but detaching.
 		runsCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 		loopCtx, cancelLoop := context.WithCancel(ctx)
-		r.cancelRuns, r.cancelLoop = cancelRuns, cancelLoop
+		r.cancelRuns, r.cancelLoop, r.runsCtx = cancelRuns, cancelLoop, runsCtx
 		go func() {
 			defer close(r.done)
 			r.loop(loopCtx, runsCtx)
-			r.runs.Wait()
+			r.drain()
 		}()
 	})
 	if !started {
@@ -118,35 +136,64 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops claiming, detaches from the runs in flight (their turns go
-// back to the lane, fenced, for another runner) and waits for them. Safe
-// to call twice, and before Start.
+// Stop is an orderly termination: the runner stops claiming, gives the
+// runs in flight a bounded drain (Drain) to finish, then detaches from the
+// rest — their turns go back to the lane, fenced, for another runner to
+// take at once — and waits for them. Safe to call twice, and before Start.
 func (r *Runner) Stop() {
 	r.stopOnce.Do(func() {
 		r.startOnce.Do(func() { close(r.done) })
 		if r.cancelLoop != nil {
 			r.cancelLoop()
-			r.cancelRuns(errDetached)
 		}
 	})
 	<-r.done
 }
 
+// drain waits for the runs in flight, up to the drain period, then
+// detaches from those still running.
+func (r *Runner) drain() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	finished := make(chan struct{})
+	go func() { r.runs.Wait(); close(finished) }()
+	t := time.NewTimer(r.cfg.Drain)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+		r.cancelRuns(errDetached)
+		<-finished
+	}
+	r.cancelRuns(errDetached)
+}
+
+func (r *Runner) stopping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 func (r *Runner) loop(ctx, runsCtx context.Context) {
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
-	freed := make(chan struct{}, 1)
 	for {
 		wake := r.cfg.Hub.WaitAny()
-		if err := r.claimHeads(ctx, runsCtx, freed); err != nil && ctx.Err() == nil {
+		if err := r.claimHeads(ctx, runsCtx, r.freed); err != nil && ctx.Err() == nil {
 			r.log.Warn("claiming lane heads failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
+		case <-r.freed:
 		case <-tick.C:
-		case <-freed:
+			// The slow sweep: runs whose owner died with nobody coming
+			// back for them.
+			if err := r.salvage(ctx, runsCtx, r.freed); err != nil && ctx.Err() == nil {
+				r.log.Warn("salvaging expired runs failed", "err", err)
+			}
 		}
 	}
 }
@@ -189,21 +236,36 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 		if err != nil {
 			return err
 		}
-		r.slots <- struct{}{}
-		r.runs.Add(1)
-		go func() {
-			defer r.runs.Done()
-			defer func() {
-				<-r.slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
-			r.run(runsCtx, c)
-		}()
+		r.start(runsCtx, c, freed)
 	}
 	return nil
+}
+
+// start runs a claimed turn in its own goroutine, in a slot. A runner that
+// is stopping starts nothing: the claim is handed back.
+func (r *Runner) start(runsCtx context.Context, c *Claimed, freed chan<- struct{}) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		if err := Release(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence); err != nil && !errors.Is(err, ErrFenced) {
+			r.log.Warn("handing back a claim while stopping", "turn", c.Turn.ID, "err", err)
+		}
+		return
+	}
+	r.runs.Add(1)
+	r.mu.Unlock()
+	r.slots <- struct{}{}
+	go func() {
+		defer r.runs.Done()
+		defer func() {
+			<-r.slots
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		}()
+		r.run(runsCtx, c)
+	}()
 }
 
 // Claimed is a run's hold on a turn.

@@ -49,7 +49,11 @@ const finishTurn = `
 UPDATE turns SET state = $3, terminal_reason = $4, answer = $5, finished_at = now(),
   lease_expires_at = NULL
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
-RETURNING conversation_id, attempt`
+RETURNING conversation_id, attempt, author_id`
+
+// ReasonMembershipRevoked ends a turn whose author left the room before its
+// answer was published.
+const ReasonMembershipRevoked = "membership_revoked"
 
 // CommitTerminal ends the run holding fence: the answer, the turn_terminal
 // entry and the release of the room commit in one transaction, fenced by
@@ -67,12 +71,12 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}
-	var room uuid.UUID
+	var room, author uuid.UUID
 	var attempt int
 	found := false
 	for rows.Next() {
 		found = true
-		if err := rows.Scan(&room, &attempt); err != nil {
+		if err := rows.Scan(&room, &attempt, &author); err != nil {
 			rows.Close()
 			return err
 		}
@@ -82,6 +86,11 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	if !found {
 		return ErrFenced
+	}
+	if out.Answer != nil {
+		if out, err = checkAudience(ctx, tx, room, author, fence.TurnID, out); err != nil {
+			return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
+		}
 	}
 
 	turnID := uuid.NullUUID{UUID: fence.TurnID, Valid: true}
@@ -106,6 +115,41 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	hub.Committed(room, entries[len(entries)-1].Seq)
 	return nil
+}
+
+// checkAudience re-checks, before an answer is published, that its author
+// is still in the room. It first takes the room's row lock — the lock a
+// membership change takes — and only then reads membership in a statement
+// of its own, so a removal either committed before the read (and is seen)
+// or waits for this publication to commit. A removed author's answer is
+// refused: the turn ends failed and the answer is not stored.
+func checkAudience(ctx context.Context, tx journal.Querier, room, author, turnID uuid.UUID, out Outcome) (Outcome, error) {
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, room); err != nil {
+		return out, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`, room, author)
+	if err != nil {
+		return out, err
+	}
+	member := false
+	for rows.Next() {
+		if err := rows.Scan(&member); err != nil {
+			rows.Close()
+			return out, err
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return out, err
+	}
+	if member {
+		return out, nil
+	}
+	refused := Outcome{State: "failed", Reason: ReasonMembershipRevoked}
+	if _, err := tx.ExecContext(ctx, `UPDATE turns SET state = 'failed', terminal_reason = $2, answer = NULL WHERE id = $1`,
+		turnID, refused.Reason); err != nil {
+		return out, err
+	}
+	return refused, nil
 }
 
 const renewLease = `

@@ -99,6 +99,7 @@ type ComplexityRoot struct {
 		AddRoomMember      func(childComplexity int, input model.RoomMemberInput) int
 		CreateConversation func(childComplexity int, input model.CreateConversationInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
+		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
 		SubmitMessage      func(childComplexity int, input model.SubmitMessageInput) int
 	}
 
@@ -158,6 +159,7 @@ type MutationResolver interface {
 	AddRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error)
 	RemoveRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error)
 	SubmitMessage(ctx context.Context, input model.SubmitMessageInput) (*model.Turn, error)
+	ResumeTurn(ctx context.Context, input model.ResumeTurnInput) (*model.Turn, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
@@ -442,6 +444,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveRoomMember(childComplexity, args["input"].(model.RoomMemberInput)), true
+	case "Mutation.resumeTurn":
+		if e.ComplexityRoot.Mutation.ResumeTurn == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resumeTurn_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResumeTurn(childComplexity, args["input"].(model.ResumeTurnInput)), true
 	case "Mutation.submitMessage":
 		if e.ComplexityRoot.Mutation.SubmitMessage == nil {
 			break
@@ -650,6 +663,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("CreateConversationInput", ec.unmarshalInputCreateConversationInput),
+			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
 			graphql.NewInputUnmarshaler("SubmitMessageInput", ec.unmarshalInputSubmitMessageInput),
 		)
@@ -786,6 +800,12 @@ type Mutation {
   CONFLICT.
   """
   submitMessage(input: SubmitMessageInput!): Turn!
+  """
+  Ask for a turn whose run was lost (its owner died) to be recovered now,
+  with the caller's current authority. A turn whose lease is still live is
+  left to its owner and returned as it is: recovery never reclaims early.
+  """
+  resumeTurn(input: ResumeTurnInput!): Turn!
 }
 
 type Subscription {
@@ -938,6 +958,10 @@ input CreateConversationInput {
 input RoomMemberInput {
   conversationId: ID!
   email: String!
+}
+
+input ResumeTurnInput {
+  turnId: ID!
 }
 
 input SubmitMessageInput {
@@ -1271,6 +1295,20 @@ func (ec *executionContext) field_Mutation_removeRoomMember_args(ctx context.Con
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.RoomMemberInput, error) {
 			return ec.unmarshalNRoomMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRoomMemberInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resumeTurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ResumeTurnInput, error) {
+			return ec.unmarshalNResumeTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐResumeTurnInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2543,6 +2581,50 @@ func (ec *executionContext) fieldContext_Mutation_submitMessage(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_submitMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resumeTurn(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resumeTurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResumeTurn(ctx, fc.Args["input"].(model.ResumeTurnInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Turn) graphql.Marshaler {
+			return ec.marshalNTurn2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurn(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resumeTurn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Turn(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resumeTurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4482,6 +4564,48 @@ func UnmarshalCreateConversationInput(ctx context.Context, raw any) (model.Creat
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputResumeTurnInput(ctx context.Context, obj any) (model.ResumeTurnInput, error) {
+	var it model.ResumeTurnInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"turnId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "turnId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("turnId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TurnID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalResumeTurnInput unmarshals raw into the ResumeTurnInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalResumeTurnInput(ctx context.Context, raw any) (model.ResumeTurnInput, error) {
+	var out model.ResumeTurnInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ResumeTurnInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputRoomMemberInput(ctx context.Context, obj any) (model.RoomMemberInput, error) {
 	var it model.RoomMemberInput
 	if obj == nil {
@@ -5012,6 +5136,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "submitMessage":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_submitMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeTurn":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resumeTurn(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -5847,6 +5978,11 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturnga
 		return graphql.Null
 	}
 	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNResumeTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐResumeTurnInput(ctx context.Context, v any) (model.ResumeTurnInput, error) {
+	res, err := ec.unmarshalInputResumeTurnInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNRoomMember2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRoomMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RoomMember) graphql.Marshaler {

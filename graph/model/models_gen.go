@@ -74,6 +74,10 @@ type PageInfo struct {
 type Query struct {
 }
 
+type ResumeTurnInput struct {
+	TurnID string `json:"turnId"`
+}
+
 type RoomMemberInput struct {
 	ConversationID string `json:"conversationId"`
 	Email          string `json:"email"`

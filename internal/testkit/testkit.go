@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
+	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/journal"
@@ -168,4 +169,14 @@ func (e *Env) Entries(t testing.TB, room uuid.UUID) []journal.Entry {
 		t.Fatal(err)
 	}
 	return entries
+}
+
+// Private returns m's private demo room.
+func (e *Env) Private(t testing.TB, m authority.Member) *ent.Conversation {
+	t.Helper()
+	c, err := e.Client.Conversation.Query().Where(entconv.OwnerID(m.ID), entconv.KindEQ(entconv.KindPrivate)).First(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,0 +1,224 @@
+package turn_test
+
+// One test per row of the seed's table "What survives what" that runs
+// inside one process; the rows about processes (forced loss, kill -9) are
+// in server/survive_test.go.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/turn"
+)
+
+func activeTurn(t *testing.T, env *testkit.Env, room uuid.UUID) uuid.NullUUID {
+	t.Helper()
+	var id uuid.NullUUID
+	if err := env.DB.QueryRow(`SELECT active_turn_id FROM conversations WHERE id = $1`, room).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func kinds(t *testing.T, env *testkit.Env, turnID uuid.UUID) map[journal.Kind]int {
+	t.Helper()
+	n := map[journal.Kind]int{}
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if e.TurnID.Valid && e.TurnID.UUID == turnID {
+			n[e.Kind]++
+		}
+	}
+	return n
+}
+
+// Row "Input lease lost while the runner is alive": the runtime is stopped
+// and the turn ends failed with input_lease_lost, and the room is released.
+func TestLeaseLostWhileRunnerAlive(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	gate := newGatedModel()
+	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: 20 * time.Millisecond})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "lose my lease")
+	<-gate.started
+	// The lease runs out under the live runner (a stall, a clock jump):
+	// its next heartbeat finds it expired.
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonInputLeaseLost {
+		t.Fatalf("turn ended %s (%v), want failed input_lease_lost", got.State, got.TerminalReason)
+	}
+	if got.Answer != nil {
+		t.Fatalf("a lost-lease turn stored an answer: %q", *got.Answer)
+	}
+	if a := activeTurn(t, env, env.Shared.ID); a.Valid {
+		t.Fatalf("room still has active turn %s", a.UUID)
+	}
+	if k := kinds(t, env, tt.ID); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
+		t.Fatalf("journal kinds %v, want one terminal and no answer", k)
+	}
+}
+
+// Row "lease lost after the runtime committed its terminal": heartbeats
+// racing the terminal commit (a renewal that finds the turn finished) never
+// relabel a finished answer as failed.
+func TestLeaseLostAfterTerminalKeepsAnswer(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Runner(t, turn.RunnerConfig{Heartbeat: time.Millisecond})
+	var ids []uuid.UUID
+	for range 8 {
+		ids = append(ids, env.Submit(t, env.Alice, env.Shared.ID, "finish, then lose the lease").ID)
+	}
+	for _, id := range ids {
+		if got := env.WaitTerminal(t, id); got.State != "completed" || got.Answer == nil {
+			t.Fatalf("turn %s ended %s (%v)", id, got.State, got.TerminalReason)
+		}
+		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 {
+			t.Fatalf("turn %s has %d terminals", id, k[journal.KindTurnTerminal])
+		}
+	}
+}
+
+// Row "Forced pod loss" at the database level: after the old lease
+// expires a present client's recovery fences the old run (its writes
+// fail) and a new attempt completes the turn; before expiry nothing is
+// reclaimed.
+func TestRecoveryFencesTheOldRun(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "my runner will die")
+	dead := claimHead(t, env, tt.ID, "dead-runner")
+	r := env.Runner(t, turn.RunnerConfig{Owner: "rescuer"})
+
+	// The dead runner's lease is still live: nothing may take the turn.
+	if took, err := r.Resume(ctx, tt.ID); err != nil || took {
+		t.Fatalf("resume of a live lease: took=%v err=%v, want no takeover", took, err)
+	}
+	if _, err := turn.Recover(ctx, env.Client, env.Hub, tt.ID, "x", time.Minute, 0); !errors.Is(err, turn.ErrNotRecoverable) {
+		t.Fatalf("recover of a live lease: %v, want ErrNotRecoverable", err)
+	}
+
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Expired one second ago: too soon for the background salvage (one
+	// further lease period), not for a present client.
+	if _, err := turn.Recover(ctx, env.Client, env.Hub, tt.ID, "x", time.Minute, time.Minute); !errors.Is(err, turn.ErrNotRecoverable) {
+		t.Fatalf("salvage before one further lease period: %v, want ErrNotRecoverable", err)
+	}
+	if took, err := r.Resume(ctx, tt.ID); err != nil || !took {
+		t.Fatalf("resume of an expired lease: took=%v err=%v", took, err)
+	}
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "completed" || got.Attempt != 2 || got.LeaseOwner != nil && *got.LeaseOwner != "rescuer" {
+		t.Fatalf("recovered turn: state %s attempt %d owner %v", got.State, got.Attempt, got.LeaseOwner)
+	}
+	// The dead runner wakes up: everything it tries is fenced.
+	answer := "zombie answer"
+	if err := turn.CommitTerminal(ctx, env.Client, env.Hub, dead.Fence, turn.Outcome{State: "completed", Answer: &answer}); !errors.Is(err, turn.ErrFenced) {
+		t.Fatalf("old run's terminal: %v, want ErrFenced", err)
+	}
+	if _, err := journal.Append(ctx, env.DB, env.Shared.ID, &dead.Fence, journal.Draft{Kind: journal.KindAnswerDelta}); !errors.Is(err, journal.ErrFenced) {
+		t.Fatalf("old run's delta: %v, want ErrFenced", err)
+	}
+	k := kinds(t, env, tt.ID)
+	if k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnStarted] != 2 {
+		t.Fatalf("journal kinds %v, want 2 starts and 1 terminal", k)
+	}
+}
+
+// Row "Forced pod loss ... with no browser": the background worker
+// salvages the run after one further lease period.
+func TestSalvageWithoutClient(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "nobody is watching")
+	claimHead(t, env, tt.ID, "dead-runner")
+	// Expired for longer than one further lease period of the runner below.
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '3 seconds' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	env.Runner(t, turn.RunnerConfig{Owner: "sweeper", LeaseTTL: 2 * time.Second, Poll: 50 * time.Millisecond})
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "completed" || got.Attempt != 2 {
+		t.Fatalf("salvaged turn: state %s attempt %d", got.State, got.Attempt)
+	}
+}
+
+// A turn whose runs keep dying ends in one safe terminal instead of
+// starting again and again.
+func TestRecoveryExhaustedEndsSafely(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "cursed")
+	claimHead(t, env, tt.ID, "dead-1")
+	if _, err := env.DB.Exec(`UPDATE turns SET attempt = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Runner(t, turn.RunnerConfig{MaxAttempts: 3})
+	if took, err := r.Resume(ctx, tt.ID); err != nil || !took {
+		t.Fatalf("resume: took=%v err=%v", took, err)
+	}
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "failed" || *got.TerminalReason != turn.ReasonRecoveryExhausted {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonRecoveryExhausted)
+	}
+	if a := activeTurn(t, env, env.Shared.ID); a.Valid {
+		t.Fatal("room still busy after the safe terminal")
+	}
+}
+
+// Row "Membership revoked mid-turn": re-checked before publication; the
+// answer is refused.
+func TestMembershipRevokedMidTurn(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	gate := newGatedModel()
+	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway()})
+	tt := env.Submit(t, env.Bob, env.Shared.ID, "tell me secrets")
+	<-gate.started
+	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), env.Bob.Email); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonMembershipRevoked {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonMembershipRevoked)
+	}
+	if got.Answer != nil {
+		t.Fatalf("answer stored for a removed member: %q", *got.Answer)
+	}
+	if k := kinds(t, env, tt.ID); k[journal.KindTurnAnswer] != 0 || k[journal.KindTurnTerminal] != 1 {
+		t.Fatalf("journal kinds %v: an answer was published, or not one terminal", k)
+	}
+}
+
+// Row "Orderly backend/runtime termination": a run that finishes within
+// the drain period completes on the stopping runner.
+func TestOrderlyStopDrainsRuns(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	gate := newGatedModel()
+	r := env.Runner(t, turn.RunnerConfig{Owner: "draining", Gateway: gate.gateway(), Drain: time.Minute})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "finish before you go")
+	<-gate.started
+	stopped := make(chan struct{})
+	go func() { r.Stop(); close(stopped) }()
+	close(gate.release)
+	<-stopped
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "completed" || got.Attempt != 1 {
+		t.Fatalf("drained turn: %s attempt %d, want completed on attempt 1", got.State, got.Attempt)
+	}
+}
