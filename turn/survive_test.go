@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/turn"
@@ -220,5 +221,33 @@ func TestOrderlyStopDrainsRuns(t *testing.T) {
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "completed" || got.Attempt != 1 {
 		t.Fatalf("drained turn: %s attempt %d, want completed on attempt 1", got.State, got.Attempt)
+	}
+}
+
+// failingModel streams a little and then fails, like a runtime that dies
+// mid-turn.
+type failingModel struct{}
+
+func (failingModel) Stream(ctx context.Context, req gateway.Request, emit func(gateway.Delta)) (gateway.Result, error) {
+	emit(gateway.Delta{Text: "half an "})
+	return gateway.Result{}, errors.New("model backend went away")
+}
+
+// Row "Runtime failure mid-turn": one safe terminal (failed), the room
+// released, and the next turn in the lane runs.
+func TestRuntimeFailureEndsOnce(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Runner(t, turn.RunnerConfig{Gateway: gateway.New(map[string]gateway.Provider{"builtin": failingModel{}})})
+	first := env.Submit(t, env.Alice, env.Shared.ID, "fail me")
+	second := env.Submit(t, env.Bob, env.Shared.ID, "and me after")
+	for _, id := range []uuid.UUID{first.ID, second.ID} {
+		got := env.WaitTerminal(t, id)
+		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonRuntimeFailed {
+			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonRuntimeFailed)
+		}
+		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
+			t.Fatalf("journal kinds %v", k)
+		}
 	}
 }

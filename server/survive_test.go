@@ -1,0 +1,243 @@
+package main
+
+// The rows of the seed's table "What survives what" that need a server:
+// a closed browser, and forced loss of a replica (kill -9) with and
+// without a client. The in-process rows are in turn/survive_test.go.
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// Row "Browser tab closed": closing every subscription of a room mid-turn
+// changes nothing; the turn completes and a later subscriber replays it.
+func TestBrowserClosedCancelsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 10 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := h.client(t, alice)
+	room := rooms(t, c)["Team room"]
+	hdr := http.Header{}
+	hdr.Set(h.cfg.IdentityHeader, c.Header.Get(h.cfg.IdentityHeader))
+	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := conn.Subscribe(ctx, "tab", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turn struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "keep going without me", "k": "closed-tab"}, &turn); err != nil {
+		t.Fatal(err)
+	}
+	for nextEntry(t, ctx, msgs).Kind != "TURN_STARTED" {
+	}
+	conn.Close() // the only tab closes mid-turn
+
+	final := waitTurnState(t, ctx, h.app.db, turn.SubmitMessage.ID)
+	if final != "completed" {
+		t.Fatalf("turn ended %s after the tab closed, want completed", final)
+	}
+	conn2, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	msgs2, err := conn2.Subscribe(ctx, "reload", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for {
+		e := nextEntry(t, ctx, msgs2)
+		seen[e.Kind]++
+		if e.Kind == "TURN_TERMINAL" {
+			break
+		}
+	}
+	if seen["TURN_ACCEPTED"] != 1 || seen["TURN_ANSWER"] != 1 || seen["ANSWER_DELTA"] == 0 {
+		t.Fatalf("replay after reload: %v", seen)
+	}
+}
+
+// waitTurnState polls the turn until it is terminal, with ctx's deadline.
+func waitTurnState(t *testing.T, ctx context.Context, db *sql.DB, id string) string {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var state string
+		if err := db.QueryRowContext(ctx, `SELECT state FROM turns WHERE id = $1`, id).Scan(&state); err != nil {
+			t.Fatalf("turn %s: %v", id, err)
+		}
+		if state != "queued" && state != "running" {
+			return state
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("turn %s still %s at the deadline", id, state)
+		case <-tick.C:
+		}
+	}
+}
+
+// replica is one real turngate process against a shared database.
+type replica struct {
+	name string
+	cmd  *exec.Cmd
+	base string
+	out  io.Closer
+}
+
+func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string) *replica {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = append(cleanEnv(), append([]string{
+		"DATABASE_URL=" + dbURL, "TURNGATE_DATA=" + dataDir, "TURNGATE_REPLICA=" + name,
+		"TURNGATE_DEMO=true",
+	}, env...)...)
+	r, w := io.Pipe()
+	cmd.Stdout = w
+	cmd.Stderr = &prefixWriter{t: t, prefix: name + ": "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rep := &replica{name: name, cmd: cmd, out: w}
+	t.Cleanup(func() {
+		rep.cmd.Process.Kill()
+		rep.cmd.Wait()
+		w.Close()
+	})
+	rep.base = waitForAddress(t, r)
+	return rep
+}
+
+func (r *replica) kill9(t *testing.T) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Wait()
+}
+
+// Row "Forced pod loss": the owner of a running turn is killed with
+// kill -9. The old lease expires, recovery fences the run, and the turn
+// completes on the other replica as a replacement attempt — at once after
+// expiry when a client is watching, after one further lease period when
+// none is. Either way: exactly one terminal.
+func TestForcedLossKill9(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	for _, tt := range []struct {
+		name   string
+		client bool
+	}{{"with a client", true}, {"without a client", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			dbURL := dbtest.NewDB(t)
+			dataDir, err := os.MkdirTemp("", "turngate-kill9-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dataDir) })
+			env := []string{"TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=150ms"}
+			a := startReplica(t, bin, "replica-a", dbURL, dataDir, env...)
+
+			db, err := sql.Open("postgres", dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			c := clientFor(t, bin, a.base, dataDir)
+			room := rooms(t, c)["Team room"]
+			var turn struct {
+				SubmitMessage struct{ ID string } `json:"submitMessage"`
+			}
+			if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "survive a kill -9 of my runner", "k": "kill9"}, &turn); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until replica A is mid-answer, then bring up B and kill A.
+			waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turn.SubmitMessage.ID)
+			b := startReplica(t, bin, "replica-b", dbURL, dataDir, env...)
+			a.kill9(t)
+
+			if tt.client {
+				cb := clientFor(t, bin, b.base, dataDir)
+				hdr := http.Header{"X-Turngate-Identity": cb.Header["X-Turngate-Identity"]}
+				conn, err := gqlclient.Dial(ctx, b.base+"/graphql", hdr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if _, err := conn.Subscribe(ctx, "reload", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if state := waitTurnState(t, ctx, db, turn.SubmitMessage.ID); state != "completed" {
+				t.Fatalf("turn ended %s, want completed", state)
+			}
+			var attempt, terminals, starts int
+			var owner string
+			if err := db.QueryRow(`SELECT attempt, (SELECT count(*) FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_terminal'),
+				(SELECT count(*) FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_started'),
+				(SELECT payload->>'runner' FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_started' ORDER BY seq DESC LIMIT 1)
+				FROM turns t WHERE id = $1`, turn.SubmitMessage.ID).Scan(&attempt, &terminals, &starts, &owner); err != nil {
+				t.Fatal(err)
+			}
+			if attempt != 2 || terminals != 1 || starts != 2 || owner != "replica-b" {
+				t.Fatalf("attempt=%d terminals=%d starts=%d last runner=%q; want a second attempt on replica-b and one terminal", attempt, terminals, starts, owner)
+			}
+		})
+	}
+}
+
+// clientFor is a GraphQL client on base carrying alice's envelope minted by
+// `turngate token` from the replicas' shared data folder.
+func clientFor(t *testing.T, bin, base, dataDir string) *gqlclient.Client {
+	t.Helper()
+	cmd := exec.Command(bin, "token", "--email", alice)
+	cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir)
+	tok, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("turngate token: %v", err)
+	}
+	return &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {strings.TrimSpace(string(tok))}}, HTTP: httpClient}
+}
+
+// waitFor polls a boolean query until it is true, with ctx's deadline.
+func waitFor(t *testing.T, ctx context.Context, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var ok bool
+		if err := db.QueryRowContext(ctx, query, args...).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition never held: %s", query)
+		case <-tick.C:
+		}
+	}
+}
