@@ -6,7 +6,7 @@ PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
 RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server
 
-.PHONY: run build test vet check-generate generate bench clean
+.PHONY: run build test vet check-generate generate bench chaos clean
 
 run: build
 	$(BIN) serve
@@ -45,6 +45,11 @@ check-generate:
 # ratio to a raw transaction of the same shape on the same database).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./server
+
+# chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
+# turns under kill -9 and SIGSTOP (make test runs a short round).
+chaos:
+	TURNGATE_CHAOS=long $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./server
 
 clean:
 	rm -rf bin

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -165,7 +166,7 @@ func TestForcedLossKill9(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			c := clientFor(t, bin, a.base, dataDir)
+			c := clientFor(t, bin, a.base, dataDir, alice)
 			room := rooms(t, c)["Team room"]
 			var turn struct {
 				SubmitMessage struct{ ID string } `json:"submitMessage"`
@@ -179,7 +180,7 @@ func TestForcedLossKill9(t *testing.T) {
 			a.kill9(t)
 
 			if tt.client {
-				cb := clientFor(t, bin, b.base, dataDir)
+				cb := clientFor(t, bin, b.base, dataDir, alice)
 				hdr := http.Header{"X-Turngate-Identity": cb.Header["X-Turngate-Identity"]}
 				conn, err := gqlclient.Dial(ctx, b.base+"/graphql", hdr, nil)
 				if err != nil {
@@ -208,17 +209,25 @@ func TestForcedLossKill9(t *testing.T) {
 	}
 }
 
-// clientFor is a GraphQL client on base carrying alice's envelope minted by
-// `turngate token` from the replicas' shared data folder.
-func clientFor(t *testing.T, bin, base, dataDir string) *gqlclient.Client {
+// clientFor is a GraphQL client on base carrying email's envelope, minted
+// by `turngate token` from the replicas' shared data folder.
+func clientFor(t *testing.T, bin, base, dataDir, email string) *gqlclient.Client {
 	t.Helper()
-	cmd := exec.Command(bin, "token", "--email", alice)
+	tok, err := tokenFor(bin, dataDir, email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {tok}}, HTTP: httpClient}
+}
+
+func tokenFor(bin, dataDir, email string) (string, error) {
+	cmd := exec.Command(bin, "token", "--email", email)
 	cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir)
 	tok, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("turngate token: %v", err)
+		return "", fmt.Errorf("turngate token: %w", err)
 	}
-	return &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {strings.TrimSpace(string(tok))}}, HTTP: httpClient}
+	return strings.TrimSpace(string(tok)), nil
 }
 
 // waitFor polls a boolean query until it is true, with ctx's deadline.
