@@ -102,7 +102,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	gw := gateway.New(map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}})
 	a.runner = turn.NewRunner(turn.RunnerConfig{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
-		Poll: min(time.Second, cfg.LeaseTTL/4),
+		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
 	})
 
 	if err := demo.SeedAgent(ctx, a.client); err != nil {

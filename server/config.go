@@ -44,6 +44,9 @@ type Config struct {
 	AllowedOrigins []string
 	// Replica names this process in leases (TURNGATE_REPLICA).
 	Replica string
+	// Drain is how long an orderly stop lets runs in flight finish before
+	// handing their turns to other replicas (TURNGATE_DRAIN).
+	Drain time.Duration
 	// NoRunner serves the API without claiming turns (TURNGATE_NO_RUNNER):
 	// an API-only replica.
 	NoRunner bool
@@ -70,6 +73,7 @@ func ConfigFromEnv() (Config, error) {
 		MaxTextLen:      16000,
 		ModelPace:       25 * time.Millisecond,
 		LeaseTTL:        30 * time.Second,
+		Drain:           10 * time.Second,
 		Replica:         os.Getenv("TURNGATE_REPLICA"),
 	}
 	c.Demo = c.Dev()
@@ -87,6 +91,11 @@ func ConfigFromEnv() (Config, error) {
 	if v := os.Getenv("TURNGATE_MODEL_PACE"); v != "" {
 		if c.ModelPace, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_MODEL_PACE: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_DRAIN"); v != "" {
+		if c.Drain, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_DRAIN: %w", err)
 		}
 	}
 	if v := os.Getenv("TURNGATE_LEASE_TTL"); v != "" {

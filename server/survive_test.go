@@ -250,3 +250,55 @@ func waitFor(t *testing.T, ctx context.Context, db *sql.DB, query string, args .
 		}
 	}
 }
+
+// Row "Orderly backend/runtime termination": SIGTERM stops new work; a run
+// still going when the bounded drain ends is handed back at once, so
+// another replica takes it over without waiting for the lease to expire
+// (the lease here is far longer than the test's deadline).
+func TestOrderlyTerminationHandsOver(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	dbURL := dbtest.NewDB(t)
+	dataDir, err := os.MkdirTemp("", "turngate-sigterm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	env := []string{"TURNGATE_LEASE_TTL=5m", "TURNGATE_MODEL_PACE=150ms", "TURNGATE_DRAIN=300ms"}
+	a := startReplica(t, bin, "replica-a", dbURL, dataDir, env...)
+	db, err := sql.Open("postgres", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := clientFor(t, bin, a.base, dataDir, alice)
+	room := rooms(t, c)["Team room"]
+	var turn struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "finish me elsewhere", "k": "sigterm"}, &turn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turn.SubmitMessage.ID)
+	startReplica(t, bin, "replica-b", dbURL, dataDir, env...)
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("replica-a exited with %v after SIGTERM", err)
+	}
+	if state := waitTurnState(t, ctx, db, turn.SubmitMessage.ID); state != "completed" {
+		t.Fatalf("turn ended %s, want completed", state)
+	}
+	var owner string
+	var terminals int
+	if err := db.QueryRow(`SELECT (SELECT payload->>'runner' FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_started' ORDER BY seq DESC LIMIT 1),
+		(SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal')`, turn.SubmitMessage.ID).Scan(&owner, &terminals); err != nil {
+		t.Fatal(err)
+	}
+	if owner != "replica-b" || terminals != 1 {
+		t.Fatalf("last run on %q with %d terminals; want replica-b and one terminal", owner, terminals)
+	}
+}
