@@ -302,3 +302,57 @@ func TestOrderlyTerminationHandsOver(t *testing.T) {
 		t.Fatalf("last run on %q with %d terminals; want replica-b and one terminal", owner, terminals)
 	}
 }
+
+// resumeTurn: a current member's explicit request recovers a run whose
+// lease has expired, at once; a live lease is left alone; anyone else gets
+// NOT_FOUND and changes nothing.
+func TestResumeTurnMutation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 20 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := h.client(t, alice)
+	room := rooms(t, c)["Team room"]
+	var turn struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "resume me", "k": "resume-1"}, &turn); err != nil {
+		t.Fatal(err)
+	}
+	id := turn.SubmitMessage.ID
+	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
+	// Another runner "claims" the turn and dies at once: the token moves
+	// on (fencing this server's run) and the lease has a minute to live.
+	if _, err := h.app.db.Exec(`UPDATE turns SET lease_token = lease_token + 1, lease_owner = 'gone',
+		lease_expires_at = now() + interval '1 minute' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+
+	resume := `mutation($t: ID!) { resumeTurn(input: {turnId: $t}) { state attempt } }`
+	var out struct {
+		ResumeTurn struct {
+			State   string
+			Attempt int
+		} `json:"resumeTurn"`
+	}
+	// Live lease: returned as it is.
+	if err := c.Do(ctx, resume, map[string]any{"t": id}, &out); err != nil || out.ResumeTurn.State != "RUNNING" || out.ResumeTurn.Attempt != 1 {
+		t.Fatalf("resume of a live run: %+v, %v", out, err)
+	}
+	if err := h.client(t, mallory).Do(ctx, resume, map[string]any{"t": id}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+		t.Fatalf("resume by a non-member: %v, want NOT_FOUND", err)
+	}
+	if _, err := h.app.db.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, resume, map[string]any{"t": id}, &out); err != nil || out.ResumeTurn.Attempt != 2 {
+		t.Fatalf("resume of an expired run: %+v, %v", out, err)
+	}
+	if state := waitTurnState(t, ctx, h.app.db, id); state != "completed" {
+		t.Fatalf("resumed turn ended %s", state)
+	}
+	var terminals int
+	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil || terminals != 1 {
+		t.Fatalf("%d terminals (%v), want 1", terminals, err)
+	}
+}
