@@ -94,23 +94,7 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 
 // Raw posts a request and returns the whole response.
 func (c *Client) Raw(ctx context.Context, r Request) (*Response, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range c.Header {
-		req.Header[k] = v
-	}
-	req.Header.Set("Content-Type", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	res, err := hc.Do(req)
+	res, err := c.post(ctx, r, "application/json")
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +108,28 @@ func (c *Client) Raw(ctx context.Context, r Request) (*Response, error) {
 		return nil, fmt.Errorf("decode response (HTTP %d): %w: %s", res.StatusCode, err, raw)
 	}
 	return &out, nil
+}
+
+// post sends r with the client's headers, asking for accept.
+func (c *Client) post(ctx context.Context, r Request, accept string) (*http.Response, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range c.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return hc.Do(req)
 }
 
 // Message is one graphql-transport-ws message.
@@ -263,24 +269,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // SSE runs a subscription over Server-Sent Events and returns each "next"
 // payload until the stream completes, ctx ends, or the server errors.
 func (c *Client) SSE(ctx context.Context, r Request) (<-chan Response, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range c.Header {
-		req.Header[k] = v
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	res, err := hc.Do(req)
+	res, err := c.post(ctx, r, "text/event-stream")
 	if err != nil {
 		return nil, err
 	}
