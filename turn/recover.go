@@ -141,19 +141,15 @@ func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
 	if r.runsCtx == nil || r.stopping() {
 		return false, nil
 	}
-	select {
-	case r.slots <- struct{}{}:
-	default:
-		return false, nil // busy: the salvage sweep will get to it
-	}
 	c, err := Recover(ctx, r.cfg.Client, r.cfg.Hub, turnID, r.cfg.Owner, r.cfg.LeaseTTL, 0)
-	<-r.slots
 	if errors.Is(err, ErrNotRecoverable) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
+	// A full runner hands the turn back to its lane, where any runner
+	// claims it at once.
 	r.start(r.runsCtx, c, r.freed)
 	return true, nil
 }

@@ -242,19 +242,19 @@ func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int)
 	return nil
 }
 
-// Complete commits the run's answer and its completed terminal. The lease
-// gets one final renewal first, so the terminal write keeps the authority
-// the run held.
+// Complete commits the run's answer and its completed terminal, after one
+// final renewal of the lease in the same transaction, so the terminal write
+// keeps the authority the run held.
 func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) error {
 	if err := h.check(comp.Run); err != nil {
 		return err
 	}
 	c := h.claim
-	if err := Renew(ctx, h.r.cfg.Client, c.Fence, h.r.cfg.Owner, h.r.cfg.LeaseTTL.Seconds()); err != nil {
-		return err
-	}
 	answer := comp.Answer
-	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{State: "completed", Reason: ReasonCompleted, Answer: &answer}); err != nil {
+	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
+		State: "completed", Reason: ReasonCompleted, Answer: &answer,
+		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL,
+	}); err != nil {
 		return err
 	}
 	h.mu.Lock()

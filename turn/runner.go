@@ -62,9 +62,10 @@ type Runner struct {
 	runsCtx             context.Context
 	done                chan struct{}
 
-	mu     sync.Mutex // guards closed and runs.Add
-	closed bool
-	runs   sync.WaitGroup
+	mu       sync.Mutex // guards closed, claiming and runs.Add
+	closed   bool
+	claiming map[uuid.UUID]bool
+	runs     sync.WaitGroup
 }
 
 // NewRunner returns a runner; Start begins claiming.
@@ -103,11 +104,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		cfg.Logger = slog.Default()
 	}
 	return &Runner{
-		cfg:   cfg,
-		log:   cfg.Logger.With("runner", cfg.Owner),
-		slots: make(chan struct{}, cfg.MaxRuns),
-		freed: make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("runner", cfg.Owner),
+		slots:    make(chan struct{}, cfg.MaxRuns),
+		freed:    make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		claiming: make(map[uuid.UUID]bool),
 	}
 }
 
@@ -228,42 +230,73 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("lane heads: %w", err)
 	}
+	// Claims run concurrently, each in its own slot: they commit together
+	// (one group commit) instead of queueing behind one another.
 	for _, id := range heads {
-		c, err := Claim(ctx, r.cfg.Client, r.cfg.Hub, id, r.cfg.Owner, r.cfg.LeaseTTL)
-		if errors.Is(err, ErrNotClaimable) {
-			continue // another runner was faster, or the lane moved
+		if !r.reserve(id) {
+			continue // full, stopping, or already being claimed here
 		}
-		if err != nil {
-			return err
-		}
-		r.start(runsCtx, c, freed)
+		go func() {
+			defer r.unreserve(id, freed)
+			c, err := Claim(ctx, r.cfg.Client, r.cfg.Hub, id, r.cfg.Owner, r.cfg.LeaseTTL)
+			switch {
+			case errors.Is(err, ErrNotClaimable):
+				// Another runner was faster, or the lane moved.
+			case err != nil:
+				if ctx.Err() == nil {
+					r.log.Warn("claiming a lane head failed", "turn", id, "err", err)
+				}
+			default:
+				r.run(runsCtx, c)
+			}
+		}()
 	}
 	return nil
 }
 
-// start runs a claimed turn in its own goroutine, in a slot. A runner that
-// is stopping starts nothing: the claim is handed back.
-func (r *Runner) start(runsCtx context.Context, c *Claimed, freed chan<- struct{}) {
+// reserve takes a slot for claiming and running turn id, unless the
+// runner is full or stopping, or already claims that turn.
+func (r *Runner) reserve(id uuid.UUID) bool {
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	defer r.mu.Unlock()
+	if r.closed || r.claiming[id] {
+		return false
+	}
+	select {
+	case r.slots <- struct{}{}:
+	default:
+		return false
+	}
+	r.claiming[id] = true
+	r.runs.Add(1)
+	return true
+}
+
+// unreserve gives back what reserve took and wakes the loop.
+func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
+	r.mu.Lock()
+	delete(r.claiming, id)
+	r.mu.Unlock()
+	<-r.slots
+	r.runs.Done()
+	select {
+	case freed <- struct{}{}:
+	default:
+	}
+}
+
+// start runs a turn already claimed (a recovery) in its own goroutine, in
+// a slot. A runner that is stopping or full starts nothing: the claim is
+// handed back for another runner to take at once.
+func (r *Runner) start(runsCtx context.Context, c *Claimed, freed chan<- struct{}) {
+	if !r.reserve(c.Turn.ID) {
 		if err := Release(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence); err != nil && !errors.Is(err, ErrFenced) {
-			r.log.Warn("handing back a claim while stopping", "turn", c.Turn.ID, "err", err)
+			r.log.Warn("handing back a claim", "turn", c.Turn.ID, "err", err)
 		}
 		return
 	}
-	r.runs.Add(1)
-	r.mu.Unlock()
-	r.slots <- struct{}{}
 	go func() {
-		defer r.runs.Done()
-		defer func() {
-			<-r.slots
-			select {
-			case freed <- struct{}{}:
-			default:
-			}
-		}()
+		defer r.unreserve(c.Turn.ID, freed)
 		r.run(runsCtx, c)
 	}()
 }

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -16,6 +17,12 @@ type Outcome struct {
 	Reason string
 	// Answer is committed with the terminal, when there is one.
 	Answer *string
+	// RenewFor, when set, is the run's owner: the terminal transaction
+	// first renews the lease for RenewTTL — the healthy completion's one
+	// final renewal — and lands only if that renewal does, so the terminal
+	// is written with the same authority the run held.
+	RenewFor string
+	RenewTTL time.Duration
 }
 
 // AnswerPayload is the payload of a turn_answer entry.
@@ -67,6 +74,11 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	defer tx.Rollback()
 
+	if out.RenewFor != "" {
+		if err := Renew(ctx, tx, fence, out.RenewFor, out.RenewTTL.Seconds()); err != nil {
+			return err
+		}
+	}
 	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer)
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
