@@ -104,6 +104,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
 		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
 	})
+	if !cfg.NoRunner {
+		a.turns.Runner = a.runner
+	}
 
 	if err := demo.SeedAgent(ctx, a.client); err != nil {
 		return nil, err

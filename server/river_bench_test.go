@@ -49,8 +49,10 @@ func (r closedLoop) p(lat []time.Duration, q int) float64 { return ms(percentile
 // River v0.51.2: a no-op worker, the client inserting one job and waiting for
 // its completion event, once with River's defaults and once with
 // FetchCooldown 1 ms. A raw 4-statement transaction gives the ceiling for
-// one commit per step; a turn takes several (accept, claim, deltas,
-// terminal). Run it with `make bench`.
+// one commit per step; a turn takes at least two (acceptance, which also
+// claims the run when its lane is idle, and the terminal, which carries the
+// last answer delta), more when deltas stream or the lane is busy. Run it
+// with `make bench`.
 func BenchmarkTurnsVersusRiver(b *testing.B) {
 	pg := dbtest.StartServer(b, pgembed.Options{Durable: true})
 	ctx := context.Background()
@@ -171,7 +173,7 @@ FROM turns t WHERE t.state = 'completed' AND NOT EXISTS (SELECT 1 FROM turns o W
 		b.Fatal(err)
 	}
 	r := newClosedLoop(n, lat, samples)
-	r.extra = fmt.Sprintf("turngate wrote %.1f journal entries per turn (%.1f answer deltas): accept, claim, deltas, answer+terminal\n"+
+	r.extra = fmt.Sprintf("turngate wrote %.1f journal entries per turn (%.1f answer deltas): accepted+started, deltas, answer+terminal\n"+
 		"  turngate turns accepted into a free lane: %.0f%%, their start p50 %.2f ms (the rest also waited behind their room's earlier turn)",
 		float64(entries)/float64(max(turnsN, 1)), float64(deltas)/float64(max(turnsN, 1)),
 		100*float64(freeN)/float64(max(turnsN, 1)), freeStart.Float64*1000)

@@ -138,7 +138,10 @@ func (r *Runner) salvage(ctx, runsCtx context.Context, freed chan<- struct{}) er
 // over at once rather than after the salvage period. It reports whether it
 // took the turn; a turn whose lease is still live is left to its owner.
 func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
-	if r.runsCtx == nil || r.stopping() {
+	r.mu.Lock()
+	ready := r.started && !r.closed
+	r.mu.Unlock()
+	if !ready {
 		return false, nil
 	}
 	c, err := Recover(ctx, r.cfg.Client, r.cfg.Hub, turnID, r.cfg.Owner, r.cfg.LeaseTTL, 0)

@@ -163,8 +163,12 @@ type callbackHost struct {
 	effort string
 
 	mu        sync.Mutex
-	answer    strings.Builder
 	committed bool
+	// offset is where the next model text starts in the attempt's answer;
+	// held is text streamed but not yet appended, starting at heldAt.
+	offset int
+	held   string
+	heldAt int
 }
 
 var _ runtime.Callbacks = (*callbackHost)(nil)
@@ -199,7 +203,11 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 	// step at once: nothing more of this run may be published.
 	sctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, func(text string, offset int) error {
+	// Text held back by the previous step goes out before this one's.
+	if err := h.flushHeld(sctx); err != nil {
+		return runtime.ModelResult{}, err
+	}
+	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, h.offset, func(text string, offset int) error {
 		err := h.appendDelta(sctx, text, offset)
 		if err != nil {
 			stop(err)
@@ -212,13 +220,46 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 			onDelta(runtime.ModelDelta{Text: d.Text})
 		}
 	})
-	if ferr := co.close(); ferr != nil {
+	// The step's last text is held rather than committed on its own: if
+	// the run completes next, it rides in the terminal transaction (one
+	// commit fewer per turn); if another step follows, it goes out first.
+	held, heldAt, ferr := co.hold()
+	if ferr != nil {
 		err = ferr // the cause, rather than the cancellation it caused
 	}
 	if err != nil {
 		return runtime.ModelResult{}, err
 	}
+	h.mu.Lock()
+	h.held, h.heldAt, h.offset = held, heldAt, heldAt+len(held)
+	h.mu.Unlock()
 	return runtime.ModelResult{Text: res.Text, FinishReason: res.FinishReason, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}, nil
+}
+
+// flushHeld appends the text a previous step held back.
+func (h *callbackHost) flushHeld(ctx context.Context) error {
+	h.mu.Lock()
+	text, at := h.held, h.heldAt
+	h.held = ""
+	h.mu.Unlock()
+	if text == "" {
+		return nil
+	}
+	return h.appendDelta(ctx, text, at)
+}
+
+// heldDraft is the held text as an answer_delta draft, if there is any.
+func (h *callbackHost) heldDraft() []journal.Draft {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == "" {
+		return nil
+	}
+	c := h.claim
+	return []journal.Draft{{
+		Kind: journal.KindAnswerDelta, TurnID: uuid.NullUUID{UUID: c.Turn.ID, Valid: true}, Attempt: c.Turn.Attempt,
+		Payload: DeltaPayload{Text: h.held, Offset: h.heldAt},
+	}}
 }
 
 func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int) error {
@@ -253,7 +294,7 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 	answer := comp.Answer
 	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
 		State: "completed", Reason: ReasonCompleted, Answer: &answer,
-		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL,
+		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL, Before: h.heldDraft(),
 	}); err != nil {
 		return err
 	}
@@ -276,17 +317,18 @@ type coalescer struct {
 	offset int
 	timer  *time.Timer
 	err    error
+	closed bool
 
 	flushMu sync.Mutex
 }
 
-func newCoalescer(window time.Duration, max int, write func(string, int) error) *coalescer {
-	return &coalescer{window: window, max: max, write: write}
+func newCoalescer(window time.Duration, max, offset int, write func(string, int) error) *coalescer {
+	return &coalescer{window: window, max: max, offset: offset, write: write}
 }
 
 func (c *coalescer) add(text string) {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.err != nil || c.closed {
 		c.mu.Unlock()
 		return
 	}
@@ -314,7 +356,7 @@ func (c *coalescer) flush() {
 	c.buf.Reset()
 	c.n = 0
 	c.offset += len(text)
-	failed := c.err != nil
+	failed := c.err != nil || c.closed
 	c.mu.Unlock()
 	if text == "" || failed {
 		return
@@ -328,10 +370,21 @@ func (c *coalescer) flush() {
 	}
 }
 
-// close flushes what is left and reports the first write failure.
-func (c *coalescer) close() error {
-	c.flush()
+// hold ends the coalescer without writing what is left: it returns that
+// text and its offset, and the first write failure. Nothing is written
+// after it returns.
+func (c *coalescer) hold() (string, int, error) {
+	c.flushMu.Lock() // wait for a flush in progress
+	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.err
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.closed = true
+	text := c.buf.String()
+	c.buf.Reset()
+	c.n = 0
+	return text, c.offset, c.err
 }

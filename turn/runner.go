@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,7 +63,8 @@ type Runner struct {
 	runsCtx             context.Context
 	done                chan struct{}
 
-	mu       sync.Mutex // guards closed, claiming and runs.Add
+	mu       sync.Mutex // guards started, closed, claiming and runs.Add
+	started  bool
 	closed   bool
 	claiming map[uuid.UUID]bool
 	runs     sync.WaitGroup
@@ -125,7 +127,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		// mistaken for anything a run should act on but detaching.
 		runsCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 		loopCtx, cancelLoop := context.WithCancel(ctx)
+		r.mu.Lock()
 		r.cancelRuns, r.cancelLoop, r.runsCtx = cancelRuns, cancelLoop, runsCtx
+		r.started = true
+		r.mu.Unlock()
 		go func() {
 			defer close(r.done)
 			r.loop(loopCtx, runsCtx)
@@ -169,12 +174,6 @@ func (r *Runner) drain() {
 		<-finished
 	}
 	r.cancelRuns(errDetached)
-}
-
-func (r *Runner) stopping() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }
 
 func (r *Runner) loop(ctx, runsCtx context.Context) {
@@ -259,7 +258,7 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 func (r *Runner) reserve(id uuid.UUID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.claiming[id] {
+	if !r.started || r.closed || r.claiming[id] {
 		return false
 	}
 	select {
@@ -283,6 +282,40 @@ func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
 	case freed <- struct{}{}:
 	default:
 	}
+}
+
+// claimAccepted claims a turn in the transaction that accepts it, for a
+// lane the accepting statement found idle (no active turn, nothing queued
+// or running) under the room's row lock. The same fenced updates as Claim
+// apply, and the partial unique index still has the last word.
+func (r *Runner) claimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*Claimed, error) {
+	var token int64
+	if err := tx.QueryRowContext(ctx, `UPDATE turns SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
+  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1, started_at = now()
+WHERE id = $1 AND state = 'queued' RETURNING lease_token`, t.ID, r.cfg.Owner, r.cfg.LeaseTTL.Seconds()).Scan(&token); err != nil {
+		return nil, fmt.Errorf("claim at acceptance: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1 AND active_turn_id IS NULL`, t.ConversationID, t.ID); err != nil {
+		return nil, fmt.Errorf("claim at acceptance: %w", err)
+	}
+	fence := journal.Fence{TurnID: t.ID, LeaseToken: token}
+	started := *t
+	started.State, started.Attempt, started.LeaseToken = "running", 1, token
+	if _, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
+		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: 1,
+		Payload: StartedPayload{Attempt: 1, AgentVersion: agentVersion, Runner: r.cfg.Owner},
+	}); err != nil {
+		return nil, fmt.Errorf("claim at acceptance: %w", err)
+	}
+	return &Claimed{Turn: &started, Fence: fence}, nil
+}
+
+// runReserved runs a turn claimed in a slot reserve already took.
+func (r *Runner) runReserved(c *Claimed) {
+	go func() {
+		defer r.unreserve(c.Turn.ID, r.freed)
+		r.run(r.runsCtx, c)
+	}()
 }
 
 // start runs a turn already claimed (a recovery) in its own goroutine, in

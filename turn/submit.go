@@ -26,6 +26,10 @@ type Service struct {
 	// planned on every submission.
 	DB  *sql.DB
 	Hub *journal.Hub
+	// Runner, when set, is this process's runner: a turn accepted into an
+	// idle lane is claimed for it in the accepting transaction, so the run
+	// starts with no second commit and no wake-up in between.
+	Runner *Runner
 
 	prepMu       sync.Mutex
 	take, accept *sql.Stmt
@@ -74,11 +78,13 @@ const takePosition = `
 WITH room AS (
   UPDATE conversations SET next_seq = next_seq + 1
   WHERE id = $1 AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)
-  RETURNING id, next_seq, kind, audience_version, agent_id
+  RETURNING id, next_seq, kind, audience_version, agent_id, active_turn_id
 )
 SELECT room.next_seq, room.kind, room.audience_version, room.agent_id,
        av.id, av.version, av.controller, av.model_route,
-       COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}')
+       COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}'),
+       room.active_turn_id IS NULL AND NOT EXISTS (
+         SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))
 FROM room
 JOIN LATERAL (
   SELECT id, version, controller, model_route FROM agent_versions
@@ -122,6 +128,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		perms      pq.StringArray
 		foundRoom  bool
 		agentVerID uuid.UUID
+		idle       bool
 	)
 	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
 	if err != nil {
@@ -129,7 +136,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms); err != nil {
+		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -180,19 +187,37 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		tx.Rollback()
 		return s.existing(ctx, in)
 	}
+	t := &ent.Turn{
+		ID: id, ConversationID: in.ConversationID, AuthorID: in.Member.ID, IdempotencyKey: in.IdempotencyKey,
+		Input: in.Text, Position: pos, State: entturn.StateQueued, AgentVersionID: agentVerID,
+		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created,
+	}
+	head := pos
+	var claimed *Claimed
+	if idle && s.Runner != nil && s.Runner.reserve(id) {
+		if claimed, err = s.Runner.claimAccepted(ctx, tx, t, b.AgentVersion); err != nil {
+			s.Runner.unreserve(id, s.Runner.freed)
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		head = pos + 1
+	}
 	if err := tx.Commit(); err != nil {
+		if claimed != nil {
+			s.Runner.unreserve(id, s.Runner.freed)
+		}
 		// A failed COMMIT has an unknown outcome: the key tells.
 		if t, rerr := s.existing(ctx, in); rerr == nil {
 			return t, nil
 		}
 		return nil, fmt.Errorf("submit: commit: %w", err)
 	}
-	s.Hub.Committed(in.ConversationID, pos)
-	return &ent.Turn{
-		ID: id, ConversationID: in.ConversationID, AuthorID: in.Member.ID, IdempotencyKey: in.IdempotencyKey,
-		Input: in.Text, Position: pos, State: entturn.StateQueued, AgentVersionID: agentVerID,
-		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created,
-	}, nil
+	s.Hub.Committed(in.ConversationID, head)
+	if claimed != nil {
+		running := *claimed.Turn // a copy: the run owns its own
+		s.Runner.runReserved(claimed)
+		return &running, nil
+	}
+	return t, nil
 }
 
 // existing finds the turn of a submission's idempotency key, and checks

@@ -23,6 +23,9 @@ type Outcome struct {
 	// is written with the same authority the run held.
 	RenewFor string
 	RenewTTL time.Duration
+	// Before are entries of the run (its last answer delta) that commit
+	// with the terminal, ahead of the answer.
+	Before []journal.Draft
 }
 
 // AnswerPayload is the payload of a turn_answer entry.
@@ -108,6 +111,8 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	turnID := uuid.NullUUID{UUID: fence.TurnID, Valid: true}
 	var drafts []journal.Draft
 	if out.Answer != nil {
+		// A refused publication (checkAudience) drops its deltas too.
+		drafts = append(drafts, out.Before...)
 		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: turnID, Attempt: attempt,
 			Payload: AnswerPayload{Text: *out.Answer, Citations: []string{}}})
 	}
