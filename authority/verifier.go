@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -33,7 +34,23 @@ type Verifier struct {
 	leeway   time.Duration
 	now      func() time.Time
 	parser   *jwt.Parser
+
+	// verified remembers envelopes that passed, until they expire: the
+	// same envelope arrives on every request of a session, and checking
+	// its signature again costs more than the rest of an acceptance's Go
+	// work. Only an exact, already verified token string hits; expiry is
+	// checked on every hit.
+	mu       sync.Mutex
+	verified map[string]verifiedEnvelope
 }
+
+type verifiedEnvelope struct {
+	id      Identity
+	expires time.Time // exp + leeway
+}
+
+// maxVerified bounds the cache; it is emptied when full.
+const maxVerified = 10000
 
 // NewVerifier returns a Verifier for cfg. Issuer, Audience and an Ed25519
 // PublicKey are required; Leeway must lie in [0, MaxLeeway].
@@ -90,6 +107,31 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 	if len(token) > maxEnvelopeBytes {
 		return Identity{}, unauthenticated(ReasonMalformed, errors.New("envelope too large"))
 	}
+	v.mu.Lock()
+	hit, ok := v.verified[token]
+	v.mu.Unlock()
+	if ok {
+		if v.now().Before(hit.expires) {
+			return hit.id, nil
+		}
+		return Identity{}, unauthenticated(ReasonExpired, nil)
+	}
+	id, exp, err := v.verify(token)
+	if err != nil {
+		return Identity{}, err
+	}
+	v.mu.Lock()
+	if v.verified == nil || len(v.verified) >= maxVerified {
+		v.verified = make(map[string]verifiedEnvelope)
+	}
+	v.verified[token] = verifiedEnvelope{id: id, expires: exp}
+	v.mu.Unlock()
+	return id, nil
+}
+
+// verify checks an envelope in full and returns the identity and the
+// instant from which it counts as expired.
+func (v *Verifier) verify(token string) (Identity, time.Time, error) {
 	var c envelopeClaims
 	tok, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		// WithValidMethods has checked the alg name; insist on the
@@ -100,34 +142,34 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 		return v.key, nil
 	})
 	if err != nil {
-		return Identity{}, parseFailure(tok, err)
+		return Identity{}, time.Time{}, parseFailure(tok, err)
 	}
 	if !tok.Valid {
-		return Identity{}, unauthenticated(ReasonSignature, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonSignature, nil)
 	}
 	if err := v.checkTimes(&c.RegisteredClaims); err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	if c.Issuer != v.issuer {
-		return Identity{}, unauthenticated(ReasonIssuer, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonIssuer, nil)
 	}
 	if !v.audienceMatches(c.Audience) {
-		return Identity{}, unauthenticated(ReasonAudience, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonAudience, nil)
 	}
 	switch {
 	case strings.TrimSpace(c.Subject) == "":
-		return Identity{}, unauthenticated(ReasonNoSubject, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonNoSubject, nil)
 	case !validSubject(c.Subject):
-		return Identity{}, unauthenticated(ReasonSubject, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonSubject, nil)
 	}
 	if verified, ok := c.EmailVerified.(bool); !ok || !verified {
-		return Identity{}, unauthenticated(ReasonEmailNotVerified, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonEmailNotVerified, nil)
 	}
 	email, ok := normalizeEmail(c.Email)
 	if !ok {
-		return Identity{}, unauthenticated(ReasonEmailInvalid, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonEmailInvalid, nil)
 	}
-	return Identity{Subject: c.Subject, Email: email, DisplayName: FlattenName(c.Name)}, nil
+	return Identity{Subject: c.Subject, Email: email, DisplayName: FlattenName(c.Name)}, c.ExpiresAt.Add(v.leeway), nil
 }
 
 // checkTimes applies exp (required), nbf and iat (when present), each

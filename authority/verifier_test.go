@@ -254,3 +254,35 @@ func TestNewVerifierConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifiedEnvelopeStillExpires: an envelope remembered as verified is
+// refused once its expiry (plus leeway) passes, like any other.
+func TestVerifiedEnvelopeStillExpires(t *testing.T) {
+	t.Parallel()
+	k := newKit(t)
+	now := t0
+	pub := k.priv.Public().(ed25519.PublicKey)
+	v, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: testAudience, PublicKey: pub,
+		Leeway: 30 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := k.signer.Mint(Identity{Subject: "u", Email: "u@example.com"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second verification is answered from memory
+		if id, err := v.Verify(tok); err != nil || id.Subject != "u" {
+			t.Fatalf("fresh envelope: %+v, %v", id, err)
+		}
+	}
+	now = t0.Add(time.Minute + 30*time.Second)
+	if _, err := v.Verify(tok); reasonOf(err) != ReasonExpired {
+		t.Fatalf("remembered envelope after expiry: %v, want %q", err, ReasonExpired)
+	}
+	// A tampered copy of a remembered envelope is checked in full.
+	now = t0
+	if _, err := v.Verify(tok[:len(tok)-2] + "AA"); err == nil {
+		t.Fatal("a tampered envelope was accepted")
+	}
+}
