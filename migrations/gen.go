@@ -80,5 +80,8 @@ func run(ctx context.Context, name, devURL string) error {
 		schema.WithMigrationMode(schema.ModeReplay),
 		schema.WithDialect(dialect.Postgres),
 		schema.WithFormatter(sqltool.GolangMigrateFormatter),
+		// The schema is the truth: what it no longer has is dropped.
+		schema.WithDropIndex(true),
+		schema.WithDropColumn(true),
 	)
 }

@@ -319,9 +319,12 @@ var (
 				Columns: []*schema.Column{TurnsColumns[17], TurnsColumns[4]},
 			},
 			{
-				Name:    "turn_state_lease_expires_at",
+				Name:    "turn_running_lease_expiry",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[5], TurnsColumns[11]},
+				Columns: []*schema.Column{TurnsColumns[11]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "state = 'running'",
+				},
 			},
 		},
 	}

@@ -82,6 +82,10 @@ func (Turn) Indexes() []ent.Index {
 			Annotations(entsql.IndexWhere("state = 'running'")),
 		// Lane heads: queued turns by position.
 		index.Fields("conversation_id", "position"),
-		index.Fields("state", "lease_expires_at"),
+		// Expired claims, for recovery: only running turns hold a lease,
+		// so accepting a queued turn adds nothing to this index.
+		index.Fields("lease_expires_at").
+			StorageKey("turn_running_lease_expiry").
+			Annotations(entsql.IndexWhere("state = 'running'")),
 	}
 }
