@@ -160,6 +160,27 @@ func (r *mutationResolver) ResumeTurn(ctx context.Context, input model.ResumeTur
 	return toTurn(t), nil
 }
 
+// CancelTurn is the resolver for the cancelTurn field.
+func (r *mutationResolver) CancelTurn(ctx context.Context, input model.CancelTurnInput) (*model.Turn, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := uuid.Parse(input.CommandID)
+	if err != nil {
+		return nil, errcode.Invalid("commandId", "commandId must be a UUID chosen by the client")
+	}
+	tid, err := uuid.Parse(input.TurnID)
+	if err != nil {
+		return nil, errcode.Invalid("turnId", "turnId must be a turn UUID")
+	}
+	t, err := r.Turns.Cancel(ctx, m, cmd, tid)
+	if err != nil {
+		return nil, err
+	}
+	return toTurn(t), nil
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Member, error) {
 	m, err := r.Members.Current(ctx)

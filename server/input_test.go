@@ -113,3 +113,58 @@ func waitIdle(t *testing.T, h *harness, room string) {
 		}
 	}
 }
+
+// TestCancelTurnMutation: cancelTurn over GraphQL — its refusals carry
+// their codes and change nothing, and the author's cancel of a queued turn
+// ends it CANCELLED with one terminal, whatever the retries.
+func TestCancelTurnMutation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.NoRunner = true }) // turns stay queued
+	ctx := context.Background()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	var sub struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "cancel me", "k": "cancel-1"}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	cancel := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { state terminalReason } }`
+	cmd := "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11"
+	tests := []struct {
+		name   string
+		client *gqlclient.Client
+		vars   map[string]any
+		code   string
+	}{
+		{"malformed command id", a, map[string]any{"c": "not-a-uuid", "t": sub.SubmitMessage.ID}, "BAD_USER_INPUT"},
+		{"malformed turn id", a, map[string]any{"c": cmd, "t": "nope"}, "BAD_USER_INPUT"},
+		{"neither author nor owner", h.client(t, bob), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "FORBIDDEN"},
+		{"not a member", h.client(t, mallory), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "NOT_FOUND"},
+		{"no envelope", h.clientWithToken(""), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "UNAUTHENTICATED"},
+	}
+	for _, tt := range tests {
+		before := counts(t, h)
+		if err := tt.client.Do(ctx, cancel, tt.vars, nil); gqlclient.CodeOf(err) != tt.code {
+			t.Errorf("%s: err = %v, want %s", tt.name, err, tt.code)
+		}
+		if after := counts(t, h); after != before {
+			t.Errorf("%s changed the database", tt.name)
+		}
+	}
+	for range 2 { // a retry converges
+		var out struct {
+			CancelTurn struct {
+				State          string
+				TerminalReason *string
+			} `json:"cancelTurn"`
+		}
+		if err := a.Do(ctx, cancel, map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, &out); err != nil || out.CancelTurn.State != "CANCELLED" {
+			t.Fatalf("cancel: %+v, %v", out, err)
+		}
+	}
+	var terminals int
+	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, sub.SubmitMessage.ID).Scan(&terminals); err != nil || terminals != 1 {
+		t.Fatalf("%d terminals (%v), want 1", terminals, err)
+	}
+}

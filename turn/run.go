@@ -40,20 +40,34 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 		return
 	}
 
-	hbDone := make(chan struct{})
+	var watchers sync.WaitGroup
+	watchers.Add(2)
 	go func() {
-		defer close(hbDone)
+		defer watchers.Done()
 		r.heartbeat(runCtx, c, cancel)
+	}()
+	go func() {
+		defer watchers.Done()
+		r.watchCommands(runCtx, c, cancel)
 	}()
 	err = runtime.Run(runCtx, contract, host)
 	cancel(nil)
-	<-hbDone
+	watchers.Wait()
 
+	var cancelled errCancelRequested
 	switch cause := context.Cause(runCtx); {
 	case host.terminalCommitted():
 		// The run committed its own terminal. If only a later renewal
 		// failed, that terminal stands: a finished answer is never
 		// relabelled as failed.
+	case errors.As(cause, &cancelled):
+		// A member's durable cancel: the only thing that aborts a run.
+		err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{
+			State: "cancelled", Reason: ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
+		})
+		if err != nil && !errors.Is(err, ErrFenced) {
+			log.Warn("recording the cancelled terminal", "err", err)
+		}
 	case errors.Is(cause, errDetached):
 		// The runner is stopping; that is not member intent. Hand the
 		// turn back, fenced, so another runner takes it over now.

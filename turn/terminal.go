@@ -26,6 +26,9 @@ type Outcome struct {
 	// Before are entries of the run (its last answer delta) that commit
 	// with the terminal, ahead of the answer.
 	Before []journal.Draft
+	// Command is the member command this terminal carries out (a cancel),
+	// marked delivered with the run's lease token in the same transaction.
+	Command uuid.NullUUID
 }
 
 // AnswerPayload is the payload of a turn_answer entry.
@@ -126,6 +129,15 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2`, room, fence.TurnID); err != nil {
 		return fmt.Errorf("terminal %s: release room: %w", fence.TurnID, err)
+	}
+	// The command this terminal carries out is delivered; any other still
+	// pending for the turn came too late and is rejected.
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET
+  state = CASE WHEN id = $2 THEN 'delivered' ELSE 'rejected' END,
+  delivered_lease_token = CASE WHEN id = $2 THEN $3::bigint END,
+  delivered_at = CASE WHEN id = $2 THEN now() END
+WHERE turn_id = $1 AND state = 'pending'`, fence.TurnID, out.Command, fence.LeaseToken); err != nil {
+		return fmt.Errorf("terminal %s: settle commands: %w", fence.TurnID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("terminal %s: commit: %w", fence.TurnID, err)

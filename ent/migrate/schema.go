@@ -83,6 +83,16 @@ var (
 				OnDelete:   schema.NoAction,
 			},
 		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "command_pending_by_turn",
+				Unique:  false,
+				Columns: []*schema.Column{CommandsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "state = 'pending'",
+				},
+			},
+		},
 	}
 	// ConversationsColumns holds the columns for the "conversations" table.
 	ConversationsColumns = []*schema.Column{

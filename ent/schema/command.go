@@ -2,8 +2,10 @@ package schema
 
 import (
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
 	"github.com/google/uuid"
 )
 
@@ -25,6 +27,15 @@ func (Command) Fields() []ent.Field {
 		field.Enum("state").Values("pending", "delivered", "rejected").Default("pending"),
 		field.Int64("delivered_lease_token").Optional().Nillable(),
 		field.Time("delivered_at").Optional().Nillable(),
+	}
+}
+
+func (Command) Indexes() []ent.Index {
+	return []ent.Index{
+		// A run looks for the pending commands of its turn.
+		index.Fields("turn_id").
+			StorageKey("command_pending_by_turn").
+			Annotations(entsql.IndexWhere("state = 'pending'")),
 	}
 }
 

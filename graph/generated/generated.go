@@ -97,6 +97,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		AddRoomMember      func(childComplexity int, input model.RoomMemberInput) int
+		CancelTurn         func(childComplexity int, input model.CancelTurnInput) int
 		CreateConversation func(childComplexity int, input model.CreateConversationInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
 		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
@@ -160,6 +161,7 @@ type MutationResolver interface {
 	RemoveRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error)
 	SubmitMessage(ctx context.Context, input model.SubmitMessageInput) (*model.Turn, error)
 	ResumeTurn(ctx context.Context, input model.ResumeTurnInput) (*model.Turn, error)
+	CancelTurn(ctx context.Context, input model.CancelTurnInput) (*model.Turn, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
@@ -422,6 +424,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.AddRoomMember(childComplexity, args["input"].(model.RoomMemberInput)), true
+	case "Mutation.cancelTurn":
+		if e.ComplexityRoot.Mutation.CancelTurn == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_cancelTurn_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CancelTurn(childComplexity, args["input"].(model.CancelTurnInput)), true
 	case "Mutation.createConversation":
 		if e.ComplexityRoot.Mutation.CreateConversation == nil {
 			break
@@ -662,6 +675,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("CancelTurnInput", ec.unmarshalInputCancelTurnInput),
 			graphql.NewInputUnmarshaler("CreateConversationInput", ec.unmarshalInputCreateConversationInput),
 			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
@@ -806,6 +820,13 @@ type Mutation {
   left to its owner and returned as it is: recovery never reclaims early.
   """
   resumeTurn(input: ResumeTurnInput!): Turn!
+  """
+  Cancel a turn: a durable command (retries with the same commandId
+  converge). A queued turn ends CANCELLED at once; a running turn's owner
+  aborts its run and records CANCELLED. Only the turn's author may cancel
+  it, or the owner of a shared room.
+  """
+  cancelTurn(input: CancelTurnInput!): Turn!
 }
 
 type Subscription {
@@ -958,6 +979,12 @@ input CreateConversationInput {
 input RoomMemberInput {
   conversationId: ID!
   email: String!
+}
+
+input CancelTurnInput {
+  "Chosen by the client, a UUID; a retry reuses it."
+  commandId: ID!
+  turnId: ID!
 }
 
 input ResumeTurnInput {
@@ -1267,6 +1294,20 @@ func (ec *executionContext) field_Mutation_addRoomMember_args(ctx context.Contex
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.RoomMemberInput, error) {
 			return ec.unmarshalNRoomMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRoomMemberInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_cancelTurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CancelTurnInput, error) {
+			return ec.unmarshalNCancelTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCancelTurnInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2625,6 +2666,50 @@ func (ec *executionContext) fieldContext_Mutation_resumeTurn(ctx context.Context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_resumeTurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_cancelTurn(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_cancelTurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CancelTurn(ctx, fc.Args["input"].(model.CancelTurnInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Turn) graphql.Marshaler {
+			return ec.marshalNTurn2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurn(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_cancelTurn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Turn(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_cancelTurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -4508,6 +4593,55 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputCancelTurnInput(ctx context.Context, obj any) (model.CancelTurnInput, error) {
+	var it model.CancelTurnInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"commandId", "turnId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "commandId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("commandId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CommandID = data
+		case "turnId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("turnId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TurnID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCancelTurnInput unmarshals raw into the CancelTurnInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCancelTurnInput(ctx context.Context, raw any) (model.CancelTurnInput, error) {
+	var out model.CancelTurnInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CancelTurnInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreateConversationInput(ctx context.Context, obj any) (model.CreateConversationInput, error) {
 	var it model.CreateConversationInput
 	if obj == nil {
@@ -5143,6 +5277,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "resumeTurn":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_resumeTurn(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cancelTurn":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_cancelTurn(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -5823,6 +5964,11 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNCancelTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCancelTurnInput(ctx context.Context, v any) (model.CancelTurnInput, error) {
+	res, err := ec.unmarshalInputCancelTurnInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNConversation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐConversation(ctx context.Context, sel ast.SelectionSet, v *model.Conversation) graphql.Marshaler {

@@ -19,6 +19,12 @@ type AnswerDelta struct {
 	Text   string `json:"text"`
 }
 
+type CancelTurnInput struct {
+	// Chosen by the client, a UUID; a retry reuses it.
+	CommandID string `json:"commandId"`
+	TurnID    string `json:"turnId"`
+}
+
 type ConversationConnection struct {
 	Edges    []*ConversationEdge `json:"edges"`
 	PageInfo *PageInfo           `json:"pageInfo"`

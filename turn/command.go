@@ -1,0 +1,185 @@
+package turn
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entcommand "github.com/turngate/turngate/ent/command"
+	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/journal"
+)
+
+// ReasonCancelled ends a turn a member cancelled.
+const ReasonCancelled = "cancelled_by_member"
+
+// errCancelRequested is the cause of a run's cancellation by a durable,
+// authorised cancel command — the only thing that aborts a runtime.
+type errCancelRequested struct{ command uuid.UUID }
+
+func (e errCancelRequested) Error() string { return "cancelled by command " + e.command.String() }
+
+// cancelQueued ends a turn that has not started: no lease exists, so the
+// queued state is the fence.
+const cancelQueued = `
+UPDATE turns SET state = 'cancelled', terminal_reason = $2, finished_at = now()
+WHERE id = $1 AND state = 'queued'
+RETURNING conversation_id`
+
+// Cancel stores a durable cancel command for a turn and, when the turn has
+// not started, ends it cancelled at once. A running turn's command waits
+// for the run's fenced owner, which aborts the runtime and records the
+// cancelled terminal. Only the turn's author may cancel it, or the room's
+// owner in a shared room; a retry with the same command id converges.
+func (s *Service) Cancel(ctx context.Context, actor authority.Member, commandID, turnID uuid.UUID) (*ent.Turn, error) {
+	t, err := s.Get(ctx, turnID)
+	if err != nil {
+		return nil, err
+	}
+	room, err := s.Client.Conversation.Get(ctx, t.ConversationID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(room.ID), roommember.MemberID(actor.ID)).Exist(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	if !member {
+		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
+	}
+	if t.AuthorID != actor.ID && !(room.Kind == "shared" && room.OwnerID == actor.ID) {
+		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may cancel it")
+	}
+
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id) VALUES ($1, 'cancel', $2, $3, $4)
+ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		// A retry: the stored command must be this one.
+		cmd, err := tx.Command.Get(ctx, commandID)
+		if err != nil {
+			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+		}
+		if cmd.Kind != entcommand.KindCancel || cmd.TurnID != turnID || cmd.ActorID != actor.ID {
+			return nil, errcode.New(errcode.Conflict, "command id %s was already used for another command", commandID)
+		}
+		tx.Rollback()
+		return s.Get(ctx, turnID)
+	}
+	switch t.State {
+	case "completed", "failed", "cancelled":
+		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, t.State)
+	}
+	var roomID uuid.UUID
+	err = queryRow(ctx, tx, cancelQueued, []any{turnID, ReasonCancelled}, &roomID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// Running, or claimed a moment ago: the command waits for the
+		// run's owner. Read the turn under a share lock first: a terminal
+		// being committed finishes before this read (and the command comes
+		// too late), or waits for this command to commit (and settles it
+		// with its terminal). Either way no command is left pending.
+		var state string
+		if err := queryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
+			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+		}
+		if state != "running" && state != "queued" {
+			return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, state)
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
+		}
+		s.Hub.Committed(t.ConversationID, 0)
+		return s.Get(ctx, turnID)
+	case err != nil:
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
+		Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
+		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
+		Payload: TerminalPayload{Outcome: "cancelled", Reason: ReasonCancelled},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'delivered', delivered_at = now() WHERE id = $1`, commandID); err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
+	}
+	s.Hub.Committed(roomID, entries[0].Seq)
+	return s.Get(ctx, turnID)
+}
+
+// pendingCancel finds a pending cancel command for a turn.
+func pendingCancel(ctx context.Context, q journal.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at LIMIT 1`, turnID)
+	if err != nil {
+		return uuid.Nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return uuid.Nil, false, rows.Err()
+	}
+	var id uuid.UUID
+	err = rows.Scan(&id)
+	return id, err == nil, err
+}
+
+// watchCommands delivers member commands to the run it serves: when a
+// pending cancel appears for the turn, the run is cancelled with that
+// command as its cause. It looks whenever the room's journal moves (a
+// command's commit wakes it) and on the runner's poll tick.
+func (r *Runner) watchCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(r.cfg.Poll)
+	defer tick.Stop()
+	for {
+		wake := r.cfg.Hub.Wait(c.Turn.ConversationID)
+		id, ok, err := pendingCancel(ctx, r.cfg.Client, c.Turn.ID)
+		if err == nil && ok {
+			cancel(errCancelRequested{command: id})
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// queryRow is QueryRowContext for a Querier: it scans the first row into
+// dest, or returns sql.ErrNoRows.
+func queryRow(ctx context.Context, q journal.Querier, query string, args []any, dest ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
