@@ -163,23 +163,3 @@ func (r *Runner) watchCommands(ctx context.Context, c *Claimed, cancel context.C
 		}
 	}
 }
-
-// queryRow is QueryRowContext for a Querier: it scans the first row into
-// dest, or returns sql.ErrNoRows.
-func queryRow(ctx context.Context, q journal.Querier, query string, args []any, dest ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return err
-	}
-	return rows.Close()
-}

@@ -104,20 +104,8 @@ func (r *Runner) salvage(ctx, runsCtx context.Context, freed chan<- struct{}) er
 	if free == 0 {
 		return nil
 	}
-	rows, err := r.cfg.Client.QueryContext(ctx, expiredRuns, r.cfg.LeaseTTL.Seconds(), free)
+	ids, err := queryIDs(ctx, r.cfg.Client, expiredRuns, r.cfg.LeaseTTL.Seconds(), free)
 	if err != nil {
-		return fmt.Errorf("expired runs: %w", err)
-	}
-	var ids []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("expired runs: %w", err)
 	}
 	for _, id := range ids {

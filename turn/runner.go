@@ -213,20 +213,8 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 	if free == 0 {
 		return nil
 	}
-	rows, err := r.cfg.Client.QueryContext(ctx, laneHeads, free)
+	heads, err := queryIDs(ctx, r.cfg.Client, laneHeads, free)
 	if err != nil {
-		return fmt.Errorf("lane heads: %w", err)
-	}
-	var heads []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		heads = append(heads, id)
-	}
-	if err := closeRows(rows); err != nil {
 		return fmt.Errorf("lane heads: %w", err)
 	}
 	// Claims run concurrently, each in its own slot: they commit together
