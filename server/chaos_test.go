@@ -50,7 +50,11 @@ func (c *chaosCluster) start(i int) {
 	c.restarts++
 	name := fmt.Sprintf("chaos-%d-%d", i, c.restarts)
 	c.mu.Unlock()
-	r := startReplica(c.t, c.bin, name, c.db, c.dataDir, c.env...)
+	r, err := tryStartReplica(c.t, c.bin, name, c.db, c.dataDir, c.env...)
+	if err != nil {
+		c.t.Errorf("restarting replica %d: %v", i, err)
+		return
+	}
 	c.mu.Lock()
 	c.live[i] = r
 	c.mu.Unlock()

@@ -142,6 +142,15 @@ func cleanEnv() []string {
 // waitForAddress reads the server's stdout until it prints its address.
 func waitForAddress(t *testing.T, stdout interface{ Read([]byte) (int, error) }) string {
 	t.Helper()
+	base, err := readAddress(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// readAddress is waitForAddress for goroutines other than the test's.
+func readAddress(stdout interface{ Read([]byte) (int, error) }) (string, error) {
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -153,11 +162,10 @@ func waitForAddress(t *testing.T, stdout interface{ Read([]byte) (int, error) })
 	}()
 	select {
 	case base := <-found:
-		return base
+		return base, nil
 	case <-time.After(90 * time.Second):
-		t.Fatal("turngate did not print its address")
+		return "", errors.New("turngate did not print its address")
 	}
-	return ""
 }
 
 func postmasterPid(t *testing.T, dataDir string) int {

@@ -107,6 +107,16 @@ type replica struct {
 
 func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string) *replica {
 	t.Helper()
+	r, err := tryStartReplica(t, bin, name, dbURL, dataDir, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryStartReplica starts a replica and waits for its address; it may run
+// on a goroutine other than the test's (the chaos monkey restarts them).
+func tryStartReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string) (*replica, error) {
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(cleanEnv(), append([]string{
 		"DATABASE_URL=" + dbURL, "TURNGATE_DATA=" + dataDir, "TURNGATE_REPLICA=" + name,
@@ -116,7 +126,7 @@ func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string)
 	cmd.Stdout = w
 	cmd.Stderr = &prefixWriter{t: t, prefix: name + ": "}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	rep := &replica{name: name, cmd: cmd, out: w}
 	t.Cleanup(func() {
@@ -124,14 +134,18 @@ func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string)
 		rep.cmd.Wait()
 		w.Close()
 	})
-	rep.base = waitForAddress(t, r)
-	return rep
+	base, err := readAddress(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	rep.base = base
+	return rep, nil
 }
 
+// kill9 kills the replica with SIGKILL and reaps it. Safe on any goroutine.
 func (r *replica) kill9(t *testing.T) {
-	t.Helper()
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+		t.Errorf("kill -9 %s: %v", r.name, err)
 	}
 	r.cmd.Wait()
 }
