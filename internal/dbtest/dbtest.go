@@ -37,6 +37,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 	"time"
 
 	"github.com/lib/pq"
@@ -96,6 +98,19 @@ func Main(m *testing.M, fn MigrateFunc) int {
 			if code == 0 {
 				code = 1
 			}
+		}
+	}
+	// Every goroutine a test started must have ended with it: runners,
+	// hubs, followers and their database connections all have owners that
+	// stop them. (Only the HTTP client's idle keep-alive connections are
+	// left to the process.)
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: goroutines leaked by the tests: %v\n", err)
+			code = 1
 		}
 	}
 	return code

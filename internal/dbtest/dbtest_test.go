@@ -111,21 +111,23 @@ func TestParallelIsolation(t *testing.T) {
 func TestSequentialClones(t *testing.T) {
 	t.Parallel()
 	var name string
+	var leaky *sql.DB
 	t.Run("leaky", func(t *testing.T) {
 		u := NewDB(t)
 		name = dbName(t, u)
-		db, err := sql.Open("postgres", u)
-		if err != nil {
+		var err error
+		if leaky, err = sql.Open("postgres", u); err != nil {
 			t.Fatal(err)
 		}
-		// Deliberately never closed: DROP ... WITH (FORCE) must cope.
-		if _, err := db.ExecContext(t.Context(), "INSERT INTO items (owner) VALUES ('leaky')"); err != nil {
+		// Left open past the subtest: DROP ... WITH (FORCE) must cope.
+		if _, err := leaky.ExecContext(t.Context(), "INSERT INTO items (owner) VALUES ('leaky')"); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if databaseExists(t, name) {
 		t.Errorf("database %s still exists after its test", name)
 	}
+	leaky.Close()
 	db, _ := OpenDB(t)
 	var n int
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM items").Scan(&n); err != nil || n != 0 {
