@@ -15,7 +15,16 @@ type RunRef struct {
 type Message struct {
 	Role    string `json:"role"` // system | user | assistant
 	Content string `json:"content"`
+	// Origin marks the message that started the turn (OriginTurn). The
+	// backend attaches the turn's runtime context (the clock, the
+	// member's name) to that message, and to no other, on every model
+	// call; a controller's own prompts (corrections, synthesis) leave it
+	// empty.
+	Origin string `json:"origin,omitempty"`
 }
+
+// OriginTurn marks the member message that started the turn.
+const OriginTurn = "turn"
 
 // Budgets bound a run.
 type Budgets struct {

@@ -136,13 +136,16 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 		Controller: av.Controller,
 		System:     av.SystemPrompt,
 		History:    history,
-		Message:    runtime.Message{Role: "user", Content: c.Turn.Input},
+		Message:    runtime.Message{Role: "user", Content: c.Turn.Input, Origin: runtime.OriginTurn},
 		Budgets:    runtime.Budgets{MaxSteps: int(av.Budgets["max_steps"]), MaxTokens: int(av.Budgets["max_tokens"])},
 	}
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
-	h := &callbackHost{r: r, claim: c, ref: ref, route: av.ModelRoute, effort: av.Effort}
+	h := &callbackHost{r: r, claim: c, ref: ref, route: av.ModelRoute, effort: av.Effort,
+		// One snapshot for the whole turn, taken when the run starts, so
+		// every model call of the turn carries the same clock.
+		turnContext: gateway.TurnContext(r.cfg.Now(), b.DisplayName)}
 	return h, contract, nil
 }
 
@@ -175,6 +178,9 @@ type callbackHost struct {
 	ref    runtime.RunRef
 	route  string
 	effort string
+	// turnContext rides on the turn's own message in every model request;
+	// it is never stored.
+	turnContext string
 
 	mu        sync.Mutex
 	committed bool
@@ -212,6 +218,13 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 	msgs := make([]gateway.Message, len(req.Messages))
 	for i, m := range req.Messages {
 		msgs[i] = gateway.Message{Role: m.Role, Content: m.Content}
+		// The runtime context goes on the message that started this turn
+		// and on no other: not on earlier turns, not on prompts the
+		// controller adds. The backend checks that the marked message
+		// really is the member's input.
+		if m.Origin == runtime.OriginTurn && m.Role == "user" && m.Content == h.claim.Turn.Input {
+			msgs[i].Context = h.turnContext
+		}
 	}
 	// A delta the journal refuses (the lease is gone) stops the model
 	// step at once: nothing more of this run may be published.

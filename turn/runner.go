@@ -45,7 +45,9 @@ type RunnerConfig struct {
 	MaxAttempts int
 	// Drain is how long Stop lets runs in flight finish before it detaches
 	// from them and hands their turns back. Default 10s.
-	Drain  time.Duration
+	Drain time.Duration
+	// Now is the clock of the turn's runtime context. Default time.Now.
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -98,6 +100,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = "runner-" + uuid.NewString()
