@@ -22,7 +22,7 @@ import (
 )
 
 // buildBinary builds the turngate binary once per test that needs it.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "turngate")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -195,7 +195,7 @@ func alive(pid int) bool {
 }
 
 type prefixWriter struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 }
 

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +39,7 @@ type recoveryRun struct {
 // later. Three runs each; goals: with a client <= TTL + 1 s, without
 // <= 2 x TTL + 1 s. Run it with `make bench`.
 func BenchmarkRecoveryAfterKill9(b *testing.B) {
-	bin := recoveryBinary(b)
+	bin := buildBinary(b)
 	modes := []struct {
 		name   string
 		client bool
@@ -114,7 +108,7 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 	}
 	defer os.RemoveAll(dataDir)
 	env := []string{"TURNGATE_LEASE_TTL=" + recoveryTTL.String(), "TURNGATE_MODEL_PACE=" + recoveryPace.String()}
-	a := recoveryReplica(b, bin, "replica-a", dbURL, dataDir, env...)
+	a := startReplica(b, bin, "replica-a", dbURL, dataDir, env...)
 	defer a.stop()
 
 	db, err := sql.Open("postgres", dbURL)
@@ -122,7 +116,10 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 		b.Fatal(err)
 	}
 	defer db.Close()
-	tok := recoveryToken(b, bin, dataDir, alice)
+	tok, err := tokenFor(bin, dataDir, alice)
+	if err != nil {
+		b.Fatal(err)
+	}
 	hdr := http.Header{"X-Turngate-Identity": {tok}}
 	c := &gqlclient.Client{URL: a.base + "/graphql", Header: hdr, HTTP: httpClient}
 	var rs struct {
@@ -151,8 +148,8 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 	id := turn.SubmitMessage.ID
 
 	// A is mid-answer; B comes up; A dies.
-	recoveryWaitFor(b, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
-	rb := recoveryReplica(b, bin, "replica-b", dbURL, dataDir, env...)
+	waitFor(b, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
+	rb := startReplica(b, bin, "replica-b", dbURL, dataDir, env...)
 	defer rb.stop()
 	a.kill9(b)
 	var killedAt, leaseExpires time.Time
@@ -209,114 +206,5 @@ FROM turns t WHERE id = $1`, id).Scan(&state, &attempt, &finishedAt, &restartedA
 		leaseLeft: leaseExpires.Sub(killedAt),
 		recovered: restartedAt.Time.Sub(killedAt),
 		terminal:  finishedAt.Time.Sub(killedAt),
-	}
-}
-
-// The process helpers of process_test.go and survive_test.go take
-// *testing.T; these are their testing.TB twins for the benchmark.
-
-// recoveryBinary builds the turngate binary.
-func recoveryBinary(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "turngate")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// recoveryProc is one real turngate process.
-type recoveryProc struct {
-	cmd      *exec.Cmd
-	base     string
-	stopOnce sync.Once
-}
-
-// recoveryReplica starts `turngate serve` on dbURL and waits for its
-// address; it is killed at the latest at cleanup.
-func recoveryReplica(tb testing.TB, bin, name, dbURL, dataDir string, env ...string) *recoveryProc {
-	tb.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = append(cleanEnv(), append([]string{
-		"DATABASE_URL=" + dbURL, "TURNGATE_DATA=" + dataDir, "TURNGATE_REPLICA=" + name, "TURNGATE_DEMO=true",
-	}, env...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	p := &recoveryProc{cmd: cmd}
-	tb.Cleanup(p.stop)
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving GraphiQL at "); ok {
-				found <- strings.TrimSuffix(rest, "/")
-			}
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case p.base = <-found:
-	case <-time.After(90 * time.Second):
-		tb.Fatalf("%s did not print its address", name)
-	}
-	return p
-}
-
-// kill9 is forced loss: SIGKILL, and reap.
-func (p *recoveryProc) kill9(tb testing.TB) {
-	tb.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		tb.Fatal(err)
-	}
-	p.stop()
-}
-
-func (p *recoveryProc) stop() {
-	p.stopOnce.Do(func() {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-	})
-}
-
-// recoveryToken mints email's envelope with `turngate token` from the
-// replicas' shared data folder.
-func recoveryToken(tb testing.TB, bin, dataDir, email string) string {
-	tb.Helper()
-	cmd := exec.Command(bin, "token", "--email", email)
-	cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir)
-	tok, err := cmd.Output()
-	if err != nil {
-		tb.Fatalf("turngate token: %v", err)
-	}
-	return strings.TrimSpace(string(tok))
-}
-
-// recoveryWaitFor polls a boolean query until it is true.
-func recoveryWaitFor(tb testing.TB, ctx context.Context, db *sql.DB, query string, args ...any) {
-	tb.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var ok bool
-		if err := db.QueryRowContext(ctx, query, args...).Scan(&ok); err != nil {
-			tb.Fatal(err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("condition never held: %s", query)
-		case <-tick.C:
-		}
 	}
 }

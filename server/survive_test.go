@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,13 +100,14 @@ func waitTurnState(t *testing.T, ctx context.Context, db *sql.DB, id string) str
 
 // replica is one real turngate process against a shared database.
 type replica struct {
-	name string
-	cmd  *exec.Cmd
-	base string
-	out  io.Closer
+	stopOnce sync.Once
+	name     string
+	cmd      *exec.Cmd
+	base     string
+	out      io.Closer
 }
 
-func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string) *replica {
+func startReplica(t testing.TB, bin, name, dbURL, dataDir string, env ...string) *replica {
 	t.Helper()
 	r, err := tryStartReplica(t, bin, name, dbURL, dataDir, env...)
 	if err != nil {
@@ -116,7 +118,7 @@ func startReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string)
 
 // tryStartReplica starts a replica and waits for its address; it may run
 // on a goroutine other than the test's (the chaos monkey restarts them).
-func tryStartReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...string) (*replica, error) {
+func tryStartReplica(t testing.TB, bin, name, dbURL, dataDir string, env ...string) (*replica, error) {
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = append(cleanEnv(), append([]string{
 		"DATABASE_URL=" + dbURL, "TURNGATE_DATA=" + dataDir, "TURNGATE_REPLICA=" + name,
@@ -130,8 +132,7 @@ func tryStartReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...stri
 	}
 	rep := &replica{name: name, cmd: cmd, out: w}
 	t.Cleanup(func() {
-		rep.cmd.Process.Kill()
-		rep.cmd.Wait()
+		rep.stop()
 		w.Close()
 	})
 	base, err := readAddress(r)
@@ -143,11 +144,19 @@ func tryStartReplica(t *testing.T, bin, name, dbURL, dataDir string, env ...stri
 }
 
 // kill9 kills the replica with SIGKILL and reaps it. Safe on any goroutine.
-func (r *replica) kill9(t *testing.T) {
+func (r *replica) kill9(t testing.TB) {
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Errorf("kill -9 %s: %v", r.name, err)
 	}
-	r.cmd.Wait()
+	r.stop()
+}
+
+// stop kills the replica if it still runs and reaps it; safe to call twice.
+func (r *replica) stop() {
+	r.stopOnce.Do(func() {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+	})
 }
 
 // Row "Forced pod loss": the owner of a running turn is killed with
@@ -245,7 +254,7 @@ func tokenFor(bin, dataDir, email string) (string, error) {
 }
 
 // waitFor polls a boolean query until it is true, with ctx's deadline.
-func waitFor(t *testing.T, ctx context.Context, db *sql.DB, query string, args ...any) {
+func waitFor(t testing.TB, ctx context.Context, db *sql.DB, query string, args ...any) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
