@@ -6668,6 +6668,10 @@ type TurnMutation struct {
 	answer                 *string
 	started_at             *time.Time
 	finished_at            *time.Time
+	checkpoint             *json.RawMessage
+	appendcheckpoint       json.RawMessage
+	usage                  *json.RawMessage
+	appendusage            json.RawMessage
 	clearedFields          map[string]struct{}
 	conversation           *uuid.UUID
 	clearedconversation    bool
@@ -7589,6 +7593,136 @@ func (m *TurnMutation) ResetFinishedAt() {
 	delete(m.clearedFields, turn.FieldFinishedAt)
 }
 
+// SetCheckpoint sets the "checkpoint" field.
+func (m *TurnMutation) SetCheckpoint(jm json.RawMessage) {
+	m.checkpoint = &jm
+	m.appendcheckpoint = nil
+}
+
+// Checkpoint returns the value of the "checkpoint" field in the mutation.
+func (m *TurnMutation) Checkpoint() (r json.RawMessage, exists bool) {
+	v := m.checkpoint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCheckpoint returns the old "checkpoint" field's value of the Turn entity.
+// If the Turn object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnMutation) OldCheckpoint(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCheckpoint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCheckpoint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCheckpoint: %w", err)
+	}
+	return oldValue.Checkpoint, nil
+}
+
+// AppendCheckpoint adds jm to the "checkpoint" field.
+func (m *TurnMutation) AppendCheckpoint(jm json.RawMessage) {
+	m.appendcheckpoint = append(m.appendcheckpoint, jm...)
+}
+
+// AppendedCheckpoint returns the list of values that were appended to the "checkpoint" field in this mutation.
+func (m *TurnMutation) AppendedCheckpoint() (json.RawMessage, bool) {
+	if len(m.appendcheckpoint) == 0 {
+		return nil, false
+	}
+	return m.appendcheckpoint, true
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (m *TurnMutation) ClearCheckpoint() {
+	m.checkpoint = nil
+	m.appendcheckpoint = nil
+	m.clearedFields[turn.FieldCheckpoint] = struct{}{}
+}
+
+// CheckpointCleared returns if the "checkpoint" field was cleared in this mutation.
+func (m *TurnMutation) CheckpointCleared() bool {
+	_, ok := m.clearedFields[turn.FieldCheckpoint]
+	return ok
+}
+
+// ResetCheckpoint resets all changes to the "checkpoint" field.
+func (m *TurnMutation) ResetCheckpoint() {
+	m.checkpoint = nil
+	m.appendcheckpoint = nil
+	delete(m.clearedFields, turn.FieldCheckpoint)
+}
+
+// SetUsage sets the "usage" field.
+func (m *TurnMutation) SetUsage(jm json.RawMessage) {
+	m.usage = &jm
+	m.appendusage = nil
+}
+
+// Usage returns the value of the "usage" field in the mutation.
+func (m *TurnMutation) Usage() (r json.RawMessage, exists bool) {
+	v := m.usage
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUsage returns the old "usage" field's value of the Turn entity.
+// If the Turn object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnMutation) OldUsage(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUsage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUsage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUsage: %w", err)
+	}
+	return oldValue.Usage, nil
+}
+
+// AppendUsage adds jm to the "usage" field.
+func (m *TurnMutation) AppendUsage(jm json.RawMessage) {
+	m.appendusage = append(m.appendusage, jm...)
+}
+
+// AppendedUsage returns the list of values that were appended to the "usage" field in this mutation.
+func (m *TurnMutation) AppendedUsage() (json.RawMessage, bool) {
+	if len(m.appendusage) == 0 {
+		return nil, false
+	}
+	return m.appendusage, true
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (m *TurnMutation) ClearUsage() {
+	m.usage = nil
+	m.appendusage = nil
+	m.clearedFields[turn.FieldUsage] = struct{}{}
+}
+
+// UsageCleared returns if the "usage" field was cleared in this mutation.
+func (m *TurnMutation) UsageCleared() bool {
+	_, ok := m.clearedFields[turn.FieldUsage]
+	return ok
+}
+
+// ResetUsage resets all changes to the "usage" field.
+func (m *TurnMutation) ResetUsage() {
+	m.usage = nil
+	m.appendusage = nil
+	delete(m.clearedFields, turn.FieldUsage)
+}
+
 // ClearConversation clears the "conversation" edge to the Conversation entity.
 func (m *TurnMutation) ClearConversation() {
 	m.clearedconversation = true
@@ -7785,7 +7919,7 @@ func (m *TurnMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TurnMutation) Fields() []string {
-	fields := make([]string, 0, 18)
+	fields := make([]string, 0, 20)
 	if m.created_at != nil {
 		fields = append(fields, turn.FieldCreatedAt)
 	}
@@ -7840,6 +7974,12 @@ func (m *TurnMutation) Fields() []string {
 	if m.finished_at != nil {
 		fields = append(fields, turn.FieldFinishedAt)
 	}
+	if m.checkpoint != nil {
+		fields = append(fields, turn.FieldCheckpoint)
+	}
+	if m.usage != nil {
+		fields = append(fields, turn.FieldUsage)
+	}
 	return fields
 }
 
@@ -7884,6 +8024,10 @@ func (m *TurnMutation) Field(name string) (ent.Value, bool) {
 		return m.StartedAt()
 	case turn.FieldFinishedAt:
 		return m.FinishedAt()
+	case turn.FieldCheckpoint:
+		return m.Checkpoint()
+	case turn.FieldUsage:
+		return m.Usage()
 	}
 	return nil, false
 }
@@ -7929,6 +8073,10 @@ func (m *TurnMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldStartedAt(ctx)
 	case turn.FieldFinishedAt:
 		return m.OldFinishedAt(ctx)
+	case turn.FieldCheckpoint:
+		return m.OldCheckpoint(ctx)
+	case turn.FieldUsage:
+		return m.OldUsage(ctx)
 	}
 	return nil, fmt.Errorf("unknown Turn field %s", name)
 }
@@ -8064,6 +8212,20 @@ func (m *TurnMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetFinishedAt(v)
 		return nil
+	case turn.FieldCheckpoint:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCheckpoint(v)
+		return nil
+	case turn.FieldUsage:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUsage(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Turn field %s", name)
 }
@@ -8151,6 +8313,12 @@ func (m *TurnMutation) ClearedFields() []string {
 	if m.FieldCleared(turn.FieldFinishedAt) {
 		fields = append(fields, turn.FieldFinishedAt)
 	}
+	if m.FieldCleared(turn.FieldCheckpoint) {
+		fields = append(fields, turn.FieldCheckpoint)
+	}
+	if m.FieldCleared(turn.FieldUsage) {
+		fields = append(fields, turn.FieldUsage)
+	}
 	return fields
 }
 
@@ -8182,6 +8350,12 @@ func (m *TurnMutation) ClearField(name string) error {
 		return nil
 	case turn.FieldFinishedAt:
 		m.ClearFinishedAt()
+		return nil
+	case turn.FieldCheckpoint:
+		m.ClearCheckpoint()
+		return nil
+	case turn.FieldUsage:
+		m.ClearUsage()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn nullable field %s", name)
@@ -8244,6 +8418,12 @@ func (m *TurnMutation) ResetField(name string) error {
 		return nil
 	case turn.FieldFinishedAt:
 		m.ResetFinishedAt()
+		return nil
+	case turn.FieldCheckpoint:
+		m.ResetCheckpoint()
+		return nil
+	case turn.FieldUsage:
+		m.ResetUsage()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn field %s", name)

@@ -57,6 +57,10 @@ type Turn struct {
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	// FinishedAt holds the value of the "finished_at" field.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Checkpoint holds the value of the "checkpoint" field.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Usage holds the value of the "usage" field.
+	Usage json.RawMessage `json:"usage,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the TurnQuery when eager-loading is set.
 	Edges        TurnEdges `json:"edges"`
@@ -123,7 +127,7 @@ func (*Turn) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case turn.FieldAuthorityBundle:
+		case turn.FieldAuthorityBundle, turn.FieldCheckpoint, turn.FieldUsage:
 			values[i] = new([]byte)
 		case turn.FieldPosition, turn.FieldLeaseToken, turn.FieldAttempt:
 			values[i] = new(sql.NullInt64)
@@ -270,6 +274,22 @@ func (_m *Turn) assignValues(columns []string, values []any) error {
 				_m.FinishedAt = new(time.Time)
 				*_m.FinishedAt = value.Time
 			}
+		case turn.FieldCheckpoint:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field checkpoint", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Checkpoint); err != nil {
+					return fmt.Errorf("unmarshal field checkpoint: %w", err)
+				}
+			}
+		case turn.FieldUsage:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field usage", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Usage); err != nil {
+					return fmt.Errorf("unmarshal field usage: %w", err)
+				}
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -391,6 +411,12 @@ func (_m *Turn) String() string {
 		builder.WriteString("finished_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("checkpoint=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Checkpoint))
+	builder.WriteString(", ")
+	builder.WriteString("usage=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Usage))
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -217,6 +217,18 @@ func (_c *TurnCreate) SetNillableFinishedAt(v *time.Time) *TurnCreate {
 	return _c
 }
 
+// SetCheckpoint sets the "checkpoint" field.
+func (_c *TurnCreate) SetCheckpoint(v json.RawMessage) *TurnCreate {
+	_c.mutation.SetCheckpoint(v)
+	return _c
+}
+
+// SetUsage sets the "usage" field.
+func (_c *TurnCreate) SetUsage(v json.RawMessage) *TurnCreate {
+	_c.mutation.SetUsage(v)
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *TurnCreate) SetID(v uuid.UUID) *TurnCreate {
 	_c.mutation.SetID(v)
@@ -486,6 +498,14 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.FinishedAt(); ok {
 		_spec.SetField(turn.FieldFinishedAt, field.TypeTime, value)
 		_node.FinishedAt = &value
+	}
+	if value, ok := _c.mutation.Checkpoint(); ok {
+		_spec.SetField(turn.FieldCheckpoint, field.TypeJSON, value)
+		_node.Checkpoint = value
+	}
+	if value, ok := _c.mutation.Usage(); ok {
+		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
+		_node.Usage = value
 	}
 	if nodes := _c.mutation.ConversationIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -761,6 +781,42 @@ func (u *TurnUpsert) ClearFinishedAt() *TurnUpsert {
 	return u
 }
 
+// SetCheckpoint sets the "checkpoint" field.
+func (u *TurnUpsert) SetCheckpoint(v json.RawMessage) *TurnUpsert {
+	u.Set(turn.FieldCheckpoint, v)
+	return u
+}
+
+// UpdateCheckpoint sets the "checkpoint" field to the value that was provided on create.
+func (u *TurnUpsert) UpdateCheckpoint() *TurnUpsert {
+	u.SetExcluded(turn.FieldCheckpoint)
+	return u
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (u *TurnUpsert) ClearCheckpoint() *TurnUpsert {
+	u.SetNull(turn.FieldCheckpoint)
+	return u
+}
+
+// SetUsage sets the "usage" field.
+func (u *TurnUpsert) SetUsage(v json.RawMessage) *TurnUpsert {
+	u.Set(turn.FieldUsage, v)
+	return u
+}
+
+// UpdateUsage sets the "usage" field to the value that was provided on create.
+func (u *TurnUpsert) UpdateUsage() *TurnUpsert {
+	u.SetExcluded(turn.FieldUsage)
+	return u
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (u *TurnUpsert) ClearUsage() *TurnUpsert {
+	u.SetNull(turn.FieldUsage)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -1015,6 +1071,48 @@ func (u *TurnUpsertOne) UpdateFinishedAt() *TurnUpsertOne {
 func (u *TurnUpsertOne) ClearFinishedAt() *TurnUpsertOne {
 	return u.Update(func(s *TurnUpsert) {
 		s.ClearFinishedAt()
+	})
+}
+
+// SetCheckpoint sets the "checkpoint" field.
+func (u *TurnUpsertOne) SetCheckpoint(v json.RawMessage) *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.SetCheckpoint(v)
+	})
+}
+
+// UpdateCheckpoint sets the "checkpoint" field to the value that was provided on create.
+func (u *TurnUpsertOne) UpdateCheckpoint() *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.UpdateCheckpoint()
+	})
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (u *TurnUpsertOne) ClearCheckpoint() *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.ClearCheckpoint()
+	})
+}
+
+// SetUsage sets the "usage" field.
+func (u *TurnUpsertOne) SetUsage(v json.RawMessage) *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.SetUsage(v)
+	})
+}
+
+// UpdateUsage sets the "usage" field to the value that was provided on create.
+func (u *TurnUpsertOne) UpdateUsage() *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.UpdateUsage()
+	})
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (u *TurnUpsertOne) ClearUsage() *TurnUpsertOne {
+	return u.Update(func(s *TurnUpsert) {
+		s.ClearUsage()
 	})
 }
 
@@ -1439,6 +1537,48 @@ func (u *TurnUpsertBulk) UpdateFinishedAt() *TurnUpsertBulk {
 func (u *TurnUpsertBulk) ClearFinishedAt() *TurnUpsertBulk {
 	return u.Update(func(s *TurnUpsert) {
 		s.ClearFinishedAt()
+	})
+}
+
+// SetCheckpoint sets the "checkpoint" field.
+func (u *TurnUpsertBulk) SetCheckpoint(v json.RawMessage) *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.SetCheckpoint(v)
+	})
+}
+
+// UpdateCheckpoint sets the "checkpoint" field to the value that was provided on create.
+func (u *TurnUpsertBulk) UpdateCheckpoint() *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.UpdateCheckpoint()
+	})
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (u *TurnUpsertBulk) ClearCheckpoint() *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.ClearCheckpoint()
+	})
+}
+
+// SetUsage sets the "usage" field.
+func (u *TurnUpsertBulk) SetUsage(v json.RawMessage) *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.SetUsage(v)
+	})
+}
+
+// UpdateUsage sets the "usage" field to the value that was provided on create.
+func (u *TurnUpsertBulk) UpdateUsage() *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.UpdateUsage()
+	})
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (u *TurnUpsertBulk) ClearUsage() *TurnUpsertBulk {
+	return u.Update(func(s *TurnUpsert) {
+		s.ClearUsage()
 	})
 }
 

@@ -4,12 +4,14 @@ package ent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/command"
@@ -207,6 +209,42 @@ func (_u *TurnUpdate) ClearFinishedAt() *TurnUpdate {
 	return _u
 }
 
+// SetCheckpoint sets the "checkpoint" field.
+func (_u *TurnUpdate) SetCheckpoint(v json.RawMessage) *TurnUpdate {
+	_u.mutation.SetCheckpoint(v)
+	return _u
+}
+
+// AppendCheckpoint appends value to the "checkpoint" field.
+func (_u *TurnUpdate) AppendCheckpoint(v json.RawMessage) *TurnUpdate {
+	_u.mutation.AppendCheckpoint(v)
+	return _u
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (_u *TurnUpdate) ClearCheckpoint() *TurnUpdate {
+	_u.mutation.ClearCheckpoint()
+	return _u
+}
+
+// SetUsage sets the "usage" field.
+func (_u *TurnUpdate) SetUsage(v json.RawMessage) *TurnUpdate {
+	_u.mutation.SetUsage(v)
+	return _u
+}
+
+// AppendUsage appends value to the "usage" field.
+func (_u *TurnUpdate) AppendUsage(v json.RawMessage) *TurnUpdate {
+	_u.mutation.AppendUsage(v)
+	return _u
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (_u *TurnUpdate) ClearUsage() *TurnUpdate {
+	_u.mutation.ClearUsage()
+	return _u
+}
+
 // AddEntryIDs adds the "entries" edge to the JournalEntry entity by IDs.
 func (_u *TurnUpdate) AddEntryIDs(ids ...int64) *TurnUpdate {
 	_u.mutation.AddEntryIDs(ids...)
@@ -389,6 +427,28 @@ func (_u *TurnUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.FinishedAtCleared() {
 		_spec.ClearField(turn.FieldFinishedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Checkpoint(); ok {
+		_spec.SetField(turn.FieldCheckpoint, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedCheckpoint(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, turn.FieldCheckpoint, value)
+		})
+	}
+	if _u.mutation.CheckpointCleared() {
+		_spec.ClearField(turn.FieldCheckpoint, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.Usage(); ok {
+		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedUsage(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, turn.FieldUsage, value)
+		})
+	}
+	if _u.mutation.UsageCleared() {
+		_spec.ClearField(turn.FieldUsage, field.TypeJSON)
 	}
 	if _u.mutation.EntriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -676,6 +736,42 @@ func (_u *TurnUpdateOne) ClearFinishedAt() *TurnUpdateOne {
 	return _u
 }
 
+// SetCheckpoint sets the "checkpoint" field.
+func (_u *TurnUpdateOne) SetCheckpoint(v json.RawMessage) *TurnUpdateOne {
+	_u.mutation.SetCheckpoint(v)
+	return _u
+}
+
+// AppendCheckpoint appends value to the "checkpoint" field.
+func (_u *TurnUpdateOne) AppendCheckpoint(v json.RawMessage) *TurnUpdateOne {
+	_u.mutation.AppendCheckpoint(v)
+	return _u
+}
+
+// ClearCheckpoint clears the value of the "checkpoint" field.
+func (_u *TurnUpdateOne) ClearCheckpoint() *TurnUpdateOne {
+	_u.mutation.ClearCheckpoint()
+	return _u
+}
+
+// SetUsage sets the "usage" field.
+func (_u *TurnUpdateOne) SetUsage(v json.RawMessage) *TurnUpdateOne {
+	_u.mutation.SetUsage(v)
+	return _u
+}
+
+// AppendUsage appends value to the "usage" field.
+func (_u *TurnUpdateOne) AppendUsage(v json.RawMessage) *TurnUpdateOne {
+	_u.mutation.AppendUsage(v)
+	return _u
+}
+
+// ClearUsage clears the value of the "usage" field.
+func (_u *TurnUpdateOne) ClearUsage() *TurnUpdateOne {
+	_u.mutation.ClearUsage()
+	return _u
+}
+
 // AddEntryIDs adds the "entries" edge to the JournalEntry entity by IDs.
 func (_u *TurnUpdateOne) AddEntryIDs(ids ...int64) *TurnUpdateOne {
 	_u.mutation.AddEntryIDs(ids...)
@@ -888,6 +984,28 @@ func (_u *TurnUpdateOne) sqlSave(ctx context.Context) (_node *Turn, err error) {
 	}
 	if _u.mutation.FinishedAtCleared() {
 		_spec.ClearField(turn.FieldFinishedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.Checkpoint(); ok {
+		_spec.SetField(turn.FieldCheckpoint, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedCheckpoint(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, turn.FieldCheckpoint, value)
+		})
+	}
+	if _u.mutation.CheckpointCleared() {
+		_spec.ClearField(turn.FieldCheckpoint, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.Usage(); ok {
+		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedUsage(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, turn.FieldUsage, value)
+		})
+	}
+	if _u.mutation.UsageCleared() {
+		_spec.ClearField(turn.FieldUsage, field.TypeJSON)
 	}
 	if _u.mutation.EntriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

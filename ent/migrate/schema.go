@@ -287,6 +287,8 @@ var (
 		{Name: "answer", Type: field.TypeString, Nullable: true, Size: 2147483647},
 		{Name: "started_at", Type: field.TypeTime, Nullable: true},
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
+		{Name: "checkpoint", Type: field.TypeJSON, Nullable: true},
+		{Name: "usage", Type: field.TypeJSON, Nullable: true},
 		{Name: "conversation_id", Type: field.TypeUUID},
 		{Name: "author_id", Type: field.TypeUUID},
 	}
@@ -298,13 +300,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "turns_conversations_turns",
-				Columns:    []*schema.Column{TurnsColumns[17]},
+				Columns:    []*schema.Column{TurnsColumns[19]},
 				RefColumns: []*schema.Column{ConversationsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "turns_members_turns",
-				Columns:    []*schema.Column{TurnsColumns[18]},
+				Columns:    []*schema.Column{TurnsColumns[20]},
 				RefColumns: []*schema.Column{MembersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -313,12 +315,12 @@ var (
 			{
 				Name:    "turn_conversation_id_author_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[17], TurnsColumns[18], TurnsColumns[2]},
+				Columns: []*schema.Column{TurnsColumns[19], TurnsColumns[20], TurnsColumns[2]},
 			},
 			{
 				Name:    "turn_one_running_per_room",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[17]},
+				Columns: []*schema.Column{TurnsColumns[19]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "state = 'running'",
 				},
@@ -326,7 +328,7 @@ var (
 			{
 				Name:    "turn_conversation_id_position",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[17], TurnsColumns[4]},
+				Columns: []*schema.Column{TurnsColumns[19], TurnsColumns[4]},
 			},
 			{
 				Name:    "turn_running_lease_expiry",

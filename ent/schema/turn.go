@@ -50,6 +50,11 @@ func (Turn) Fields() []ent.Field {
 		field.Text("answer").Optional().Nillable(),
 		field.Time("started_at").Optional().Nillable(),
 		field.Time("finished_at").Optional().Nillable(),
+		// checkpoint is the run's last durable checkpoint, written fenced by
+		// the lease token; a replacement attempt resumes from it.
+		field.JSON("checkpoint", json.RawMessage{}).Optional(),
+		// usage is settled once, in the terminal's transaction.
+		field.JSON("usage", json.RawMessage{}).Optional(),
 	}
 }
 

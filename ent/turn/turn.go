@@ -52,6 +52,10 @@ const (
 	FieldStartedAt = "started_at"
 	// FieldFinishedAt holds the string denoting the finished_at field in the database.
 	FieldFinishedAt = "finished_at"
+	// FieldCheckpoint holds the string denoting the checkpoint field in the database.
+	FieldCheckpoint = "checkpoint"
+	// FieldUsage holds the string denoting the usage field in the database.
+	FieldUsage = "usage"
 	// EdgeConversation holds the string denoting the conversation edge name in mutations.
 	EdgeConversation = "conversation"
 	// EdgeAuthor holds the string denoting the author edge name in mutations.
@@ -113,6 +117,8 @@ var Columns = []string{
 	FieldAnswer,
 	FieldStartedAt,
 	FieldFinishedAt,
+	FieldCheckpoint,
+	FieldUsage,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).

@@ -966,6 +966,26 @@ func FinishedAtNotNil() predicate.Turn {
 	return predicate.Turn(sql.FieldNotNull(FieldFinishedAt))
 }
 
+// CheckpointIsNil applies the IsNil predicate on the "checkpoint" field.
+func CheckpointIsNil() predicate.Turn {
+	return predicate.Turn(sql.FieldIsNull(FieldCheckpoint))
+}
+
+// CheckpointNotNil applies the NotNil predicate on the "checkpoint" field.
+func CheckpointNotNil() predicate.Turn {
+	return predicate.Turn(sql.FieldNotNull(FieldCheckpoint))
+}
+
+// UsageIsNil applies the IsNil predicate on the "usage" field.
+func UsageIsNil() predicate.Turn {
+	return predicate.Turn(sql.FieldIsNull(FieldUsage))
+}
+
+// UsageNotNil applies the NotNil predicate on the "usage" field.
+func UsageNotNil() predicate.Turn {
+	return predicate.Turn(sql.FieldNotNull(FieldUsage))
+}
+
 // HasConversation applies the HasEdge predicate on the "conversation" edge.
 func HasConversation() predicate.Turn {
 	return predicate.Turn(func(s *sql.Selector) {
