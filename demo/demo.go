@@ -15,6 +15,7 @@ import (
 	entconv "github.com/turngate/turngate/ent/conversation"
 	entmember "github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/tools"
 )
 
 // Person is a member of the demo data set.
@@ -93,11 +94,12 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 	if _, err := tx.AgentVersion.Create().
 		SetAgentID(a.ID).
 		SetVersion(1).
-		SetController("single").
+		SetController("react").
+		SetTools([]string{tools.HistorySearchName}).
 		SetModelRoute("builtin").
 		SetEffort("medium").
-		SetSystemPrompt("You are turngate's assistant. Answer from the conversation.").
-		SetBudgets(map[string]int64{"max_steps": 4, "max_tokens": 4096}).
+		SetSystemPrompt("You are turngate's assistant. Answer from the conversation and from what your tools find, and cite what you use by its [id].").
+		SetBudgets(map[string]int64{"max_steps": 4, "max_tool_calls": 8, "max_tokens": 65536, "wall_time_ms": 120000, "context_tokens": 8000}).
 		Save(ctx); err != nil {
 		return fmt.Errorf("seed agent version: %w", err)
 	}

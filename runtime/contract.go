@@ -1,9 +1,13 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // RunRef names one attempt of one turn, and travels with every callback so
-// the backend can refuse a call from a run that no longer owns the turn.
+// the backend can refuse a call from a run that no longer owns the turn, or
+// that presents another turn's authority.
 type RunRef struct {
 	TurnID       string `json:"turnId"`
 	Attempt      int    `json:"attempt"`
@@ -11,9 +15,17 @@ type RunRef struct {
 	BundleDigest string `json:"bundleDigest"`
 }
 
+// Message roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
 // Message is one message of the model conversation.
 type Message struct {
-	Role    string `json:"role"` // system | user | assistant
+	Role    string `json:"role"`
 	Content string `json:"content"`
 	// Origin marks the message that started the turn (OriginTurn). The
 	// backend attaches the turn's runtime context (the clock, the
@@ -21,32 +33,79 @@ type Message struct {
 	// call; a controller's own prompts (corrections, synthesis) leave it
 	// empty.
 	Origin string `json:"origin,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // OriginTurn marks the member message that started the turn.
 const OriginTurn = "turn"
 
-// Budgets bound a run.
+// ToolSpec is a tool the contract offers the run.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ToolCall is one tool request of a model step.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Budgets bound a run. Zero means the host's default.
 type Budgets struct {
-	MaxSteps  int `json:"maxSteps"`
+	// MaxSteps bounds the model steps that may request tools; when it is
+	// spent the host turns the next step into forced synthesis.
+	MaxSteps int `json:"maxSteps"`
+	// MaxToolCalls bounds tool requests over the run.
+	MaxToolCalls int `json:"maxToolCalls"`
+	// MaxTokens bounds input and output tokens over the run.
 	MaxTokens int `json:"maxTokens"`
+	// WallTimeMs bounds the run's wall time: past it, the next step is
+	// forced synthesis, and twice past it the run is stopped.
+	WallTimeMs int64 `json:"wallTimeMs"`
+	// ContextTokens is the context budget: when the messages of a step
+	// would exceed it, the controller compacts them first.
+	ContextTokens int `json:"contextTokens"`
 }
 
 // Contract is the immutable description of one run, admitted by the
 // backend. The runtime gets nothing else.
 type Contract struct {
-	Run        RunRef    `json:"run"`
-	Controller string    `json:"controller"`
-	System     string    `json:"system"`
-	History    []Message `json:"history"`
-	Message    Message   `json:"message"`
-	Budgets    Budgets   `json:"budgets"`
+	Run          RunRef     `json:"run"`
+	AgentVersion int        `json:"agentVersion"`
+	Controller   string     `json:"controller"`
+	System       string     `json:"system"`
+	History      []Message  `json:"history"`
+	Message      Message    `json:"message"`
+	Budgets      Budgets    `json:"budgets"`
+	Tools        []ToolSpec `json:"tools"`
+	// Resume is the last durable checkpoint of an earlier attempt of the
+	// same turn; a controller continues from it rather than starting over.
+	Resume *Checkpoint `json:"resume,omitempty"`
+	// Steering is member steering delivered to an earlier attempt after
+	// its last checkpoint: the controller applies it first.
+	Steering []Steer `json:"steering,omitempty"`
 }
+
+// Step purposes: what a model step is for.
+const (
+	PurposeStep       = "step"
+	PurposeSynthesis  = "synthesis"
+	PurposeCompaction = "compaction"
+	PurposeCorrection = "correction"
+)
 
 // ModelRequest asks the backend for one model step.
 type ModelRequest struct {
-	Run      RunRef    `json:"run"`
-	Messages []Message `json:"messages"`
+	Run      RunRef     `json:"run"`
+	Purpose  string     `json:"purpose"`
+	Messages []Message  `json:"messages"`
+	Tools    []ToolSpec `json:"tools,omitempty"`
 }
 
 // ModelDelta is a piece of streamed model output.
@@ -56,10 +115,63 @@ type ModelDelta struct {
 
 // ModelResult is the whole of one model step.
 type ModelResult struct {
-	Text         string `json:"text"`
-	FinishReason string `json:"finishReason"`
-	InputTokens  int    `json:"inputTokens"`
-	OutputTokens int    `json:"outputTokens"`
+	Text         string     `json:"text"`
+	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
+	FinishReason string     `json:"finishReason"`
+	InputTokens  int        `json:"inputTokens"`
+	OutputTokens int        `json:"outputTokens"`
+	// Forced reports a step the host turned into forced synthesis because
+	// a budget ran out: it offered no tools and asked for an answer.
+	Forced bool `json:"forced,omitempty"`
+}
+
+// ToolRequest asks the backend to run one tool as the member.
+type ToolRequest struct {
+	Run  RunRef   `json:"run"`
+	Call ToolCall `json:"call"`
+}
+
+// ToolResult is the member-safe projection of one tool call.
+type ToolResult struct {
+	CallID  string `json:"callId"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	// Error is set when the tool refused or failed; Content then tells
+	// the model why.
+	Error string `json:"error,omitempty"`
+}
+
+// Compaction records that a controller summarised earlier messages.
+type Compaction struct {
+	// Summarised is how many messages the summary replaced.
+	Summarised   int `json:"summarised"`
+	TokensBefore int `json:"tokensBefore"`
+	TokensAfter  int `json:"tokensAfter"`
+}
+
+// Checkpoint is a controller's durable progress: enough to resume the run
+// in a replacement attempt.
+type Checkpoint struct {
+	Run RunRef `json:"run"`
+	// Steps and ToolCalls are the budgets spent so far.
+	Steps     int `json:"steps"`
+	ToolCalls int `json:"toolCalls"`
+	// Messages is the working conversation after the turn's own message:
+	// assistant tool requests, tool results, steering, summaries.
+	Messages []Message `json:"messages"`
+	// Compacted replaces the contract's history when set: the summary of
+	// it, and of anything else summarised.
+	Compacted *Message `json:"compacted,omitempty"`
+	// Steers are the ids of the steering instructions applied so far.
+	Steers []string `json:"steers,omitempty"`
+	// Compaction is set on the checkpoint that follows a compaction step.
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Steer is one member steering instruction, delivered at a step boundary.
+type Steer struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 // Completion is a run's final answer.
@@ -73,6 +185,13 @@ type Callbacks interface {
 	// Model runs one model step through the backend's model gateway,
 	// streaming deltas to onDelta as they arrive.
 	Model(ctx context.Context, req ModelRequest, onDelta func(ModelDelta)) (ModelResult, error)
+	// Tool runs one tool as the member. A refusal is a result the model
+	// is told about, not an error; an error ends the run.
+	Tool(ctx context.Context, req ToolRequest) (ToolResult, error)
+	// Checkpoint stores the run's progress durably.
+	Checkpoint(ctx context.Context, cp Checkpoint) error
+	// Steering claims the member steering waiting for this run.
+	Steering(ctx context.Context, run RunRef) ([]Steer, error)
 	// Complete hands the backend the run's final answer. A run completes
 	// at most once.
 	Complete(ctx context.Context, c Completion) error

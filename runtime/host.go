@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Controller drives one run by calling back into the backend.
@@ -16,6 +18,7 @@ type Controller interface {
 // registry is static: controllers are compiled in, never loaded.
 var registry = map[string]func() Controller{
 	"single": func() Controller { return single{} },
+	"react":  func() Controller { return react{} },
 }
 
 // Controllers lists the registered controller names.
@@ -28,14 +31,35 @@ func Controllers() []string {
 	return names
 }
 
-// ErrUnknownController refuses a contract naming no registered controller.
-var ErrUnknownController = errors.New("unknown controller")
+// Default budgets, for a contract that leaves one at zero.
+const (
+	DefaultMaxSteps      = 8
+	DefaultMaxToolCalls  = 16
+	DefaultWallTime      = 5 * time.Minute
+	DefaultContextTokens = 8000
+)
 
-// ErrAlreadyCompleted refuses a second completion of one run.
-var ErrAlreadyCompleted = errors.New("run already completed")
+var (
+	// ErrUnknownController refuses a contract naming no registered
+	// controller.
+	ErrUnknownController = errors.New("unknown controller")
+	// ErrAlreadyCompleted refuses a second completion of one run, and any
+	// call after it.
+	ErrAlreadyCompleted = errors.New("run already completed")
+	// ErrNotCompleted reports a controller that returned without
+	// completing.
+	ErrNotCompleted = errors.New("controller returned without completing the run")
+	// ErrBudgetExhausted refuses a model step after the run's forced
+	// synthesis: the run had its last word.
+	ErrBudgetExhausted = errors.New("run budget exhausted")
+	// ErrWallTime stops a run that overran twice its wall-time budget.
+	ErrWallTime = errors.New("run exceeded its wall-time budget")
+)
 
-// ErrNotCompleted reports a controller that returned without completing.
-var ErrNotCompleted = errors.New("controller returned without completing the run")
+// SynthesisPrompt is the instruction of a forced synthesis step. It is the
+// host's own prompt: it carries no runtime context.
+const SynthesisPrompt = "The budget for this turn is spent: no more tools can be called. " +
+	"Using only the evidence already gathered above, answer the member's message now, as well as it can be answered."
 
 // Admit checks that a contract names a registered controller.
 func Admit(c Contract) error {
@@ -46,51 +70,186 @@ func Admit(c Contract) error {
 }
 
 // Run creates one controller for the contract and runs it under the
-// host's lifecycle rules.
+// host's budgets and lifecycle rules.
 func Run(ctx context.Context, c Contract, cb Callbacks) error {
 	newController, ok := registry[c.Controller]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownController, c.Controller)
 	}
-	g := &guarded{next: cb}
-	if err := newController().Run(ctx, c, g); err != nil {
+	c.Budgets = c.Budgets.withDefaults()
+	h := newHost(c, cb, time.Now)
+	// The hard stop: twice the wall-time budget. The soft one, at the
+	// budget itself, turns the next step into forced synthesis.
+	ctx, cancel := context.WithTimeoutCause(ctx, 2*time.Duration(c.Budgets.WallTimeMs)*time.Millisecond, ErrWallTime)
+	defer cancel()
+	err := newController().Run(ctx, c, h)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrWallTime) && !h.completed() {
+		return ErrWallTime
+	}
+	if err != nil {
 		return err
 	}
-	if !g.completed() {
+	if !h.completed() {
 		return ErrNotCompleted
 	}
 	return nil
 }
 
-// guarded enforces the lifecycle rules on the controller's callbacks.
-type guarded struct {
-	next Callbacks
-	mu   sync.Mutex
-	done bool
+func (b Budgets) withDefaults() Budgets {
+	if b.MaxSteps <= 0 {
+		b.MaxSteps = DefaultMaxSteps
+	}
+	if b.MaxToolCalls <= 0 {
+		b.MaxToolCalls = DefaultMaxToolCalls
+	}
+	if b.WallTimeMs <= 0 {
+		b.WallTimeMs = DefaultWallTime.Milliseconds()
+	}
+	if b.ContextTokens <= 0 {
+		b.ContextTokens = DefaultContextTokens
+	}
+	return b
 }
 
-var _ Callbacks = (*guarded)(nil)
+// host applies the contract's budgets and the lifecycle rules to the
+// controller's callbacks.
+type host struct {
+	next    Callbacks
+	budgets Budgets
+	tools   []string
+	started time.Time
+	clock   func() time.Time
 
-func (g *guarded) completed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.done
+	mu          sync.Mutex
+	steps       int
+	toolCalls   int
+	tokens      int
+	synthesised bool
+	done        bool
 }
 
-func (g *guarded) Model(ctx context.Context, req ModelRequest, onDelta func(ModelDelta)) (ModelResult, error) {
-	if g.completed() {
+var _ Callbacks = (*host)(nil)
+
+func newHost(c Contract, next Callbacks, clock func() time.Time) *host {
+	h := &host{next: next, budgets: c.Budgets, started: clock(), clock: clock}
+	for _, t := range c.Tools {
+		h.tools = append(h.tools, t.Name)
+	}
+	if c.Resume != nil {
+		h.steps, h.toolCalls = c.Resume.Steps, c.Resume.ToolCalls
+	}
+	return h
+}
+
+func (h *host) completed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}
+
+// spent reports whether the run must answer now: its steps, its tool
+// calls or its wall time ran out.
+func (h *host) spent() bool {
+	return h.steps >= h.budgets.MaxSteps ||
+		h.toolCalls >= h.budgets.MaxToolCalls ||
+		h.clock().Sub(h.started) >= time.Duration(h.budgets.WallTimeMs)*time.Millisecond ||
+		(h.budgets.MaxTokens > 0 && h.tokens >= h.budgets.MaxTokens)
+}
+
+func (h *host) Model(ctx context.Context, req ModelRequest, onDelta func(ModelDelta)) (ModelResult, error) {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
 		return ModelResult{}, ErrAlreadyCompleted
 	}
-	return g.next.Model(ctx, req, onDelta)
+	if h.synthesised {
+		h.mu.Unlock()
+		return ModelResult{}, ErrBudgetExhausted
+	}
+	forced := false
+	switch req.Purpose {
+	case PurposeCompaction:
+		// Compaction spends tokens, not steps.
+	case PurposeSynthesis:
+		forced, h.synthesised = true, true
+	default:
+		if h.spent() {
+			forced, h.synthesised = true, true
+		} else {
+			h.steps++
+		}
+	}
+	h.mu.Unlock()
+	if forced {
+		// One last step, without tools, that answers from the evidence
+		// already gathered.
+		req.Purpose = PurposeSynthesis
+		req.Tools = nil
+		req.Messages = append(slices.Clip(req.Messages), Message{Role: RoleUser, Content: SynthesisPrompt})
+	}
+	res, err := h.next.Model(ctx, req, onDelta)
+	if err != nil {
+		return res, err
+	}
+	h.mu.Lock()
+	h.tokens += res.InputTokens + res.OutputTokens
+	h.mu.Unlock()
+	if forced {
+		res.Forced, res.ToolCalls = true, nil
+	}
+	return res, nil
 }
 
-func (g *guarded) Complete(ctx context.Context, c Completion) error {
-	g.mu.Lock()
-	if g.done {
-		g.mu.Unlock()
+func (h *host) Tool(ctx context.Context, req ToolRequest) (ToolResult, error) {
+	h.mu.Lock()
+	switch {
+	case h.done:
+		h.mu.Unlock()
+		return ToolResult{}, ErrAlreadyCompleted
+	case !slices.Contains(h.tools, req.Call.Name):
+		h.mu.Unlock()
+		return ToolResult{CallID: req.Call.ID, Name: req.Call.Name, Error: "tool_not_offered",
+			Content: fmt.Sprintf("The tool %q is not available in this turn.", req.Call.Name)}, nil
+	case h.toolCalls >= h.budgets.MaxToolCalls:
+		h.mu.Unlock()
+		return ToolResult{CallID: req.Call.ID, Name: req.Call.Name, Error: "tool_budget_exhausted",
+			Content: "The tool-call budget of this turn is spent; answer from what you have."}, nil
+	}
+	h.toolCalls++
+	h.mu.Unlock()
+	return h.next.Tool(ctx, req)
+}
+
+func (h *host) Checkpoint(ctx context.Context, cp Checkpoint) error {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
 		return ErrAlreadyCompleted
 	}
-	g.done = true
-	g.mu.Unlock()
-	return g.next.Complete(ctx, c)
+	// The host's count of spent budget is the one that resumes.
+	cp.Steps, cp.ToolCalls = h.steps, h.toolCalls
+	h.mu.Unlock()
+	return h.next.Checkpoint(ctx, cp)
+}
+
+func (h *host) Steering(ctx context.Context, run RunRef) ([]Steer, error) {
+	if h.completed() {
+		return nil, ErrAlreadyCompleted
+	}
+	return h.next.Steering(ctx, run)
+}
+
+func (h *host) Complete(ctx context.Context, c Completion) error {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
+		return ErrAlreadyCompleted
+	}
+	if ctx.Err() != nil {
+		h.mu.Unlock()
+		return ctx.Err()
+	}
+	h.done = true
+	h.mu.Unlock()
+	return h.next.Complete(ctx, c)
 }

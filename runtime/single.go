@@ -2,17 +2,25 @@ package runtime
 
 import "context"
 
-// single answers with one model step.
+// single answers with one model step, without tools.
 type single struct{}
 
 func (single) Run(ctx context.Context, c Contract, cb Callbacks) error {
 	msgs := make([]Message, 0, len(c.History)+2)
 	if c.System != "" {
-		msgs = append(msgs, Message{Role: "system", Content: c.System})
+		msgs = append(msgs, Message{Role: RoleSystem, Content: c.System})
 	}
 	msgs = append(msgs, c.History...)
 	msgs = append(msgs, c.Message)
-	res, err := cb.Model(ctx, ModelRequest{Run: c.Run, Messages: msgs}, nil)
+	// Its one step boundary is before its one step.
+	steers, err := cb.Steering(ctx, c.Run)
+	if err != nil {
+		return err
+	}
+	for _, st := range append(c.Steering, steers...) {
+		msgs = append(msgs, Message{Role: RoleUser, Content: "Steering from the member for this answer: " + st.Text})
+	}
+	res, err := cb.Model(ctx, ModelRequest{Run: c.Run, Purpose: PurposeStep, Messages: msgs}, nil)
 	if err != nil {
 		return err
 	}

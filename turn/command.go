@@ -29,7 +29,8 @@ func (e errCancelRequested) Error() string { return "cancelled by command " + e.
 // cancelQueued ends a turn that has not started: no lease exists, so the
 // queued state is the fence.
 const cancelQueued = `
-UPDATE turns SET state = 'cancelled', terminal_reason = $2, finished_at = now()
+UPDATE turns SET state = 'cancelled', terminal_reason = $2, finished_at = now(),
+  usage = COALESCE(checkpoint->'usage', ` + noUsage + `)
 WHERE id = $1 AND state = 'queued'
 RETURNING conversation_id`
 
@@ -116,7 +117,12 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 	if err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE commands SET state = 'delivered', delivered_at = now() WHERE id = $1`, commandID); err != nil {
+	// This command ends the turn; any other still pending for it (a steer
+	// no step boundary reached) is rejected with it.
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET
+  state = CASE WHEN id = $1 THEN 'delivered' ELSE 'rejected' END,
+  delivered_at = CASE WHEN id = $1 THEN now() END
+WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -19,4 +19,7 @@ const (
 	ReasonInputLeaseLost = "input_lease_lost"
 	ReasonRuntimeFailed  = "runtime_failed"
 	ReasonCompleted      = "completed"
+	// ReasonBudgetExhausted ends a run whose token or wall-time budget ran
+	// out beyond what forced synthesis could answer.
+	ReasonBudgetExhausted = "budget_exhausted"
 )

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/gateway"
-	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
 )
 
 // errDetached is the cause of a run's cancellation when its runner stops.
@@ -62,8 +61,10 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 		// relabelled as failed.
 	case errors.As(cause, &cancelled):
 		// A member's durable cancel: the only thing that aborts a run.
+		usage := host.usageNow()
 		err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{
 			State: "cancelled", Reason: ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
+			Usage: &usage,
 		})
 		if err != nil && !errors.Is(err, ErrFenced) {
 			log.Warn("recording the cancelled terminal", "err", err)
@@ -75,10 +76,21 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 			log.Warn("releasing turn on stop failed; it is recovered when its lease expires", "err", rerr)
 		}
 	case errors.Is(cause, ErrLeaseLost) || errors.Is(err, ErrFenced) || errors.Is(err, ErrLeaseLost):
-		r.fail(c, ReasonInputLeaseLost, log)
+		r.failWith(c, ReasonInputLeaseLost, host, log)
+	case errors.Is(err, runtime.ErrBudgetExhausted) || errors.Is(err, runtime.ErrWallTime) || errors.Is(err, gateway.ErrBudgetExhausted):
+		r.failWith(c, ReasonBudgetExhausted, host, log)
 	default:
 		log.Error("run failed", "err", err)
-		r.fail(c, ReasonRuntimeFailed, log)
+		r.failWith(c, ReasonRuntimeFailed, host, log)
+	}
+}
+
+// failWith records a failed terminal with the usage the run spent.
+func (r *Runner) failWith(c *Claimed, reason string, h *callbackHost, log interface{ Warn(string, ...any) }) {
+	usage := h.usageNow()
+	err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{State: "failed", Reason: reason, Usage: &usage})
+	if err != nil && !errors.Is(err, ErrFenced) {
+		log.Warn("recording failed terminal", "reason", reason, "err", err)
 	}
 }
 
@@ -116,11 +128,16 @@ func (r *Runner) heartbeat(ctx context.Context, c *Claimed, cancel context.Cance
 	}
 }
 
-// admit builds the run's immutable contract and its callback host.
+// admit builds the run's immutable contract and its callback host. The
+// stored bundle must still hash to the turn's digest: a bundle that does
+// not is refused, never reconciled.
 func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.Contract, error) {
 	var b authority.Bundle
 	if err := json.Unmarshal(c.Turn.AuthorityBundle, &b); err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("decode authority bundle: %w", err)
+	}
+	if digest, _, err := b.Digest(); err != nil || digest != c.Turn.AuthorityDigest {
+		return nil, runtime.Contract{}, fmt.Errorf("authority bundle of %s does not match its digest", c.Turn.ID)
 	}
 	av, err := r.cfg.Client.AgentVersion.Get(ctx, c.Turn.AgentVersionID)
 	if err != nil {
@@ -131,21 +148,39 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 		return nil, runtime.Contract{}, err
 	}
 	ref := runtime.RunRef{TurnID: c.Turn.ID.String(), Attempt: c.Turn.Attempt, LeaseToken: c.Fence.LeaseToken, BundleDigest: c.Turn.AuthorityDigest}
+	h := &callbackHost{r: r, claim: c, ref: ref, bundle: b, route: av.ModelRoute, effort: av.Effort,
+		maxTokens: int(av.Budgets["max_tokens"]), tools: map[string]tools.Tool{},
+		// One snapshot for the whole turn, taken when the run starts, so
+		// every model call of the turn carries the same clock.
+		turnContext: gateway.TurnContext(r.cfg.Now(), b.DisplayName)}
+	var specs []runtime.ToolSpec
+	for _, s := range r.cfg.Tools.Specs(av.Tools) {
+		t, _ := r.cfg.Tools.Get(s.Name)
+		h.tools[s.Name] = t
+		specs = append(specs, runtime.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+	}
 	contract := runtime.Contract{
-		Run:        ref,
-		Controller: av.Controller,
-		System:     av.SystemPrompt,
-		History:    history,
-		Message:    runtime.Message{Role: "user", Content: c.Turn.Input, Origin: runtime.OriginTurn},
-		Budgets:    runtime.Budgets{MaxSteps: int(av.Budgets["max_steps"]), MaxTokens: int(av.Budgets["max_tokens"])},
+		Run:          ref,
+		AgentVersion: av.Version,
+		Controller:   av.Controller,
+		System:       av.SystemPrompt,
+		History:      history,
+		Message:      runtime.Message{Role: runtime.RoleUser, Content: c.Turn.Input, Origin: runtime.OriginTurn},
+		Tools:        specs,
+		Budgets: runtime.Budgets{
+			MaxSteps:      int(av.Budgets["max_steps"]),
+			MaxToolCalls:  int(av.Budgets["max_tool_calls"]),
+			MaxTokens:     int(av.Budgets["max_tokens"]),
+			WallTimeMs:    av.Budgets["wall_time_ms"],
+			ContextTokens: int(av.Budgets["context_tokens"]),
+		},
 	}
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
-	h := &callbackHost{r: r, claim: c, ref: ref, route: av.ModelRoute, effort: av.Effort,
-		// One snapshot for the whole turn, taken when the run starts, so
-		// every model call of the turn carries the same clock.
-		turnContext: gateway.TurnContext(r.cfg.Now(), b.DisplayName)}
+	if err := h.resume(ctx, &contract); err != nil {
+		return nil, runtime.Contract{}, err
+	}
 	return h, contract, nil
 }
 
@@ -167,251 +202,4 @@ func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, e
 		}
 	}
 	return out, nil
-}
-
-// callbackHost is the backend side of runtime.Callbacks for one run. Every
-// call presents the run reference; anything but this run's exact reference
-// is rejected.
-type callbackHost struct {
-	r      *Runner
-	claim  *Claimed
-	ref    runtime.RunRef
-	route  string
-	effort string
-	// turnContext rides on the turn's own message in every model request;
-	// it is never stored.
-	turnContext string
-
-	mu        sync.Mutex
-	committed bool
-	// offset is where the next model text starts in the attempt's answer;
-	// held is text streamed but not yet appended, starting at heldAt.
-	offset int
-	held   string
-	heldAt int
-}
-
-var _ runtime.Callbacks = (*callbackHost)(nil)
-
-// ErrRunMismatch rejects a callback whose run reference is not the run's.
-var ErrRunMismatch = errors.New("callback run reference does not match the run")
-
-func (h *callbackHost) check(ref runtime.RunRef) error {
-	if ref != h.ref {
-		return ErrRunMismatch
-	}
-	return nil
-}
-
-func (h *callbackHost) terminalCommitted() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.committed
-}
-
-// Model runs one model step through the gateway and streams its text into
-// the journal as coalesced answer_delta entries, fenced by the lease.
-func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDelta func(runtime.ModelDelta)) (runtime.ModelResult, error) {
-	if err := h.check(req.Run); err != nil {
-		return runtime.ModelResult{}, err
-	}
-	msgs := make([]gateway.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = gateway.Message{Role: m.Role, Content: m.Content}
-		// The runtime context goes on the message that started this turn
-		// and on no other: not on earlier turns, not on prompts the
-		// controller adds. The backend checks that the marked message
-		// really is the member's input.
-		if m.Origin == runtime.OriginTurn && m.Role == "user" && m.Content == h.claim.Turn.Input {
-			msgs[i].Context = h.turnContext
-		}
-	}
-	// A delta the journal refuses (the lease is gone) stops the model
-	// step at once: nothing more of this run may be published.
-	sctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	// Text held back by the previous step goes out before this one's.
-	if err := h.flushHeld(sctx); err != nil {
-		return runtime.ModelResult{}, err
-	}
-	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, h.offset, func(text string, offset int) error {
-		err := h.appendDelta(sctx, text, offset)
-		if err != nil {
-			stop(err)
-		}
-		return err
-	})
-	res, err := h.r.cfg.Gateway.Stream(sctx, h.route, gateway.Request{Messages: msgs, Effort: h.effort}, func(d gateway.Delta) {
-		co.add(d.Text)
-		if onDelta != nil {
-			onDelta(runtime.ModelDelta{Text: d.Text})
-		}
-	})
-	// The step's last text is held rather than committed on its own: if
-	// the run completes next, it rides in the terminal transaction (one
-	// commit fewer per turn); if another step follows, it goes out first.
-	held, heldAt, ferr := co.hold()
-	if ferr != nil {
-		err = ferr // the cause, rather than the cancellation it caused
-	}
-	if err != nil {
-		return runtime.ModelResult{}, err
-	}
-	h.mu.Lock()
-	h.held, h.heldAt, h.offset = held, heldAt, heldAt+len(held)
-	h.mu.Unlock()
-	return runtime.ModelResult{Text: res.Text, FinishReason: res.FinishReason, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens}, nil
-}
-
-// flushHeld appends the text a previous step held back.
-func (h *callbackHost) flushHeld(ctx context.Context) error {
-	h.mu.Lock()
-	text, at := h.held, h.heldAt
-	h.held = ""
-	h.mu.Unlock()
-	if text == "" {
-		return nil
-	}
-	return h.appendDelta(ctx, text, at)
-}
-
-// heldDraft is the held text as an answer_delta draft, if there is any.
-func (h *callbackHost) heldDraft() []journal.Draft {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held == "" {
-		return nil
-	}
-	c := h.claim
-	return []journal.Draft{{
-		Kind: journal.KindAnswerDelta, TurnID: uuid.NullUUID{UUID: c.Turn.ID, Valid: true}, Attempt: c.Turn.Attempt,
-		Payload: DeltaPayload{Text: h.held, Offset: h.heldAt},
-	}}
-}
-
-func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int) error {
-	c := h.claim
-	tx, err := h.r.cfg.Client.Tx(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, journal.Draft{
-		Kind: journal.KindAnswerDelta, TurnID: uuid.NullUUID{UUID: c.Turn.ID, Valid: true}, Attempt: c.Turn.Attempt,
-		Payload: DeltaPayload{Text: text, Offset: offset},
-	})
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[0].Seq)
-	return nil
-}
-
-// Complete commits the run's answer and its completed terminal, after one
-// final renewal of the lease in the same transaction, so the terminal write
-// keeps the authority the run held.
-func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) error {
-	if err := h.check(comp.Run); err != nil {
-		return err
-	}
-	c := h.claim
-	answer := comp.Answer
-	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
-		State: "completed", Reason: ReasonCompleted, Answer: &answer,
-		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL, Before: h.heldDraft(),
-	}); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.committed = true
-	h.mu.Unlock()
-	return nil
-}
-
-// coalescer gathers streamed tokens into bounded answer_delta writes: one
-// write per window of time or count of tokens, whichever comes first.
-type coalescer struct {
-	window time.Duration
-	max    int
-	write  func(text string, offset int) error
-
-	mu     sync.Mutex
-	buf    strings.Builder
-	n      int
-	offset int
-	timer  *time.Timer
-	err    error
-	closed bool
-
-	flushMu sync.Mutex
-}
-
-func newCoalescer(window time.Duration, max, offset int, write func(string, int) error) *coalescer {
-	return &coalescer{window: window, max: max, offset: offset, write: write}
-}
-
-func (c *coalescer) add(text string) {
-	c.mu.Lock()
-	if c.err != nil || c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.buf.WriteString(text)
-	c.n++
-	if c.n == 1 {
-		c.timer = time.AfterFunc(c.window, c.flush)
-	}
-	full := c.n >= c.max
-	c.mu.Unlock()
-	if full {
-		c.flush()
-	}
-}
-
-func (c *coalescer) flush() {
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
-	c.mu.Lock()
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	text, offset := c.buf.String(), c.offset
-	c.buf.Reset()
-	c.n = 0
-	c.offset += len(text)
-	failed := c.err != nil || c.closed
-	c.mu.Unlock()
-	if text == "" || failed {
-		return
-	}
-	if err := c.write(text, offset); err != nil {
-		c.mu.Lock()
-		if c.err == nil {
-			c.err = err
-		}
-		c.mu.Unlock()
-	}
-}
-
-// hold ends the coalescer without writing what is left: it returns that
-// text and its offset, and the first write failure. Nothing is written
-// after it returns.
-func (c *coalescer) hold() (string, int, error) {
-	c.flushMu.Lock() // wait for a flush in progress
-	defer c.flushMu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	c.closed = true
-	text := c.buf.String()
-	c.buf.Reset()
-	c.n = 0
-	return text, c.offset, c.err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
 )
 
 // RunnerConfig configures a Runner.
@@ -22,6 +23,13 @@ type RunnerConfig struct {
 	Client  *ent.Client
 	Hub     *journal.Hub
 	Gateway *gateway.Gateway
+	// Tools are the tools runs may ask for. Default tools.Default().
+	Tools *tools.Registry
+	// MaxToolResult bounds, in bytes, what a tool result shows the model.
+	// Default 16 KiB.
+	MaxToolResult int
+	// ToolTimeout bounds one tool call. Default 30s.
+	ToolTimeout time.Duration
 	// Owner names this runner in leases; unique per process.
 	Owner string
 	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
@@ -103,6 +111,15 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tools.Default()
+	}
+	if cfg.MaxToolResult <= 0 {
+		cfg.MaxToolResult = 16 << 10
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = 30 * time.Second
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = "runner-" + uuid.NewString()

@@ -2,6 +2,7 @@ package turn
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -29,6 +30,17 @@ type Outcome struct {
 	// Command is the member command this terminal carries out (a cancel),
 	// marked delivered with the run's lease token in the same transaction.
 	Command uuid.NullUUID
+	// Usage is what the run spent, settled with the terminal. Nil settles
+	// what the turn's last checkpoint recorded.
+	Usage *Usage
+}
+
+// Usage is what a turn spent over all its attempts' recorded work.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	ModelCalls   int `json:"modelCalls"`
+	ToolCalls    int `json:"toolCalls"`
 }
 
 // AnswerPayload is the payload of a turn_answer entry.
@@ -58,9 +70,13 @@ type DeltaPayload struct {
 	Offset int    `json:"offset"`
 }
 
+// noUsage is the usage of a turn that spent nothing.
+const noUsage = `'{"inputTokens":0,"outputTokens":0,"modelCalls":0,"toolCalls":0}'::jsonb`
+
 const finishTurn = `
 UPDATE turns SET state = $3, terminal_reason = $4, answer = $5, finished_at = now(),
-  lease_expires_at = NULL
+  lease_expires_at = NULL,
+  usage = COALESCE($6::jsonb, checkpoint->'usage', ` + noUsage + `)
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
 RETURNING conversation_id, attempt, author_id`
 
@@ -85,7 +101,15 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 			return err
 		}
 	}
-	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer)
+	var usage any // NULL: settle what the last checkpoint recorded
+	if out.Usage != nil {
+		raw, err := json.Marshal(out.Usage)
+		if err != nil {
+			return err
+		}
+		usage = string(raw)
+	}
+	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer, usage)
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
+	entagentversion "github.com/turngate/turngate/ent/agentversion"
 	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/dbtest"
@@ -179,4 +180,26 @@ func (e *Env) Private(t testing.TB, m authority.Member) *ent.Conversation {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Agent publishes the next version of the demo rooms' agent, with the
+// given controller, tools and budgets; turns accepted after it use it.
+func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map[string]int64) *ent.AgentVersion {
+	t.Helper()
+	ctx := context.Background()
+	latest, err := e.Client.AgentVersion.Query().
+		Where(entagentversion.AgentID(e.Shared.AgentID)).
+		Order(ent.Desc(entagentversion.FieldVersion)).First(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av, err := e.Client.AgentVersion.Create().
+		SetAgentID(latest.AgentID).SetVersion(latest.Version + 1).
+		SetController(controller).SetModelRoute(latest.ModelRoute).SetEffort(latest.Effort).
+		SetSystemPrompt(latest.SystemPrompt).SetTools(tools).SetBudgets(budgets).
+		Save(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return av
 }

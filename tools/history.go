@@ -1,0 +1,103 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// HistorySearch searches the finished turns of the conversations the
+// member is a current member of — nothing else — by Postgres full-text
+// search, best match first.
+type HistorySearch struct{}
+
+// HistorySearchName is the tool's name.
+const HistorySearchName = "history_search"
+
+// Spec implements Tool.
+func (HistorySearch) Spec() Spec {
+	return Spec{
+		Name:        HistorySearchName,
+		Description: "Search earlier messages and answers in the conversations the member belongs to. Returns passages with citation ids.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"words to search for"}},"required":["query"]}`),
+	}
+}
+
+// Permission implements Tool: membership of the rooms searched is the
+// gate, checked in the query itself.
+func (HistorySearch) Permission() string { return "" }
+
+const historyLimit = 5
+
+const searchHistory = `
+SELECT t.id, c.title, t.input, coalesce(t.answer, '')
+FROM turns t
+JOIN room_members rm ON rm.conversation_id = t.conversation_id AND rm.member_id = $1
+JOIN conversations c ON c.id = t.conversation_id
+WHERE t.state = 'completed' AND t.id <> $3
+  AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
+ORDER BY ts_rank(to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')), websearch_to_tsquery('simple', $2)) DESC, t.created_at DESC
+LIMIT $4`
+
+// Run implements Tool.
+func (HistorySearch) Run(ctx context.Context, call Call) (Result, error) {
+	var args struct {
+		Query string `json:"query"`
+	}
+	if err := decode(call.Arguments, &args); err != nil {
+		return Result{}, err
+	}
+	if strings.TrimSpace(args.Query) == "" {
+		return Result{}, fmt.Errorf("%w: query is empty", ErrBadArguments)
+	}
+	// Any of the words may match; the best matches rank first.
+	words := strings.FieldsFunc(args.Query, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	if len(words) == 0 {
+		return Result{}, fmt.Errorf("%w: query has no words", ErrBadArguments)
+	}
+	query := strings.Join(words, " or ")
+	rows, err := call.DB.QueryContext(ctx, searchHistory, call.Actor.MemberID, query, call.Actor.TurnID, historyLimit)
+	if err != nil {
+		return Result{}, fmt.Errorf("history search: %w", err)
+	}
+	defer rows.Close()
+	var res Result
+	var b strings.Builder
+	for rows.Next() {
+		var id uuid.UUID
+		var title, input, answer string
+		if err := rows.Scan(&id, &title, &input, &answer); err != nil {
+			return Result{}, err
+		}
+		cite := fmt.Sprintf("turn:%s", id)
+		passage := clip(oneLine(input), 200)
+		if answer != "" {
+			passage += " — answered: " + clip(oneLine(answer), 200)
+		}
+		res.Citations = append(res.Citations, Citation{ID: cite, Source: title, Passage: passage})
+		fmt.Fprintf(&b, "[%s] (%s) %s\n", cite, title, passage)
+	}
+	if err := rows.Err(); err != nil {
+		return Result{}, err
+	}
+	if len(res.Citations) == 0 {
+		res.Content = "No earlier messages match."
+		return res, nil
+	}
+	res.Content = b.String()
+	return res, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}

@@ -1,0 +1,117 @@
+// Package tools holds the tools a run may ask the backend to execute. The
+// backend runs every tool as the member who started the turn: a tool sees
+// who the member is and what they may do now, never more, and returns a
+// bounded projection the model may read.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/journal"
+)
+
+// Spec describes a tool to a model.
+type Spec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Actor is who a tool runs as: the turn's member, in the turn's room.
+type Actor struct {
+	MemberID       uuid.UUID
+	Email          string
+	ConversationID uuid.UUID
+	TurnID         uuid.UUID
+}
+
+// Call is one tool request.
+type Call struct {
+	Actor     Actor
+	Arguments json.RawMessage
+	// DB is where the tool reads, as the member.
+	DB journal.Querier
+}
+
+// Citation is a source a result may be cited by.
+type Citation struct {
+	ID      string `json:"id"`
+	Source  string `json:"source"`
+	Passage string `json:"passage"`
+}
+
+// Result is what a tool found, before the backend bounds it.
+type Result struct {
+	// Content is what the model reads.
+	Content   string     `json:"content"`
+	Citations []Citation `json:"citations,omitempty"`
+}
+
+// Tool is one executable tool.
+type Tool interface {
+	Spec() Spec
+	// Permission is what the member must hold, at the moment of the call,
+	// to run it; empty when membership of the room is enough.
+	Permission() string
+	Run(ctx context.Context, call Call) (Result, error)
+}
+
+// ErrBadArguments reports arguments a tool cannot use; the model is told.
+var ErrBadArguments = errors.New("bad tool arguments")
+
+// Registry is the set of tools a backend offers, by name.
+type Registry struct {
+	tools map[string]Tool
+}
+
+// NewRegistry returns a registry of the given tools.
+func NewRegistry(ts ...Tool) *Registry {
+	r := &Registry{tools: map[string]Tool{}}
+	for _, t := range ts {
+		r.tools[t.Spec().Name] = t
+	}
+	return r
+}
+
+// Default is the registry of the tools turngate ships.
+func Default() *Registry {
+	return NewRegistry(HistorySearch{})
+}
+
+// Get returns a tool by name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	if r == nil {
+		return nil, false
+	}
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// Specs returns the specs of the named tools the registry has, sorted by
+// name; names it lacks are left out.
+func (r *Registry) Specs(names []string) []Spec {
+	var out []Spec
+	for _, n := range names {
+		if t, ok := r.Get(n); ok {
+			out = append(out, t.Spec())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func decode(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
+)
+
+// callbackHost is the backend side of runtime.Callbacks for one run. Every
+// call presents the run reference — turn, attempt, lease token and the
+// digest of the turn's authority bundle — and anything but this run's exact
+// reference is rejected, never reconciled: a different member,
+// conversation, audience, agent or resource scope is a different digest,
+// and a stale lease token is another run. Every write a callback makes is
+// fenced by the lease token besides.
+type callbackHost struct {
+	r      *Runner
+	claim  *Claimed
+	ref    runtime.RunRef
+	bundle authority.Bundle
+	route  string
+	effort string
+	// maxTokens is the run's token budget; zero is unbounded.
+	maxTokens int
+	// tools are the tools the contract offers: the agent version's list,
+	// as far as the backend has them.
+	tools map[string]tools.Tool
+	// turnContext rides on the turn's own message in every model request;
+	// it is never stored.
+	turnContext string
+
+	mu        sync.Mutex
+	committed bool
+	// usage is what the turn has spent: what its last checkpoint recorded
+	// plus this attempt's work.
+	usage Usage
+	// offset is where the next model text starts in the attempt's answer;
+	// held is text streamed but not yet appended, starting at heldAt.
+	offset int
+	held   string
+	heldAt int
+}
+
+var _ runtime.Callbacks = (*callbackHost)(nil)
+
+// ErrRunMismatch rejects a callback whose run reference is not the run's.
+var ErrRunMismatch = errors.New("callback run reference does not match the run")
+
+func (h *callbackHost) check(ref runtime.RunRef) error {
+	if ref != h.ref {
+		return ErrRunMismatch
+	}
+	return nil
+}
+
+func (h *callbackHost) terminalCommitted() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.committed
+}
+
+func (h *callbackHost) usageNow() Usage {
+	if h == nil {
+		return Usage{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.usage
+}
+
+func (h *callbackHost) turnID() uuid.NullUUID {
+	return uuid.NullUUID{UUID: h.claim.Turn.ID, Valid: true}
+}
+
+// Model runs one model step through the gateway. Answer steps stream their
+// text into the journal as coalesced answer_delta entries, fenced by the
+// lease; a compaction step's text is the controller's own and streams
+// nowhere.
+func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDelta func(runtime.ModelDelta)) (runtime.ModelResult, error) {
+	if err := h.check(req.Run); err != nil {
+		return runtime.ModelResult{}, err
+	}
+	greq := gateway.Request{Messages: h.messages(req.Messages), Effort: h.effort, Purpose: req.Purpose}
+	for _, t := range req.Tools {
+		// Only tools the contract offers are offered to the model.
+		if _, ok := h.tools[t.Name]; ok {
+			greq.Tools = append(greq.Tools, gateway.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	h.mu.Lock()
+	step := gateway.Step{Route: h.route, Request: greq, Bounded: h.maxTokens > 0,
+		TokenBudget: h.maxTokens - h.usage.InputTokens - h.usage.OutputTokens}
+	h.mu.Unlock()
+
+	var res gateway.Result
+	var err error
+	if req.Purpose == runtime.PurposeCompaction {
+		res, err = h.r.cfg.Gateway.Run(ctx, step, nil)
+	} else {
+		res, err = h.streamAnswer(ctx, step, onDelta)
+	}
+	if err != nil {
+		return runtime.ModelResult{}, err
+	}
+	h.mu.Lock()
+	h.usage.ModelCalls++
+	h.usage.InputTokens += res.Usage.InputTokens
+	h.usage.OutputTokens += res.Usage.OutputTokens
+	h.mu.Unlock()
+	out := runtime.ModelResult{Text: res.Text, FinishReason: res.FinishReason, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens}
+	for _, tc := range res.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, runtime.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+	}
+	return out, nil
+}
+
+// messages maps the runtime's messages to the gateway's. The runtime
+// context goes on the message that started this turn and on no other: not
+// on earlier turns, not on prompts the controller adds (compaction,
+// correction, synthesis). The backend checks that the marked message
+// really is the member's input.
+func (h *callbackHost) messages(in []runtime.Message) []gateway.Message {
+	msgs := make([]gateway.Message, len(in))
+	for i, m := range in {
+		msgs[i] = gateway.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, gateway.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		}
+		if m.Origin == runtime.OriginTurn && m.Role == runtime.RoleUser && m.Content == h.claim.Turn.Input {
+			msgs[i].Context = h.turnContext
+		}
+	}
+	return msgs
+}
+
+// streamAnswer runs a step whose text is answer text, appending it to the
+// journal as it streams.
+func (h *callbackHost) streamAnswer(ctx context.Context, step gateway.Step, onDelta func(runtime.ModelDelta)) (gateway.Result, error) {
+	// A delta the journal refuses (the lease is gone) stops the model
+	// step at once: nothing more of this run may be published.
+	sctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	// Text held back by the previous step goes out before this one's.
+	if err := h.flushHeld(sctx); err != nil {
+		return gateway.Result{}, err
+	}
+	h.mu.Lock()
+	offset := h.offset
+	h.mu.Unlock()
+	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, offset, func(text string, offset int) error {
+		err := h.appendDelta(sctx, text, offset)
+		if err != nil {
+			stop(err)
+		}
+		return err
+	})
+	res, err := h.r.cfg.Gateway.Run(sctx, step, func(d gateway.Delta) {
+		if d.Text == "" {
+			return
+		}
+		co.add(d.Text)
+		if onDelta != nil {
+			onDelta(runtime.ModelDelta{Text: d.Text})
+		}
+	})
+	// The step's last text is held rather than committed on its own: if
+	// the run completes next, it rides in the terminal transaction (one
+	// commit fewer per turn); if anything else follows, it goes out first.
+	held, heldAt, ferr := co.hold()
+	if ferr != nil {
+		err = ferr // the cause, rather than the cancellation it caused
+	}
+	if err != nil {
+		return gateway.Result{}, err
+	}
+	h.mu.Lock()
+	h.held, h.heldAt, h.offset = held, heldAt, heldAt+len(held)
+	h.mu.Unlock()
+	return res, nil
+}
+
+// flushHeld appends the text a previous step held back.
+func (h *callbackHost) flushHeld(ctx context.Context) error {
+	drafts := h.takeHeld()
+	if len(drafts) == 0 {
+		return nil
+	}
+	return h.append(ctx, drafts...)
+}
+
+// takeHeld returns the held text as an answer_delta draft, if there is
+// any, and forgets it.
+func (h *callbackHost) takeHeld() []journal.Draft {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == "" {
+		return nil
+	}
+	d := journal.Draft{Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
+		Payload: DeltaPayload{Text: h.held, Offset: h.heldAt}}
+	h.held = ""
+	return []journal.Draft{d}
+}
+
+func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int) error {
+	return h.append(ctx, journal.Draft{
+		Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
+		Payload: DeltaPayload{Text: text, Offset: offset},
+	})
+}
+
+// append commits entries of this run, fenced by its lease token.
+func (h *callbackHost) append(ctx context.Context, drafts ...journal.Draft) error {
+	c := h.claim
+	tx, err := h.r.cfg.Client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
+	return nil
+}
+
+// Complete commits the run's answer and its completed terminal, with the
+// turn's usage, after one final renewal of the lease in the same
+// transaction, so the terminal write keeps the authority the run held.
+func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) error {
+	if err := h.check(comp.Run); err != nil {
+		return err
+	}
+	c := h.claim
+	answer := comp.Answer
+	usage := h.usageNow()
+	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
+		State: "completed", Reason: ReasonCompleted, Answer: &answer, Usage: &usage,
+		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL, Before: h.takeHeld(),
+	}); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.committed = true
+	h.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,201 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runtime"
+)
+
+// storedCheckpoint is what a turn's checkpoint column holds: the
+// controller's state, and the usage the backend counted up to it.
+type storedCheckpoint struct {
+	State runtime.Checkpoint `json:"state"`
+	Usage Usage              `json:"usage"`
+}
+
+// CheckpointPayload is the payload of a checkpoint entry.
+type CheckpointPayload struct {
+	Steps     int `json:"steps"`
+	ToolCalls int `json:"toolCalls"`
+	Messages  int `json:"messages"`
+}
+
+// CompactionPayload is the payload of a compaction entry: what a
+// controller summarised, not the summary itself.
+type CompactionPayload struct {
+	Summarised   int `json:"summarised"`
+	TokensBefore int `json:"tokensBefore"`
+	TokensAfter  int `json:"tokensAfter"`
+}
+
+// SteerDeliveredPayload is the payload of a steer_delivered entry.
+type SteerDeliveredPayload struct {
+	CommandID uuid.UUID `json:"commandId"`
+	ActorID   uuid.UUID `json:"actorId"`
+	Text      string    `json:"text"`
+}
+
+const saveCheckpoint = `
+UPDATE turns SET checkpoint = $3 WHERE id = $1 AND lease_token = $2 AND state = 'running'`
+
+// Checkpoint stores the run's progress on the turn, fenced by the lease
+// token: a run that no longer owns the turn writes nothing. A compaction
+// is journaled with it.
+func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) error {
+	if err := h.check(cp.Run); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(storedCheckpoint{State: cp, Usage: h.usageNow()})
+	if err != nil {
+		return err
+	}
+	c := h.claim
+	tx, err := h.r.cfg.Client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, saveCheckpoint, c.Turn.ID, c.Fence.LeaseToken, string(raw))
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", c.Turn.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return ErrFenced
+	}
+	drafts := h.takeHeld()
+	if comp := cp.Compaction; comp != nil {
+		drafts = append(drafts, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
+			Payload: CompactionPayload{Summarised: comp.Summarised, TokensBefore: comp.TokensBefore, TokensAfter: comp.TokensAfter}})
+	}
+	drafts = append(drafts, journal.Draft{Kind: journal.KindCheckpoint, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
+		Payload: CheckpointPayload{Steps: cp.Steps, ToolCalls: cp.ToolCalls, Messages: len(cp.Messages)}})
+	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
+	return nil
+}
+
+const claimSteers = `
+UPDATE commands SET state = 'delivered', delivered_lease_token = $2, delivered_at = now()
+WHERE turn_id = $1 AND kind = 'steer' AND state = 'pending'
+RETURNING id, actor_id, text, created_at`
+
+// Steering claims the steer commands waiting for the turn and journals
+// their delivery, in one transaction fenced by the lease token: only the
+// run that owns the turn delivers, each command once.
+func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runtime.Steer, error) {
+	if err := h.check(run); err != nil {
+		return nil, err
+	}
+	c := h.claim
+	tx, err := h.r.cfg.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, claimSteers, c.Turn.ID, c.Fence.LeaseToken)
+	if err != nil {
+		return nil, fmt.Errorf("steering %s: %w", c.Turn.ID, err)
+	}
+	type claimed struct {
+		steer SteerDeliveredPayload
+		at    int64
+	}
+	var got []claimed
+	for rows.Next() {
+		var s claimed
+		var at time.Time
+		if err := rows.Scan(&s.steer.CommandID, &s.steer.ActorID, &s.steer.Text, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		s.at = at.UnixNano()
+		got = append(got, s)
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("steering %s: %w", c.Turn.ID, err)
+	}
+	if len(got) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(got, func(a, b claimed) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return slices.Compare(a.steer.CommandID[:], b.steer.CommandID[:])
+	})
+	drafts := h.takeHeld()
+	steers := make([]runtime.Steer, 0, len(got))
+	for _, s := range got {
+		drafts = append(drafts, journal.Draft{Kind: journal.KindSteerDelivered, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
+			ActorID: uuid.NullUUID{UUID: s.steer.ActorID, Valid: true}, Payload: s.steer})
+		steers = append(steers, runtime.Steer{ID: s.steer.CommandID.String(), Text: s.steer.Text})
+	}
+	// The fenced append is the guard: if another run took the turn over,
+	// it fails and the claim above rolls back, leaving the commands
+	// pending for the turn's owner.
+	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
+	return steers, nil
+}
+
+const deliveredSteers = `
+SELECT id, text FROM commands
+WHERE turn_id = $1 AND kind = 'steer' AND state = 'delivered' AND delivered_lease_token < $2
+ORDER BY delivered_at, created_at, id`
+
+// resume gives a replacement attempt what its predecessors left: the last
+// checkpoint, the usage counted up to it, and steering an earlier attempt
+// claimed after that checkpoint (delivered once, in the journal; applied
+// by whichever attempt finishes the turn).
+func (h *callbackHost) resume(ctx context.Context, contract *runtime.Contract) error {
+	t := h.claim.Turn
+	applied := []string{}
+	if len(t.Checkpoint) > 0 {
+		var sc storedCheckpoint
+		if err := json.Unmarshal(t.Checkpoint, &sc); err != nil {
+			return fmt.Errorf("decode checkpoint of %s: %w", t.ID, err)
+		}
+		state := sc.State
+		state.Run = contract.Run
+		contract.Resume = &state
+		h.usage = sc.Usage
+		applied = state.Steers
+	}
+	if t.Attempt <= 1 {
+		return nil
+	}
+	rows, err := h.r.cfg.Client.QueryContext(ctx, deliveredSteers, t.ID, h.claim.Fence.LeaseToken)
+	if err != nil {
+		return fmt.Errorf("steering of %s: %w", t.ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s runtime.Steer
+		if err := rows.Scan(&s.ID, &s.Text); err != nil {
+			return err
+		}
+		if !slices.Contains(applied, s.ID) {
+			contract.Steering = append(contract.Steering, s)
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,89 @@
+package turn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entcommand "github.com/turngate/turngate/ent/command"
+	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/errcode"
+)
+
+// MaxSteerText bounds a steering instruction, in bytes.
+const MaxSteerText = 4000
+
+// Steer stores a durable steering instruction for a turn that has not
+// ended: a command naming the exact turn, its conversation and the actor.
+// Any replica may accept it; only the run that owns the turn, fenced by its
+// lease, claims it and hands it to the controller at the next step
+// boundary (steer_delivered in the journal). A retry with the same command
+// id converges on the one stored instruction. Only the turn's author may
+// steer it — or, in a shared room, the room's owner; a steer still pending
+// when the turn ends is rejected with the terminal.
+func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, turnID uuid.UUID, text string) (*ent.Command, error) {
+	if text == "" || len(text) > MaxSteerText {
+		return nil, errcode.New(errcode.BadUserInput, "steering text must be 1 to %d bytes", MaxSteerText)
+	}
+	t, err := s.Get(ctx, turnID)
+	if err != nil {
+		return nil, err
+	}
+	room, err := s.Client.Conversation.Get(ctx, t.ConversationID)
+	if err != nil {
+		return nil, fmt.Errorf("steer %s: %w", turnID, err)
+	}
+	member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(room.ID), roommember.MemberID(actor.ID)).Exist(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("steer %s: %w", turnID, err)
+	}
+	if !member {
+		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
+	}
+	if t.AuthorID != actor.ID && !(room.Kind == "shared" && room.OwnerID == actor.ID) {
+		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may steer it")
+	}
+
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	// The turn's row under a share lock: a terminal being committed either
+	// finished before this read (and the steer is refused) or waits for
+	// this command to commit (and rejects it with the terminal if no step
+	// boundary came first). No command is left pending on an ended turn.
+	var state string
+	if err := queryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
+		return nil, fmt.Errorf("steer %s: %w", turnID, err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id, text) VALUES ($1, 'steer', $2, $3, $4, $5)
+ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, text)
+	if err != nil {
+		return nil, fmt.Errorf("steer %s: %w", turnID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		// A retry: the stored command must be this one, and it stands
+		// whatever became of the turn since.
+		cmd, err := tx.Command.Get(ctx, commandID)
+		if err != nil {
+			return nil, fmt.Errorf("steer %s: %w", turnID, err)
+		}
+		if cmd.Kind != entcommand.KindSteer || cmd.TurnID != turnID || cmd.ActorID != actor.ID || cmd.Text != text {
+			return nil, errcode.New(errcode.Conflict, "command id %s was already used for another command", commandID)
+		}
+		return cmd, nil
+	}
+	switch state {
+	case "completed", "failed", "cancelled":
+		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s: it can no longer be steered", turnID, state)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("steer %s: commit: %w", turnID, err)
+	}
+	s.Hub.Committed(t.ConversationID, 0)
+	return s.Client.Command.Get(ctx, commandID)
+}

@@ -1,0 +1,270 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	entcommand "github.com/turngate/turngate/ent/command"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/turn"
+)
+
+// heldFirstStep holds the first model step until release, then asks for
+// a search; later steps answer like the builtin model.
+func heldFirstStep(started chan<- struct{}, release <-chan struct{}) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
+	return func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if n != 1 {
+			return nil, nil
+		}
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
+			{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil
+	}
+}
+
+// A steer retried with one command id is stored once and delivered once,
+// at the next step boundary, by whichever of two replicas owns the run.
+func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	model := &scriptModel{script: heldFirstStep(started, release)}
+	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway(), Owner: "replica-a"})
+	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway(), Owner: "replica-b"})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
+	<-started
+
+	ctx := context.Background()
+	id := uuid.New()
+	for range 3 {
+		cmd, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "answer in one line")
+		if err != nil || cmd.ID != id {
+			t.Fatalf("steer = %v, %v", cmd, err)
+		}
+	}
+	if _, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "something else"); codeOf(err) != string(errcode.Conflict) {
+		t.Fatalf("reusing the command id for other text = %v, want CONFLICT", err)
+	}
+	close(release)
+	done := env.WaitTerminal(t, tt.ID)
+	if done.State != "completed" {
+		t.Fatalf("turn ended %s", done.State)
+	}
+	delivered := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)
+	if len(delivered) != 1 {
+		t.Fatalf("%d steer_delivered entries, want 1", len(delivered))
+	}
+	var p turn.SteerDeliveredPayload
+	if err := json.Unmarshal(delivered[0].Payload, &p); err != nil || p.CommandID != id || p.ActorID != env.Alice.ID {
+		t.Fatalf("steer_delivered = %+v (%v)", p, err)
+	}
+	// Delivered at the boundary after the first step: the second step
+	// carries it, once; the first could not.
+	reqs := model.requests()
+	if strings.Contains(runtime.Transcript(toRuntime(reqs[0].Messages)), "one line") {
+		t.Fatal("the first step saw the steering before its boundary")
+	}
+	if n := strings.Count(runtime.Transcript(toRuntime(reqs[len(reqs)-1].Messages)), "answer in one line"); n != 1 {
+		t.Fatalf("the last step carries the steering %d times, want 1", n)
+	}
+	cmd, err := env.Client.Command.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.State != entcommand.StateDelivered || cmd.DeliveredLeaseToken == nil || *cmd.DeliveredLeaseToken != done.LeaseToken {
+		t.Fatalf("command = %s, token %v; want delivered by the run's lease %d", cmd.State, cmd.DeliveredLeaseToken, done.LeaseToken)
+	}
+}
+
+func toRuntime(msgs []gateway.Message) []runtime.Message {
+	out := make([]runtime.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = runtime.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+// Only the run holding the turn's current lease claims steering: a run
+// that lost the turn claims nothing and the command waits for the new
+// owner. A steer delivered to an attempt that then died reaches the
+// replacement attempt through its contract, without a second delivery.
+func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
+	r := turn.NewRunner(turn.RunnerConfig{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
+	ctx := context.Background()
+	c1, host1, contract1 := claimAndAdmit(t, env, r, "what is new?")
+	id := uuid.New()
+	if _, err := env.Turns.Steer(ctx, env.Alice, id, c1.Turn.ID, "be brief"); err != nil {
+		t.Fatal(err)
+	}
+	reclaim := func(c *turn.Claimed) (*turn.Claimed, runtime.Callbacks, runtime.Contract) {
+		if err := turn.Release(ctx, env.Client, env.Hub, c.Fence); err != nil {
+			t.Fatal(err)
+		}
+		next, err := turn.Claim(ctx, env.Client, env.Hub, c.Turn.ID, "replica-b", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, contract, err := turn.AdmitForTest(ctx, r, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return next, h, contract
+	}
+	c2, host2, contract2 := reclaim(c1)
+	if _, err := host1.Steering(ctx, contract1.Run); !errors.Is(err, turn.ErrFenced) {
+		t.Fatalf("steering claimed by a run that lost the turn: %v", err)
+	}
+	if cmd, _ := env.Client.Command.Get(ctx, id); cmd.State != entcommand.StatePending {
+		t.Fatalf("after the stale claim the command is %s, want pending", cmd.State)
+	}
+	steers, err := host2.Steering(ctx, contract2.Run)
+	if err != nil || len(steers) != 1 || steers[0].ID != id.String() || steers[0].Text != "be brief" {
+		t.Fatalf("owner's steering = %+v, %v", steers, err)
+	}
+	if again, err := host2.Steering(ctx, contract2.Run); err != nil || len(again) != 0 {
+		t.Fatalf("second claim = %+v, %v; want nothing", again, err)
+	}
+	// The owner dies before checkpointing it: the next attempt gets the
+	// steer in its contract, and the journal still holds one delivery.
+	_, _, contract3 := reclaim(c2)
+	if len(contract3.Steering) != 1 || contract3.Steering[0].ID != id.String() {
+		t.Fatalf("replacement contract steering = %+v", contract3.Steering)
+	}
+	if n := len(entriesOf(t, env, env.Shared.ID, c1.Turn.ID, journal.KindSteerDelivered)); n != 1 {
+		t.Fatalf("%d steer_delivered entries, want 1", n)
+	}
+}
+
+func TestSteerRefusals(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	// No runner: turns stay queued.
+	alices := env.Submit(t, env.Alice, env.Shared.ID, "queued")
+	bobs := env.Submit(t, env.Bob, env.Shared.ID, "queued too")
+	private := env.Submit(t, env.Alice, env.Private(t, env.Alice).ID, "mine")
+	mallory := env.NewMember(t, "mallory@example.com")
+
+	for _, tc := range []struct {
+		name  string
+		actor func() error
+		want  errcode.Code
+	}{
+		{"a room member who is neither author nor owner", func() error {
+			_, err := env.Turns.Steer(ctx, env.Bob, uuid.New(), alices.ID, "x")
+			return err
+		}, errcode.Forbidden},
+		{"a non-member", func() error {
+			_, err := env.Turns.Steer(ctx, mallory, uuid.New(), alices.ID, "x")
+			return err
+		}, errcode.NotFound},
+		{"someone else's private turn", func() error {
+			_, err := env.Turns.Steer(ctx, env.Bob, uuid.New(), private.ID, "x")
+			return err
+		}, errcode.NotFound},
+		{"empty text", func() error {
+			_, err := env.Turns.Steer(ctx, env.Alice, uuid.New(), alices.ID, "")
+			return err
+		}, errcode.BadUserInput},
+		{"an unknown turn", func() error {
+			_, err := env.Turns.Steer(ctx, env.Alice, uuid.New(), uuid.New(), "x")
+			return err
+		}, errcode.NotFound},
+	} {
+		if got := codeOf(tc.actor()); got != string(tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	var stored int
+	if err := env.DB.QueryRow(`SELECT count(*) FROM commands`).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("refused steers stored %d commands (%v)", stored, err)
+	}
+	// The shared room's owner may steer another member's turn.
+	pending := uuid.New()
+	if _, err := env.Turns.Steer(ctx, env.Alice, pending, bobs.ID, "shorter please"); err != nil {
+		t.Fatalf("the owner steering a member's turn: %v", err)
+	}
+	// A steer that no step boundary reached is rejected with the terminal;
+	// a finished turn can no longer be steered.
+	if _, err := env.Turns.Cancel(ctx, env.Bob, uuid.New(), bobs.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, _ := env.Client.Command.Get(ctx, pending); cmd.State != entcommand.StateRejected {
+		t.Fatalf("steer pending when its turn ended is %s, want rejected", cmd.State)
+	}
+	if _, err := env.Turns.Steer(ctx, env.Bob, uuid.New(), bobs.ID, "too late"); codeOf(err) != string(errcode.Conflict) {
+		t.Fatalf("steering a finished turn = %v, want CONFLICT", err)
+	}
+}
+
+// A replacement attempt resumes from the last durable checkpoint: the
+// tool round the dead attempt finished is not run again, and the usage it
+// recorded is settled with the terminal.
+func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
+	secondStep := make(chan struct{}, 4)
+	first := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if n == 1 {
+			return &gateway.Result{FinishReason: "tool_calls", Usage: gateway.Usage{InputTokens: 10, OutputTokens: 5},
+				ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil
+		}
+		secondStep <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	r1 := env.Runner(t, turn.RunnerConfig{Gateway: first.gateway(), Drain: 10 * time.Millisecond})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
+	<-secondStep
+	r1.Stop() // detaches and hands the turn back
+	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindCheckpoint)); n != 1 {
+		t.Fatalf("%d checkpoints before the takeover, want 1", n)
+	}
+
+	second := &scriptModel{}
+	env.Runner(t, turn.RunnerConfig{Gateway: second.gateway()})
+	done := env.WaitTerminal(t, tt.ID)
+	if done.State != "completed" || done.Attempt != 2 {
+		t.Fatalf("turn ended %s in attempt %d, want completed in attempt 2", done.State, done.Attempt)
+	}
+	reqs := second.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the new attempt made %d model calls, want 1 (the answer)", len(reqs))
+	}
+	sawResult := false
+	for _, m := range reqs[0].Messages {
+		if m.Role == "tool" && m.ToolCallID == "call_1" {
+			sawResult = true
+		}
+	}
+	if !sawResult {
+		t.Fatal("the new attempt did not resume with the checkpointed tool result")
+	}
+	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolRequested)); n != 1 {
+		t.Fatalf("the tool ran %d times, want once", n)
+	}
+	if u := usageOf(t, done); u.ToolCalls != 1 || u.ModelCalls != 2 || u.InputTokens < 10 {
+		t.Fatalf("usage = %+v, want the dead attempt's checkpointed work included", u)
+	}
+}

@@ -1,0 +1,134 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
+)
+
+// ToolRequestedPayload is the payload of a tool_requested entry.
+type ToolRequestedPayload struct {
+	CallID    string `json:"callId"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolCompletedPayload is the payload of a tool_completed entry.
+type ToolCompletedPayload struct {
+	CallID string `json:"callId"`
+	Name   string `json:"name"`
+	// Status is ok, forbidden, refused, bad_arguments or failed.
+	Status    string   `json:"status"`
+	Bytes     int      `json:"bytes"`
+	Citations []string `json:"citations"`
+}
+
+// Tool statuses.
+const (
+	ToolOK           = "ok"
+	ToolForbidden    = "forbidden"
+	ToolRefused      = "refused"
+	ToolBadArguments = "bad_arguments"
+	ToolFailed       = "failed"
+)
+
+const maxArgumentsShown = 1024
+
+// Tool runs one tool as the turn's member. The request is journaled
+// (tool_requested) before anything runs; the tool must be one the contract
+// offers, and the member must hold its permission now — re-read from the
+// database at the call, not taken from the turn's start. The result the
+// model reads is bounded, and its outcome is journaled (tool_completed). A
+// refusal is a result the model is told about; only a lost fence is an
+// error.
+func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolResult, error) {
+	if err := h.check(req.Run); err != nil {
+		return runtime.ToolResult{}, err
+	}
+	call := req.Call
+	drafts := append(h.takeHeld(), journal.Draft{Kind: journal.KindToolRequested, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
+		Payload: ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: clipBytes(call.Arguments, maxArgumentsShown)}})
+	if err := h.append(ctx, drafts...); err != nil {
+		return runtime.ToolResult{}, err
+	}
+
+	status, res := h.execute(ctx, call)
+	h.mu.Lock()
+	h.usage.ToolCalls++
+	h.mu.Unlock()
+
+	out := runtime.ToolResult{CallID: call.ID, Name: call.Name, Content: clipBytes(res.Content, h.r.cfg.MaxToolResult)}
+	if status != ToolOK {
+		out.Error = status
+	}
+	cites := make([]string, 0, len(res.Citations))
+	for _, c := range res.Citations {
+		cites = append(cites, c.ID)
+	}
+	if err := h.append(ctx, journal.Draft{Kind: journal.KindToolCompleted, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
+		Payload: ToolCompletedPayload{CallID: call.ID, Name: call.Name, Status: status, Bytes: len(out.Content), Citations: cites}}); err != nil {
+		return runtime.ToolResult{}, err
+	}
+	return out, nil
+}
+
+// execute runs the tool as the member and says how it went.
+func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
+	t, ok := h.tools[call.Name]
+	if !ok {
+		return ToolRefused, tools.Result{Content: fmt.Sprintf("The tool %q is not available in this turn.", call.Name)}
+	}
+	if perm := t.Permission(); perm != "" {
+		held, err := h.holds(ctx, perm)
+		if err != nil {
+			return ToolFailed, tools.Result{Content: "The tool could not be run: the member's permissions could not be read."}
+		}
+		if !held {
+			return ToolForbidden, tools.Result{Content: fmt.Sprintf("FORBIDDEN: the member does not hold the %q permission now, so %s was not run.", perm, call.Name)}
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, h.r.cfg.ToolTimeout)
+	defer cancel()
+	res, err := t.Run(tctx, tools.Call{
+		Actor: tools.Actor{MemberID: h.bundle.MemberID, Email: h.bundle.Email,
+			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID},
+		Arguments: json.RawMessage(call.Arguments),
+		DB:        h.r.cfg.Client,
+	})
+	switch {
+	case errors.Is(err, tools.ErrBadArguments):
+		return ToolBadArguments, tools.Result{Content: "The tool could not use its arguments: " + err.Error()}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return ToolFailed, tools.Result{Content: fmt.Sprintf("The tool did not finish within %s.", h.r.cfg.ToolTimeout)}
+	case err != nil:
+		h.r.log.Warn("tool failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+		return ToolFailed, tools.Result{Content: "The tool failed."}
+	}
+	return ToolOK, res
+}
+
+// holds reports whether the member holds a permission at this moment.
+func (h *callbackHost) holds(ctx context.Context, perm string) (bool, error) {
+	var held bool
+	err := queryRow(ctx, h.r.cfg.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
+		[]any{h.bundle.MemberID, perm}, &held)
+	return held, err
+}
+
+// clipBytes bounds s to n bytes, on a rune boundary, marking the cut.
+func clipBytes(s string, n int) string {
+	if n <= 0 || len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… [truncated]"
+}
