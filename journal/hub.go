@@ -42,7 +42,10 @@ type Hub struct {
 	any   chan struct{}               // closed when any room moves
 
 	pending map[uuid.UUID]int64 // heads not yet NOTIFYed
-	kick    chan struct{}
+
+	commands        map[uuid.UUID]chan struct{} // by turn: closed when a command for it is stored
+	pendingCommands map[uuid.UUID]bool          // turns whose commands are not yet NOTIFYed
+	kick            chan struct{}
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -68,7 +71,10 @@ func NewHub(cfg HubConfig) *Hub {
 		any:     make(chan struct{}),
 		pending: make(map[uuid.UUID]int64),
 		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
+
+		commands:        make(map[uuid.UUID]chan struct{}),
+		pendingCommands: make(map[uuid.UUID]bool),
+		done:            make(chan struct{}),
 	}
 }
 
@@ -109,6 +115,41 @@ func (h *Hub) Committed(room uuid.UUID, head int64) {
 	}
 }
 
+// WaitCommand returns a channel that is closed the next time a member
+// command for the turn is stored, on any replica (or on a poll tick or
+// listener reconnect). Take it before reading the commands.
+func (h *Hub) WaitCommand(turn uuid.UUID) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch, ok := h.commands[turn]
+	if !ok {
+		ch = make(chan struct{})
+		h.commands[turn] = ch
+	}
+	return ch
+}
+
+// Commanded reports that a command for the turn was committed: it wakes
+// this replica's watchers of the turn at once and schedules a debounced
+// NOTIFY for the others.
+func (h *Hub) Commanded(turn uuid.UUID) {
+	h.mu.Lock()
+	h.wakeCommandLocked(turn)
+	h.pendingCommands[turn] = true
+	h.mu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) wakeCommandLocked(turn uuid.UUID) {
+	if ch, ok := h.commands[turn]; ok {
+		close(ch)
+		delete(h.commands, turn)
+	}
+}
+
 func (h *Hub) wake(room uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -128,6 +169,10 @@ func (h *Hub) wakeAll() {
 	for room, ch := range h.rooms {
 		close(ch)
 		delete(h.rooms, room)
+	}
+	for turn, ch := range h.commands {
+		close(ch)
+		delete(h.commands, turn)
 	}
 	close(h.any)
 	h.any = make(chan struct{})
@@ -170,6 +215,8 @@ func (h *Hub) Stop() {
 
 type notification struct {
 	Heads map[uuid.UUID]int64 `json:"heads"`
+	// Commands are turns with a newly stored member command.
+	Commands []uuid.UUID `json:"commands,omitempty"`
 }
 
 // maxPayload keeps a NOTIFY under Postgres's 8000-byte limit.
@@ -193,7 +240,20 @@ func (h *Hub) notifyLoop(ctx context.Context) {
 		h.mu.Lock()
 		pending := h.pending
 		h.pending = make(map[uuid.UUID]int64)
+		commands := make([]uuid.UUID, 0, len(h.pendingCommands))
+		for turn := range h.pendingCommands {
+			commands = append(commands, turn)
+		}
+		h.pendingCommands = make(map[uuid.UUID]bool)
 		h.mu.Unlock()
+		for len(commands) > 0 {
+			n := min(len(commands), maxRoomsPerNotify)
+			payload, _ := json.Marshal(notification{Commands: commands[:n]})
+			commands = commands[n:]
+			if _, err := h.cfg.DB.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, string(payload)); err != nil && ctx.Err() == nil {
+				h.log.Warn("command notify failed", "err", err)
+			}
+		}
 		for len(pending) > 0 {
 			batch := notification{Heads: make(map[uuid.UUID]int64)}
 			for room, head := range pending {
@@ -257,6 +317,13 @@ func (h *Hub) listenLoop(ctx context.Context) {
 			}
 			for room := range msg.Heads {
 				h.wake(room)
+			}
+			if len(msg.Commands) > 0 {
+				h.mu.Lock()
+				for _, turn := range msg.Commands {
+					h.wakeCommandLocked(turn)
+				}
+				h.mu.Unlock()
 			}
 		}
 	}

@@ -104,7 +104,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
 		}
-		s.Hub.Committed(t.ConversationID, 0)
+		s.Hub.Commanded(turnID)
 		return s.Get(ctx, turnID)
 	case err != nil:
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
@@ -132,34 +132,47 @@ WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 	return s.Get(ctx, turnID)
 }
 
-// pendingCancel finds a pending cancel command for a turn.
-func pendingCancel(ctx context.Context, q journal.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at LIMIT 1`, turnID)
+// pendingCommands reports the pending member commands of a turn: the
+// first cancel, and whether any steer waits.
+func pendingCommands(ctx context.Context, q journal.Querier, turnID uuid.UUID) (cancel uuid.UUID, found, steer bool, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, kind FROM commands WHERE turn_id = $1 AND state = 'pending' ORDER BY created_at, id`, turnID)
 	if err != nil {
-		return uuid.Nil, false, err
+		return uuid.Nil, false, false, err
 	}
 	defer rows.Close()
-	if !rows.Next() {
-		return uuid.Nil, false, rows.Err()
+	for rows.Next() {
+		var id uuid.UUID
+		var kind string
+		if err := rows.Scan(&id, &kind); err != nil {
+			return uuid.Nil, false, false, err
+		}
+		switch {
+		case kind == "cancel" && !found:
+			cancel, found = id, true
+		case kind == "steer":
+			steer = true
+		}
 	}
-	var id uuid.UUID
-	err = rows.Scan(&id)
-	return id, err == nil, err
+	return cancel, found, steer, rows.Err()
 }
 
 // watchCommands delivers member commands to the run it serves: when a
 // pending cancel appears for the turn, the run is cancelled with that
-// command as its cause. It looks whenever the room's journal moves (a
-// command's commit wakes it) and on the runner's poll tick.
-func (r *Runner) watchCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc) {
+// command as its cause; when a steer appears, the run's next step
+// boundary claims it. It looks when a command for the turn is stored on
+// any replica (the hub's command wake-up) and on the runner's poll tick.
+func (r *Runner) watchCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc) {
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for {
-		wake := r.cfg.Hub.Wait(c.Turn.ConversationID)
-		id, ok, err := pendingCancel(ctx, r.cfg.Client, c.Turn.ID)
+		wake := r.cfg.Hub.WaitCommand(c.Turn.ID)
+		id, ok, steer, err := pendingCommands(ctx, r.cfg.Client, c.Turn.ID)
 		if err == nil && ok {
 			cancel(errCancelRequested{command: id})
 			return
+		}
+		if err == nil && steer {
+			h.steerWaiting.Store(true)
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -36,6 +37,11 @@ type callbackHost struct {
 	// turnContext rides on the turn's own message in every model request;
 	// it is never stored.
 	turnContext string
+
+	// steerWaiting is set when a steer may be pending: the next step
+	// boundary claims steering only then. It starts set, so the first
+	// boundary always looks.
+	steerWaiting atomic.Bool
 
 	mu        sync.Mutex
 	committed bool

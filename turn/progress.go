@@ -99,6 +99,9 @@ func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runt
 	if err := h.check(run); err != nil {
 		return nil, err
 	}
+	if !h.steerWaiting.Swap(false) {
+		return nil, nil // nothing stored since the last look
+	}
 	c := h.claim
 	tx, err := h.r.cfg.Client.Tx(ctx)
 	if err != nil {

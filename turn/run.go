@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
-	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -47,7 +47,7 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 	}()
 	go func() {
 		defer watchers.Done()
-		r.watchCommands(runCtx, c, cancel)
+		r.watchCommands(runCtx, c, host, cancel)
 	}()
 	err = runtime.Run(runCtx, contract, host)
 	cancel(nil)
@@ -139,7 +139,7 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 	if digest, _, err := b.Digest(); err != nil || digest != c.Turn.AuthorityDigest {
 		return nil, runtime.Contract{}, fmt.Errorf("authority bundle of %s does not match its digest", c.Turn.ID)
 	}
-	av, err := r.cfg.Client.AgentVersion.Get(ctx, c.Turn.AgentVersionID)
+	av, err := r.agentVersion(ctx, c.Turn.AgentVersionID)
 	if err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("agent version: %w", err)
 	}
@@ -178,28 +178,54 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
+	h.steerWaiting.Store(true)
 	if err := h.resume(ctx, &contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
 	return h, contract, nil
 }
 
+const historyQuery = `
+SELECT input, answer FROM turns
+WHERE conversation_id = $1 AND position < $2 AND state = 'completed'
+ORDER BY position DESC LIMIT $3`
+
 // history is the room's earlier finished turns, oldest first.
 func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, error) {
-	prev, err := r.cfg.Client.Turn.Query().
-		Where(entturn.ConversationID(t.ConversationID), entturn.PositionLT(t.Position), entturn.StateEQ(entturn.StateCompleted)).
-		Order(ent.Desc(entturn.FieldPosition)).
-		Limit(r.cfg.HistoryTurns).
-		All(ctx)
+	rows, err := r.cfg.Client.QueryContext(ctx, historyQuery, t.ConversationID, t.Position, r.cfg.HistoryTurns)
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", t.ID, err)
 	}
-	out := make([]runtime.Message, 0, 2*len(prev))
-	for i := len(prev) - 1; i >= 0; i-- {
-		out = append(out, runtime.Message{Role: "user", Content: prev[i].Input})
-		if prev[i].Answer != nil {
-			out = append(out, runtime.Message{Role: "assistant", Content: *prev[i].Answer})
+	defer rows.Close()
+	var prev []runtime.Message // newest first
+	for rows.Next() {
+		var input string
+		var answer *string
+		if err := rows.Scan(&input, &answer); err != nil {
+			return nil, err
 		}
+		if answer != nil {
+			prev = append(prev, runtime.Message{Role: runtime.RoleAssistant, Content: *answer})
+		}
+		prev = append(prev, runtime.Message{Role: runtime.RoleUser, Content: input})
 	}
-	return out, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history of %s: %w", t.ID, err)
+	}
+	slices.Reverse(prev)
+	return prev, nil
+}
+
+// agentVersion reads an agent version. Versions are immutable (the
+// database refuses any change), so each is read once per runner.
+func (r *Runner) agentVersion(ctx context.Context, id uuid.UUID) (*ent.AgentVersion, error) {
+	if av, ok := r.versions.Load(id); ok {
+		return av.(*ent.AgentVersion), nil
+	}
+	av, err := r.cfg.Client.AgentVersion.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.versions.Store(id, av)
+	return av, nil
 }

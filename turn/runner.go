@@ -78,6 +78,8 @@ type Runner struct {
 	closed   bool
 	claiming map[uuid.UUID]bool
 	runs     sync.WaitGroup
+
+	versions sync.Map // agent version id → *ent.AgentVersion
 }
 
 // NewRunner returns a runner; Start begins claiming.

@@ -84,6 +84,6 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, tex
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("steer %s: commit: %w", turnID, err)
 	}
-	s.Hub.Committed(t.ConversationID, 0)
+	s.Hub.Commanded(turnID)
 	return s.Client.Command.Get(ctx, commandID)
 }
