@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,112 +79,127 @@ type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// The position and the entries are one statement: the room's counter
+// moves by the number of entries and the entries take the positions it
+// moved over, so an append is atomic even outside a transaction. Fenced,
+// the turn row is read FOR SHARE in the same statement, so a re-claim that
+// would fence this run either commits first (and the check sees the new
+// token) or waits for this append to commit: a stale token takes nothing.
 const (
-	takeSeq = `UPDATE conversations SET next_seq = next_seq + $2 WHERE id = $1 RETURNING next_seq`
-	// The fence and the position are one statement. The turn row is read
-	// FOR SHARE, so a re-claim that would fence this run either commits
-	// first (and the check sees the new token) or waits for this append to
-	// commit: a stale token takes nothing.
-	takeSeqFenced = `UPDATE conversations SET next_seq = next_seq + $2
-WHERE id = $1 AND EXISTS (
-  SELECT 1 FROM turns WHERE id = $3 AND conversation_id = $1 AND state = 'running' AND lease_token = $4 FOR SHARE)
-RETURNING next_seq`
+	appendHead = `WITH head AS (
+  UPDATE conversations SET next_seq = next_seq + $2 WHERE id = $1 RETURNING next_seq - $2 AS base)
+`
+	appendHeadFenced = `WITH head AS (
+  UPDATE conversations SET next_seq = next_seq + $2
+  WHERE id = $1 AND EXISTS (
+    SELECT 1 FROM turns WHERE id = $3 AND conversation_id = $1 AND state = 'running' AND lease_token = $4 FOR SHARE)
+  RETURNING next_seq - $2 AS base)
+`
+	appendInsert = `INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
+SELECT $1, head.base + v.i, v.kind, v.turn_id, v.attempt, v.actor_id, v.payload FROM head, (VALUES `
+	appendTail = `) AS v(i, kind, turn_id, attempt, actor_id, payload)
+RETURNING id, seq, created_at`
 )
 
+// appendSQL is the append statement for n drafts, fenced or not.
+var appendSQL sync.Map // [2]int{n, fenced} → string
+
+func appendStatement(n int, fenced bool) (string, int) {
+	first := 3 // $1 room, $2 count, then the drafts
+	if fenced {
+		first = 5 // $3 turn, $4 lease token
+	}
+	key := [2]int{n, first}
+	if q, ok := appendSQL.Load(key); ok {
+		return q.(string), first
+	}
+	var sb strings.Builder
+	if fenced {
+		sb.WriteString(appendHeadFenced)
+	} else {
+		sb.WriteString(appendHead)
+	}
+	sb.WriteString(appendInsert)
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		p := first + 5*i
+		fmt.Fprintf(&sb, "(%d::bigint, $%d::text, $%d::uuid, $%d::bigint, $%d::uuid, $%d::jsonb)", i+1, p, p+1, p+2, p+3, p+4)
+	}
+	sb.WriteString(appendTail)
+	q := sb.String()
+	appendSQL.Store(key, q)
+	return q, first
+}
+
 // Append writes drafts at the next positions of conversation, in order, and
-// returns them as stored. Call it inside the transaction that makes the
-// change the entries record; the caller commits and then calls
+// returns them as stored, in one statement. Call it inside the transaction
+// that makes the change the entries record — or on its own, for entries
+// that record nothing else; the caller commits and then calls
 // Hub.Committed. With a non-nil fence the append lands only while the
 // fence's run owns the turn, otherwise it returns ErrFenced.
 func Append(ctx context.Context, q Querier, conversation uuid.UUID, fence *Fence, drafts ...Draft) ([]Entry, error) {
 	if len(drafts) == 0 {
 		return nil, nil
 	}
-	var rows *sql.Rows
-	var err error
+	query, _ := appendStatement(len(drafts), fence != nil)
+	args := make([]any, 0, 4+5*len(drafts))
+	args = append(args, conversation, len(drafts))
 	if fence != nil {
-		rows, err = q.QueryContext(ctx, takeSeqFenced, conversation, len(drafts), fence.TurnID, fence.LeaseToken)
-	} else {
-		rows, err = q.QueryContext(ctx, takeSeq, conversation, len(drafts))
+		args = append(args, fence.TurnID, fence.LeaseToken)
 	}
+	payloads := make([][]byte, len(drafts))
+	for i, d := range drafts {
+		b, err := marshalPayload(d.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("journal append %s: %w", d.Kind, err)
+		}
+		payloads[i] = b
+		args = append(args, string(d.Kind), d.TurnID, d.Attempt, d.ActorID, string(b))
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("journal append: take position: %w", err)
+		return nil, fmt.Errorf("journal append: %w", err)
 	}
-	var head int64
-	found := false
+	defer rows.Close()
+	out := make([]Entry, len(drafts))
+	found := 0
+	var base int64
 	for rows.Next() {
-		found = true
-		if err := rows.Scan(&head); err != nil {
-			rows.Close()
+		var id, seq int64
+		var created time.Time
+		if err := rows.Scan(&id, &seq, &created); err != nil {
 			return nil, err
 		}
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
+		if found == 0 {
+			base = seq
+		}
+		base = min(base, seq)
+		out[found] = Entry{ID: id, Seq: seq, CreatedAt: created}
+		found++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("journal append: %w", err)
 	}
-	if !found {
+	if found == 0 {
 		if fence != nil {
 			return nil, ErrFenced
 		}
 		return nil, ErrNoConversation
 	}
-
-	return insert(ctx, q, conversation, head-int64(len(drafts))+1, drafts...)
-}
-
-// insert writes drafts at positions first, first+1, ... of conversation.
-// The caller has taken those positions from the room's next_seq in the
-// same transaction.
-func insert(ctx context.Context, q Querier, conversation uuid.UUID, first int64, drafts ...Draft) ([]Entry, error) {
-	payloads := make([][]byte, len(drafts))
-	for i, d := range drafts {
-		b, err := marshalPayload(d.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("journal insert %s: %w", d.Kind, err)
-		}
-		payloads[i] = b
+	if found != len(drafts) {
+		return nil, fmt.Errorf("journal append: stored %d of %d entries", found, len(drafts))
 	}
-	var sb strings.Builder
-	sb.WriteString(`INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload) VALUES `)
-	args := make([]any, 0, 1+6*len(drafts))
-	args = append(args, conversation)
-	for i, d := range drafts {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		n := len(args)
-		fmt.Fprintf(&sb, "($1, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6)
-		args = append(args, first+int64(i), string(d.Kind), d.TurnID, d.Attempt, d.ActorID, string(payloads[i]))
+	// RETURNING order is not promised: place each entry by its position.
+	stored := make([]Entry, len(drafts))
+	for _, e := range out {
+		i := int(e.Seq - base)
+		d := drafts[i]
+		stored[i] = Entry{ID: e.ID, ConversationID: conversation, Seq: e.Seq, Kind: d.Kind, TurnID: d.TurnID,
+			Attempt: d.Attempt, ActorID: d.ActorID, Payload: payloads[i], CreatedAt: e.CreatedAt}
 	}
-	sb.WriteString(` RETURNING id, created_at`)
-	rows, err := q.QueryContext(ctx, sb.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("journal append: insert: %w", err)
-	}
-	defer rows.Close()
-	out := make([]Entry, 0, len(drafts))
-	for i := 0; rows.Next(); i++ {
-		e := Entry{
-			ConversationID: conversation,
-			Seq:            first + int64(i),
-			Kind:           drafts[i].Kind,
-			TurnID:         drafts[i].TurnID,
-			Attempt:        drafts[i].Attempt,
-			ActorID:        drafts[i].ActorID,
-			Payload:        payloads[i],
-		}
-		if err := rows.Scan(&e.ID, &e.CreatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("journal append: insert: %w", err)
-	}
-	return out, nil
+	return stored, nil
 }
 
 func marshalPayload(p any) ([]byte, error) {

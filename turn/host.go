@@ -223,19 +223,12 @@ func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int)
 	})
 }
 
-// append commits entries of this run, fenced by its lease token.
+// append commits entries of this run, fenced by its lease token. The
+// append is one statement, atomic on its own: no transaction around it.
 func (h *callbackHost) append(ctx context.Context, drafts ...journal.Draft) error {
 	c := h.claim
-	tx, err := h.r.cfg.Client.Tx(ctx)
+	entries, err := journal.Append(ctx, h.r.cfg.Client, c.Turn.ConversationID, &c.Fence, drafts...)
 	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
 		return err
 	}
 	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
