@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/turngate/turngate/authority"
@@ -53,6 +55,33 @@ func toTurn(t *ent.Turn) *model.Turn {
 		StartedAt:      t.StartedAt,
 		FinishedAt:     t.FinishedAt,
 		AuthorID:       t.AuthorID.String(),
+		UsageJSON:      t.Usage,
+	}
+}
+
+// toUsage decodes a turn's settled usage column (turn.Usage); nil while
+// the turn has not ended.
+func toUsage(raw json.RawMessage) (*model.Usage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, nil
+	}
+	var u turn.Usage
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return nil, fmt.Errorf("decode turn usage: %w", err)
+	}
+	return &model.Usage{
+		InputTokens:  int64(u.InputTokens),
+		OutputTokens: int64(u.OutputTokens),
+		ModelCalls:   int64(u.ModelCalls),
+		ToolCalls:    int64(u.ToolCalls),
+	}, nil
+}
+
+func toSteerResult(c *ent.Command, t *ent.Turn) *model.SteerResult {
+	return &model.SteerResult{
+		CommandID: c.ID.String(),
+		State:     model.CommandState(strings.ToUpper(string(c.State))),
+		Turn:      toTurn(t),
 	}
 }
 

@@ -181,6 +181,35 @@ func (r *mutationResolver) CancelTurn(ctx context.Context, input model.CancelTur
 	return toTurn(t), nil
 }
 
+// SteerTurn is the resolver for the steerTurn field.
+func (r *mutationResolver) SteerTurn(ctx context.Context, input model.SteerTurnInput) (*model.SteerResult, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(steerInput{CommandID: input.CommandID, TurnID: input.TurnID, Text: input.Text}); err != nil {
+		return nil, err
+	}
+	cmd, err := uuid.Parse(input.CommandID)
+	if err != nil {
+		return nil, errcode.Invalid("commandId", "commandId must be a UUID chosen by the client")
+	}
+	tid, err := uuid.Parse(input.TurnID)
+	if err != nil {
+		return nil, errcode.Invalid("turnId", "turnId must be a turn UUID")
+	}
+	// Steer checks membership and who may steer, and refuses an ended turn.
+	c, err := r.Turns.Steer(ctx, m, cmd, tid, input.Text)
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.Turns.Get(ctx, tid)
+	if err != nil {
+		return nil, err
+	}
+	return toSteerResult(c, t), nil
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Member, error) {
 	m, err := r.Members.Current(ctx)
@@ -389,6 +418,11 @@ func (r *turnResolver) Author(ctx context.Context, obj *model.Turn) (*model.Memb
 		return nil, err
 	}
 	return toEntMember(m), nil
+}
+
+// Usage is the resolver for the usage field.
+func (r *turnResolver) Usage(ctx context.Context, obj *model.Turn) (*model.Usage, error) {
+	return toUsage(obj.UsageJSON)
 }
 
 // Conversation returns generated.ConversationResolver implementation.

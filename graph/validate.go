@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
 
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/turn"
 )
 
 // validate checks inputs at the edge, before any domain call, so bad input
@@ -28,6 +30,13 @@ func newValidator() *validator.Validate {
 	must(v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
 		return strings.TrimSpace(fl.Field().String()) != ""
 	}))
+	// maxbytes bounds a string's length in bytes (max counts characters).
+	must(v.RegisterValidation("maxbytes", func(fl validator.FieldLevel) bool {
+		n, err := strconv.Atoi(fl.Param())
+		return err == nil && len(fl.Field().String()) <= n
+	}))
+	// steertext is a steering instruction as turn.Steer accepts it.
+	v.RegisterAlias("steertext", fmt.Sprintf("notblank,maxbytes=%d", turn.MaxSteerText))
 	return v
 }
 
@@ -54,6 +63,13 @@ type roomMemberInput struct {
 	Email          string `json:"email" validate:"required,email,max=320"`
 }
 
+// steerInput is steerTurn's input as validated.
+type steerInput struct {
+	CommandID string `json:"commandId" validate:"uuid"`
+	TurnID    string `json:"turnId" validate:"uuid"`
+	Text      string `json:"text" validate:"steertext"`
+}
+
 type pageInput struct {
 	First int64 `json:"first" validate:"min=1,max=500"`
 	After int64 `json:"after" validate:"min=0"`
@@ -75,13 +91,17 @@ func check(v any) error {
 }
 
 func describe(fe validator.FieldError) string {
-	switch fe.Tag() {
+	switch fe.ActualTag() { // the failing tag, inside an alias
 	case "required", "notblank":
 		return fe.Field() + " must not be empty"
 	case "idempotencykey":
 		return fe.Field() + " must be 1 to 128 characters of A-Z a-z 0-9 . _ : -"
 	case "email":
 		return fe.Field() + " must be an email address"
+	case "uuid":
+		return fe.Field() + " must be a UUID"
+	case "maxbytes":
+		return fmt.Sprintf("%s must be at most %s bytes", fe.Field(), fe.Param())
 	case "max":
 		return fmt.Sprintf("%s must be at most %s", fe.Field(), fe.Param())
 	case "min":

@@ -101,6 +101,7 @@ type ComplexityRoot struct {
 		CreateConversation func(childComplexity int, input model.CreateConversationInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
 		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
+		SteerTurn          func(childComplexity int, input model.SteerTurnInput) int
 		SubmitMessage      func(childComplexity int, input model.SubmitMessageInput) int
 	}
 
@@ -123,6 +124,12 @@ type ComplexityRoot struct {
 		Role     func(childComplexity int) int
 	}
 
+	SteerResult struct {
+		CommandID func(childComplexity int) int
+		State     func(childComplexity int) int
+		Turn      func(childComplexity int) int
+	}
+
 	Subscription struct {
 		Journal func(childComplexity int, conversationID string, after *int64) int
 		Tokens  func(childComplexity int, turnID string, after *int64) int
@@ -142,6 +149,14 @@ type ComplexityRoot struct {
 		StartedAt      func(childComplexity int) int
 		State          func(childComplexity int) int
 		TerminalReason func(childComplexity int) int
+		Usage          func(childComplexity int) int
+	}
+
+	Usage struct {
+		InputTokens  func(childComplexity int) int
+		ModelCalls   func(childComplexity int) int
+		OutputTokens func(childComplexity int) int
+		ToolCalls    func(childComplexity int) int
 	}
 }
 
@@ -162,6 +177,7 @@ type MutationResolver interface {
 	SubmitMessage(ctx context.Context, input model.SubmitMessageInput) (*model.Turn, error)
 	ResumeTurn(ctx context.Context, input model.ResumeTurnInput) (*model.Turn, error)
 	CancelTurn(ctx context.Context, input model.CancelTurnInput) (*model.Turn, error)
+	SteerTurn(ctx context.Context, input model.SteerTurnInput) (*model.SteerResult, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
@@ -176,6 +192,8 @@ type SubscriptionResolver interface {
 }
 type TurnResolver interface {
 	Author(ctx context.Context, obj *model.Turn) (*model.Member, error)
+
+	Usage(ctx context.Context, obj *model.Turn) (*model.Usage, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -468,6 +486,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResumeTurn(childComplexity, args["input"].(model.ResumeTurnInput)), true
+	case "Mutation.steerTurn":
+		if e.ComplexityRoot.Mutation.SteerTurn == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_steerTurn_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SteerTurn(childComplexity, args["input"].(model.SteerTurnInput)), true
 	case "Mutation.submitMessage":
 		if e.ComplexityRoot.Mutation.SubmitMessage == nil {
 			break
@@ -563,6 +592,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RoomMember.Role(childComplexity), true
+
+	case "SteerResult.commandId":
+		if e.ComplexityRoot.SteerResult.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerResult.CommandID(childComplexity), true
+	case "SteerResult.state":
+		if e.ComplexityRoot.SteerResult.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerResult.State(childComplexity), true
+	case "SteerResult.turn":
+		if e.ComplexityRoot.SteerResult.Turn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerResult.Turn(childComplexity), true
 
 	case "Subscription.journal":
 		if e.ComplexityRoot.Subscription.Journal == nil {
@@ -665,6 +713,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.TerminalReason(childComplexity), true
+	case "Turn.usage":
+		if e.ComplexityRoot.Turn.Usage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Turn.Usage(childComplexity), true
+
+	case "Usage.inputTokens":
+		if e.ComplexityRoot.Usage.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.InputTokens(childComplexity), true
+	case "Usage.modelCalls":
+		if e.ComplexityRoot.Usage.ModelCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.ModelCalls(childComplexity), true
+	case "Usage.outputTokens":
+		if e.ComplexityRoot.Usage.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.OutputTokens(childComplexity), true
+	case "Usage.toolCalls":
+		if e.ComplexityRoot.Usage.ToolCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Usage.ToolCalls(childComplexity), true
 
 	}
 	return 0, false
@@ -679,6 +758,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateConversationInput", ec.unmarshalInputCreateConversationInput),
 			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
+			graphql.NewInputUnmarshaler("SteerTurnInput", ec.unmarshalInputSteerTurnInput),
 			graphql.NewInputUnmarshaler("SubmitMessageInput", ec.unmarshalInputSubmitMessageInput),
 		)
 	}
@@ -827,6 +907,16 @@ type Mutation {
   it, or the owner of a shared room.
   """
   cancelTurn(input: CancelTurnInput!): Turn!
+  """
+  Steer a turn that has not ended: a durable instruction to its run
+  (retries with the same commandId converge on the one stored instruction;
+  the same commandId with other text is a CONFLICT). The run that owns the
+  turn delivers it at its next step boundary, as a steer_delivered journal
+  entry; one still pending when the turn ends is rejected with the
+  terminal. Only the turn's author may steer it, or the owner of a shared
+  room. Steering a turn that has ended is a CONFLICT.
+  """
+  steerTurn(input: SteerTurnInput!): SteerResult!
 }
 
 type Subscription {
@@ -920,6 +1010,32 @@ type Turn {
   createdAt: Time!
   startedAt: Time
   finishedAt: Time
+  "What the turn's recorded work spent, over all its attempts: settled with its terminal, null until the turn has ended."
+  usage: Usage
+}
+
+type Usage {
+  inputTokens: Int!
+  outputTokens: Int!
+  "Model steps, including compaction."
+  modelCalls: Int!
+  toolCalls: Int!
+}
+
+enum CommandState {
+  "Stored, waiting for the run's next step boundary."
+  PENDING
+  "Handed to the run (a steer_delivered journal entry records it)."
+  DELIVERED
+  "The turn ended before the command could be delivered."
+  REJECTED
+}
+
+type SteerResult {
+  commandId: ID!
+  state: CommandState!
+  "The steered turn, as it is now."
+  turn: Turn!
 }
 
 enum JournalKind {
@@ -985,6 +1101,14 @@ input CancelTurnInput {
   "Chosen by the client, a UUID; a retry reuses it."
   commandId: ID!
   turnId: ID!
+}
+
+input SteerTurnInput {
+  "Chosen by the client, a UUID; a retry reuses it."
+  commandId: ID!
+  turnId: ID!
+  "The instruction for the run: 1 to 4000 bytes."
+  text: String!
 }
 
 input ResumeTurnInput {
@@ -1140,6 +1264,18 @@ func (ec *executionContext) childFields_RoomMember(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type RoomMember", field.Name)
 }
 
+func (ec *executionContext) childFields_SteerResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "commandId":
+		return ec.fieldContext_SteerResult_commandId(ctx, field)
+	case "state":
+		return ec.fieldContext_SteerResult_state(ctx, field)
+	case "turn":
+		return ec.fieldContext_SteerResult_turn(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SteerResult", field.Name)
+}
+
 func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1168,8 +1304,24 @@ func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.
 		return ec.fieldContext_Turn_startedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Turn_finishedAt(ctx, field)
+	case "usage":
+		return ec.fieldContext_Turn_usage(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Turn", field.Name)
+}
+
+func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "inputTokens":
+		return ec.fieldContext_Usage_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_Usage_outputTokens(ctx, field)
+	case "modelCalls":
+		return ec.fieldContext_Usage_modelCalls(ctx, field)
+	case "toolCalls":
+		return ec.fieldContext_Usage_toolCalls(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Usage", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1350,6 +1502,20 @@ func (ec *executionContext) field_Mutation_resumeTurn_args(ctx context.Context, 
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.ResumeTurnInput, error) {
 			return ec.unmarshalNResumeTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐResumeTurnInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_steerTurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SteerTurnInput, error) {
+			return ec.unmarshalNSteerTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerTurnInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2716,6 +2882,50 @@ func (ec *executionContext) fieldContext_Mutation_cancelTurn(ctx context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_steerTurn(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_steerTurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SteerTurn(ctx, fc.Args["input"].(model.SteerTurnInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SteerResult) graphql.Marshaler {
+			return ec.marshalNSteerResult2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerResult(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_steerTurn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SteerResult(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_steerTurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3124,6 +3334,84 @@ func (ec *executionContext) fieldContext_RoomMember_joinedAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("RoomMember", field, false, false, "Time")
 }
 
+func (ec *executionContext) _SteerResult_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerResult_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerResult_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerResult", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerResult_state(ctx context.Context, field graphql.CollectedField, obj *model.SteerResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerResult_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CommandState) graphql.Marshaler {
+			return ec.marshalNCommandState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCommandState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerResult_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerResult", field, false, false, "CommandState")
+}
+
+func (ec *executionContext) _SteerResult_turn(ctx context.Context, field graphql.CollectedField, obj *model.SteerResult) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerResult_turn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Turn) graphql.Marshaler {
+			return ec.marshalNTurn2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurn(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerResult_turn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SteerResult",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Turn(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_journal(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -3518,6 +3806,130 @@ func (ec *executionContext) _Turn_finishedAt(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Turn_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Turn", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Turn_usage(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Turn().Usage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Usage) graphql.Marshaler {
+			return ec.marshalOUsage2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐUsage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_usage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Usage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Usage_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_modelCalls(ctx context.Context, field graphql.CollectedField, obj *model.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_modelCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ModelCalls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_modelCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Usage_toolCalls(ctx context.Context, field graphql.CollectedField, obj *model.Usage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Usage_toolCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCalls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Usage_toolCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Usage", field, false, false, "Int")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -4789,6 +5201,62 @@ func UnmarshalRoomMemberInput(ctx context.Context, raw any) (model.RoomMemberInp
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSteerTurnInput(ctx context.Context, obj any) (model.SteerTurnInput, error) {
+	var it model.SteerTurnInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"commandId", "turnId", "text"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "commandId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("commandId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CommandID = data
+		case "turnId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("turnId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TurnID = data
+		case "text":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("text"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Text = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSteerTurnInput unmarshals raw into the SteerTurnInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSteerTurnInput(ctx context.Context, raw any) (model.SteerTurnInput, error) {
+	var out model.SteerTurnInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SteerTurnInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSubmitMessageInput(ctx context.Context, obj any) (model.SubmitMessageInput, error) {
 	var it model.SubmitMessageInput
 	if obj == nil {
@@ -5288,6 +5756,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "steerTurn":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_steerTurn(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5466,6 +5941,49 @@ func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var steerResultImplementors = []string{"SteerResult"}
+
+func (ec *executionContext) _SteerResult(ctx context.Context, sel ast.SelectionSet, obj *model.SteerResult) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, steerResultImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SteerResult")
+		case "commandId":
+			out.Values[i] = ec._SteerResult_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._SteerResult_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "turn":
+			out.Values[i] = ec._SteerResult_turn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var subscriptionImplementors = []string{"Subscription"}
 
 func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
@@ -5564,6 +6082,60 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 			out.Values[i] = ec._Turn_finishedAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "usage":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Turn_usage(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usageImplementors = []string{"Usage"}
+
+func (ec *executionContext) _Usage(ctx context.Context, sel ast.SelectionSet, obj *model.Usage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Usage")
+		case "inputTokens":
+			out.Values[i] = ec._Usage_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._Usage_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "modelCalls":
+			out.Values[i] = ec._Usage_modelCalls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCalls":
+			out.Values[i] = ec._Usage_toolCalls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -5971,6 +6543,16 @@ func (ec *executionContext) unmarshalNCancelTurnInput2githubᚗcomᚋturngateᚋ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCommandState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCommandState(ctx context.Context, v any) (model.CommandState, error) {
+	var res model.CommandState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCommandState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCommandState(ctx context.Context, sel ast.SelectionSet, v model.CommandState) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNConversation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐConversation(ctx context.Context, sel ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Conversation!")
@@ -6168,6 +6750,19 @@ func (ec *executionContext) unmarshalNRoomRole2githubᚗcomᚋturngateᚋturngat
 
 func (ec *executionContext) marshalNRoomRole2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRoomRole(ctx context.Context, sel ast.SelectionSet, v model.RoomRole) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNSteerResult2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerResult(ctx context.Context, sel ast.SelectionSet, v *model.SteerResult) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SteerResult!")
+		return graphql.Null
+	}
+	return ec._SteerResult(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSteerTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerTurnInput(ctx context.Context, v any) (model.SteerTurnInput, error) {
+	res, err := ec.unmarshalInputSteerTurnInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -6477,6 +7072,13 @@ func (ec *executionContext) marshalOTurn2ᚖgithubᚗcomᚋturngateᚋturngate�
 		return graphql.Null
 	}
 	return ec._Turn(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOUsage2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐUsage(ctx context.Context, sel ast.SelectionSet, v *model.Usage) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Usage(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

@@ -89,6 +89,21 @@ type RoomMemberInput struct {
 	Email          string `json:"email"`
 }
 
+type SteerResult struct {
+	CommandID string       `json:"commandId"`
+	State     CommandState `json:"state"`
+	// The steered turn, as it is now.
+	Turn *Turn `json:"turn"`
+}
+
+type SteerTurnInput struct {
+	// Chosen by the client, a UUID; a retry reuses it.
+	CommandID string `json:"commandId"`
+	TurnID    string `json:"turnId"`
+	// The instruction for the run: 1 to 4000 bytes.
+	Text string `json:"text"`
+}
+
 type SubmitMessageInput struct {
 	// The room UUID, WEB_ channel or public key.
 	ConversationID string `json:"conversationId"`
@@ -98,6 +113,74 @@ type SubmitMessageInput struct {
 }
 
 type Subscription struct {
+}
+
+type Usage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+	// Model steps, including compaction.
+	ModelCalls int64 `json:"modelCalls"`
+	ToolCalls  int64 `json:"toolCalls"`
+}
+
+type CommandState string
+
+const (
+	// Stored, waiting for the run's next step boundary.
+	CommandStatePending CommandState = "PENDING"
+	// Handed to the run (a steer_delivered journal entry records it).
+	CommandStateDelivered CommandState = "DELIVERED"
+	// The turn ended before the command could be delivered.
+	CommandStateRejected CommandState = "REJECTED"
+)
+
+var AllCommandState = []CommandState{
+	CommandStatePending,
+	CommandStateDelivered,
+	CommandStateRejected,
+}
+
+func (e CommandState) IsValid() bool {
+	switch e {
+	case CommandStatePending, CommandStateDelivered, CommandStateRejected:
+		return true
+	}
+	return false
+}
+
+func (e CommandState) String() string {
+	return string(e)
+}
+
+func (e *CommandState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CommandState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CommandState", str)
+	}
+	return nil
+}
+
+func (e CommandState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CommandState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CommandState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type ConversationKind string

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Conversation, Turn and RoomMember are written by hand so that they carry
 // the ids their relation resolvers need (owner, active turn, author,
@@ -35,6 +38,9 @@ type Turn struct {
 	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
 
 	AuthorID string `json:"-"`
+	// UsageJSON is the turn's settled usage column, decoded by the usage
+	// resolver; nil while the turn has not ended.
+	UsageJSON json.RawMessage `json:"-"`
 }
 
 type RoomMember struct {
