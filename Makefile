@@ -41,10 +41,11 @@ check-generate:
 	    echo "generated code is stale: run make generate and commit the result"; \
 	    git status --porcelain -- $(GEN_PATHS); exit 1; fi
 
-# bench prints the durable-acceptance figures (accepted/s, p50/p99, and the
-# ratio to a raw transaction of the same shape on the same database).
+# bench prints the benchmarks' figures: durable acceptance (and its ratio to
+# a raw transaction), turns against River, recovery after kill -9, the token
+# path (provider to subscriber) and per-turn orchestration overhead.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./server
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./server ./turn
 
 # chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
 # turns under kill -9 and SIGSTOP (make test runs a short round).

@@ -12,6 +12,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entagent "github.com/turngate/turngate/ent/agent"
+	entagentversion "github.com/turngate/turngate/ent/agentversion"
 	entconv "github.com/turngate/turngate/ent/conversation"
 	entmember "github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/room"
@@ -143,4 +144,30 @@ query Rooms {
   conversations { edges { node { id title kind publicKey channel head } } }
 }
 `
+}
+
+// UseRoute makes route the default agent's model route: when its latest
+// version routes elsewhere, it publishes the next version, identical but
+// for the route. Versions are immutable, so turns already accepted keep
+// the route they were accepted with.
+func UseRoute(ctx context.Context, client *ent.Client, route string) error {
+	latest, err := client.AgentVersion.Query().
+		Where(entagentversion.HasAgentWith(entagent.Slug(room.DefaultAgent))).
+		Order(ent.Desc(entagentversion.FieldVersion)).First(ctx)
+	if err != nil {
+		return fmt.Errorf("default agent: %w", err)
+	}
+	if latest.ModelRoute == route {
+		return nil
+	}
+	_, err = client.AgentVersion.Create().
+		SetAgentID(latest.AgentID).SetVersion(latest.Version + 1).
+		SetController(latest.Controller).SetModelRoute(route).SetEffort(latest.Effort).
+		SetSystemPrompt(latest.SystemPrompt).SetTools(latest.Tools).SetSpecialists(latest.Specialists).
+		SetBudgets(latest.Budgets).
+		Save(ctx)
+	if ent.IsConstraintError(err) {
+		return nil // another replica published it first
+	}
+	return err
 }

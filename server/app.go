@@ -99,7 +99,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.members = &authority.Members{Client: a.client}
 	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
 	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub}
-	gw := gateway.New(map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}})
+	providers := map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}}
+	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
+		providers["openai"] = gateway.NewOpenAI(cfg.OpenAI)
+	}
+	gw := gateway.New(providers)
 	a.runner = turn.NewRunner(turn.RunnerConfig{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
 		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
@@ -110,6 +114,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 	if err := demo.SeedAgent(ctx, a.client); err != nil {
 		return nil, err
+	}
+	if cfg.AgentRoute != "" {
+		if err := demo.UseRoute(ctx, a.client, cfg.AgentRoute); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Demo {
 		if err := demo.Seed(ctx, a.client, a.rooms, a.members); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/turngate/turngate/gateway"
 )
 
 // Config is the server's configuration: embedded defaults, overridden by
@@ -34,6 +36,15 @@ type Config struct {
 	// ModelPace is the builtin model's delay between tokens
 	// (TURNGATE_MODEL_PACE).
 	ModelPace time.Duration
+	// OpenAI configures the openai provider: any OpenAI-compatible Chat
+	// Completions endpoint (TURNGATE_OPENAI_BASE_URL,
+	// TURNGATE_OPENAI_API_KEY, TURNGATE_OPENAI_MODEL, and
+	// TURNGATE_OPENAI_EFFORT for endpoints that take reasoning effort).
+	// It is offered when a base URL or key is set.
+	OpenAI gateway.OpenAIConfig
+	// AgentRoute, when set, is the default agent's model route
+	// (TURNGATE_AGENT_ROUTE): "builtin", "openai" or "openai:<model>".
+	AgentRoute string
 	// MaxTextLen bounds a message in characters (TURNGATE_MAX_TEXT).
 	MaxTextLen int
 	// LeaseTTL is a run's lease length (TURNGATE_LEASE_TTL).
@@ -75,6 +86,12 @@ func ConfigFromEnv() (Config, error) {
 		LeaseTTL:        30 * time.Second,
 		Drain:           10 * time.Second,
 		Replica:         os.Getenv("TURNGATE_REPLICA"),
+		AgentRoute:      os.Getenv("TURNGATE_AGENT_ROUTE"),
+		OpenAI: gateway.OpenAIConfig{
+			BaseURL: os.Getenv("TURNGATE_OPENAI_BASE_URL"),
+			APIKey:  os.Getenv("TURNGATE_OPENAI_API_KEY"),
+			Model:   os.Getenv("TURNGATE_OPENAI_MODEL"),
+		},
 	}
 	c.Demo = c.Dev()
 	var err error
@@ -91,6 +108,11 @@ func ConfigFromEnv() (Config, error) {
 	if v := os.Getenv("TURNGATE_MODEL_PACE"); v != "" {
 		if c.ModelPace, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_MODEL_PACE: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_OPENAI_EFFORT"); v != "" {
+		if c.OpenAI.Effort, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_OPENAI_EFFORT: %w", err)
 		}
 	}
 	if v := os.Getenv("TURNGATE_DRAIN"); v != "" {
