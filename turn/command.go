@@ -156,29 +156,42 @@ func pendingCommands(ctx context.Context, q journal.Querier, turnID uuid.UUID) (
 	return cancel, found, steer, rows.Err()
 }
 
-// watchCommands delivers member commands to the run it serves: when a
-// pending cancel appears for the turn, the run is cancelled with that
-// command as its cause; when a steer appears, the run's next step
-// boundary claims it. It looks when a command for the turn is stored on
-// any replica (the hub's command wake-up) and on the runner's poll tick.
-func (r *Runner) watchCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc) {
+// checkCommands looks at the turn's pending member commands once: a
+// cancel cancels the run with that command as its cause, a steer flags
+// the run's next step boundary to claim it. It reports whether the run
+// was cancelled.
+func (r *Runner) checkCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc) bool {
+	id, ok, steer, err := pendingCommands(ctx, r.cfg.Client, c.Turn.ID)
+	if err != nil {
+		return false // the next wake-up or tick looks again
+	}
+	if ok {
+		cancel(errCancelRequested{command: id})
+		return true
+	}
+	if steer {
+		h.steerWaiting.Store(true)
+	}
+	return false
+}
+
+// watchCommands delivers member commands to the run it serves. It looks
+// when a command for the turn is stored on any replica (the hub's command
+// wake-up, taken as wake before the run's first look) and on the runner's
+// poll tick.
+func (r *Runner) watchCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc, wake <-chan struct{}) {
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for {
-		wake := r.cfg.Hub.WaitCommand(c.Turn.ID)
-		id, ok, steer, err := pendingCommands(ctx, r.cfg.Client, c.Turn.ID)
-		if err == nil && ok {
-			cancel(errCancelRequested{command: id})
-			return
-		}
-		if err == nil && steer {
-			h.steerWaiting.Store(true)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
 		case <-tick.C:
+		}
+		wake = r.cfg.Hub.WaitCommand(c.Turn.ID)
+		if r.checkCommands(ctx, c, h, cancel) {
+			return
 		}
 	}
 }

@@ -38,9 +38,8 @@ type callbackHost struct {
 	// it is never stored.
 	turnContext string
 
-	// steerWaiting is set when a steer may be pending: the next step
-	// boundary claims steering only then. It starts set, so the first
-	// boundary always looks.
+	// steerWaiting is set when a steer may be pending (the command watcher
+	// saw one): the next step boundary claims steering only then.
 	steerWaiting atomic.Bool
 
 	mu        sync.Mutex
@@ -247,7 +246,7 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 	usage := h.usageNow()
 	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
 		State: "completed", Reason: ReasonCompleted, Answer: &answer, Usage: &usage,
-		RenewFor: h.r.cfg.Owner, RenewTTL: h.r.cfg.LeaseTTL, Before: h.takeHeld(),
+		RenewFor: h.r.cfg.Owner, Before: h.takeHeld(),
 	}); err != nil {
 		return err
 	}

@@ -39,6 +39,12 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 		return
 	}
 
+	// The first look at member commands happens before the run starts: a
+	// steer already waiting is taken at the first step boundary, a cancel
+	// stops the run before its first step. Later commands wake the watcher.
+	wake := r.cfg.Hub.WaitCommand(c.Turn.ID)
+	r.checkCommands(runCtx, c, host, cancel)
+
 	var watchers sync.WaitGroup
 	watchers.Add(2)
 	go func() {
@@ -47,7 +53,7 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 	}()
 	go func() {
 		defer watchers.Done()
-		r.watchCommands(runCtx, c, host, cancel)
+		r.watchCommands(runCtx, c, host, cancel, wake)
 	}()
 	err = runtime.Run(runCtx, contract, host)
 	cancel(nil)
@@ -178,7 +184,6 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
-	h.steerWaiting.Store(true)
 	if err := h.resume(ctx, &contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -412,14 +413,17 @@ func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uui
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil, ErrNotClaimable
 	}
-	av, err := tx.AgentVersion.Get(ctx, t.AgentVersionID)
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: agent version: %w", turnID, err)
+	// The bundle pinned the agent version at acceptance.
+	var pinned struct {
+		AgentVersion int `json:"agentVersion"`
+	}
+	if err := json.Unmarshal(t.AuthorityBundle, &pinned); err != nil {
+		return nil, fmt.Errorf("claim %s: authority bundle: %w", turnID, err)
 	}
 	fence := journal.Fence{TurnID: turnID, LeaseToken: token}
 	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
 		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
-		Payload: StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: owner},
+		Payload: StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: owner},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", turnID, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -18,12 +17,11 @@ type Outcome struct {
 	Reason string
 	// Answer is committed with the terminal, when there is one.
 	Answer *string
-	// RenewFor, when set, is the run's owner: the terminal transaction
-	// first renews the lease for RenewTTL — the healthy completion's one
-	// final renewal — and lands only if that renewal does, so the terminal
-	// is written with the same authority the run held.
+	// RenewFor, when set, is the run's owner: the terminal lands only
+	// while that owner's lease is unexpired — the healthy completion's one
+	// final renewal — so it is written with the same authority the run
+	// held; otherwise it returns ErrLeaseLost.
 	RenewFor string
-	RenewTTL time.Duration
 	// Before are entries of the run (its last answer delta) that commit
 	// with the terminal, ahead of the answer.
 	Before []journal.Draft
@@ -78,7 +76,20 @@ UPDATE turns SET state = $3, terminal_reason = $4, answer = $5, finished_at = no
   lease_expires_at = NULL,
   usage = COALESCE($6::jsonb, checkpoint->'usage', ` + noUsage + `)
 WHERE id = $1 AND lease_token = $2 AND state = 'running'
+  AND ($7::text IS NULL OR (lease_owner = $7 AND lease_expires_at > now()))
 RETURNING conversation_id, attempt, author_id`
+
+// settleTurn releases the room and settles the turn's pending commands:
+// the one this terminal carries out is delivered, any other came too late
+// and is rejected.
+const settleTurn = `
+WITH released AS (
+  UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2 RETURNING id)
+UPDATE commands SET
+  state = CASE WHEN id = $3 THEN 'delivered' ELSE 'rejected' END,
+  delivered_lease_token = CASE WHEN id = $3 THEN $4::bigint END,
+  delivered_at = CASE WHEN id = $3 THEN now() END
+WHERE turn_id = $2 AND state = 'pending'`
 
 // ReasonMembershipRevoked ends a turn whose author left the room before its
 // answer was published.
@@ -96,10 +107,12 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	defer tx.Rollback()
 
+	// The healthy completion's final renewal is a condition of the
+	// terminal statement itself: it lands only while the run's lease is
+	// unexpired, so it is written with the authority the run held.
+	var owner any
 	if out.RenewFor != "" {
-		if err := Renew(ctx, tx, fence, out.RenewFor, out.RenewTTL.Seconds()); err != nil {
-			return err
-		}
+		owner = out.RenewFor
 	}
 	var usage any // NULL: settle what the last checkpoint recorded
 	if out.Usage != nil {
@@ -109,7 +122,7 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 		}
 		usage = string(raw)
 	}
-	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer, usage)
+	rows, err := tx.QueryContext(ctx, finishTurn, fence.TurnID, fence.LeaseToken, out.State, out.Reason, out.Answer, usage, owner)
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}
@@ -127,6 +140,9 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}
 	if !found {
+		if owner != nil {
+			return ErrLeaseLost
+		}
 		return ErrFenced
 	}
 	if out.Answer != nil {
@@ -151,17 +167,8 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2`, room, fence.TurnID); err != nil {
-		return fmt.Errorf("terminal %s: release room: %w", fence.TurnID, err)
-	}
-	// The command this terminal carries out is delivered; any other still
-	// pending for the turn came too late and is rejected.
-	if _, err := tx.ExecContext(ctx, `UPDATE commands SET
-  state = CASE WHEN id = $2 THEN 'delivered' ELSE 'rejected' END,
-  delivered_lease_token = CASE WHEN id = $2 THEN $3::bigint END,
-  delivered_at = CASE WHEN id = $2 THEN now() END
-WHERE turn_id = $1 AND state = 'pending'`, fence.TurnID, out.Command, fence.LeaseToken); err != nil {
-		return fmt.Errorf("terminal %s: settle commands: %w", fence.TurnID, err)
+	if _, err := tx.ExecContext(ctx, settleTurn, room, fence.TurnID, out.Command, fence.LeaseToken); err != nil {
+		return fmt.Errorf("terminal %s: release room and settle commands: %w", fence.TurnID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("terminal %s: commit: %w", fence.TurnID, err)
