@@ -2,14 +2,17 @@ package turn_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -161,4 +164,56 @@ func TestCancelRacesCompletion(t *testing.T) {
 		t.Fatalf("%d commands left pending (%v)", pending, err)
 	}
 	t.Logf("outcomes: %v", outcomes)
+}
+
+// Cancel racing recovery: turns whose runner died mid-run are cancelled
+// while a live runner salvages them. Each ends cancelled — a durable
+// cancel is never lost to a takeover — with exactly one terminal, and no
+// command is left pending.
+func TestCancelRacesRecovery(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	const n = 40
+	ids := make([]uuid.UUID, n)
+	for i := range n {
+		room, err := env.Rooms.Create(ctx, env.Alice, roompkg.NewInput{Title: fmt.Sprintf("dead %d", i), Kind: "private"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = env.Submit(t, env.Alice, room.ID, "orphaned").ID
+		// A runner that claims the turn and dies at once.
+		if _, err := turn.Claim(ctx, env.Client, env.Hub, ids[i], "dead-runner", time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := env.Turns.Cancel(ctx, env.Alice, uuid.New(), ids[i]); err != nil && codeOf(err) != string(errcode.Conflict) {
+				t.Errorf("cancel %d: %v", i, err)
+			}
+		}()
+	}
+	env.Runner(t, turn.RunnerConfig{LeaseTTL: 200 * time.Millisecond, Poll: 20 * time.Millisecond})
+	wg.Wait()
+	for _, id := range ids {
+		got := env.WaitTerminal(t, id)
+		if got.State != "cancelled" {
+			t.Errorf("turn %s ended %s (%v), want cancelled", id, got.State, got.TerminalReason)
+		}
+		var terminals int
+		if err := env.DB.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil {
+			t.Fatal(err)
+		}
+		if terminals != 1 {
+			t.Fatalf("turn %s has %d terminals", id, terminals)
+		}
+	}
+	var pending int
+	if err := env.DB.QueryRow(`SELECT count(*) FROM commands WHERE state = 'pending'`).Scan(&pending); err != nil || pending != 0 {
+		t.Fatalf("%d commands left pending (%v)", pending, err)
+	}
 }

@@ -299,3 +299,21 @@ func TestCompactionIsJournaled(t *testing.T) {
 		}
 	}
 }
+
+// An agent version naming a controller the runtime does not have is
+// refused at admission: the turn ends failed, and no model is called.
+func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "plugin-from-disk", nil, nil)
+	model := &scriptModel{}
+	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "hello")
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonRuntimeFailed {
+		t.Fatalf("turn ended %s (%v), want failed: runtime_failed", got.State, got.TerminalReason)
+	}
+	if n := len(model.requests()); n != 0 {
+		t.Fatalf("the model was called %d times", n)
+	}
+}
