@@ -132,54 +132,34 @@ WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 	return s.Get(ctx, turnID)
 }
 
-// pendingCommands reports the pending member commands of a turn: the
-// first cancel, and whether any steer waits.
-func pendingCommands(ctx context.Context, q journal.Querier, turnID uuid.UUID) (cancel uuid.UUID, found, steer bool, err error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, kind FROM commands WHERE turn_id = $1 AND state = 'pending' ORDER BY created_at, id`, turnID)
-	if err != nil {
-		return uuid.Nil, false, false, err
+// pendingCancel finds a pending cancel command for a turn.
+func pendingCancel(ctx context.Context, q journal.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
+	var id uuid.UUID
+	err := queryRow(ctx, q, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`,
+		[]any{turnID}, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return uuid.Nil, false, nil
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var kind string
-		if err := rows.Scan(&id, &kind); err != nil {
-			return uuid.Nil, false, false, err
-		}
-		switch {
-		case kind == "cancel" && !found:
-			cancel, found = id, true
-		case kind == "steer":
-			steer = true
-		}
-	}
-	return cancel, found, steer, rows.Err()
+	return id, err == nil, err
 }
 
-// checkCommands looks at the turn's pending member commands once: a
-// cancel cancels the run with that command as its cause, a steer flags
-// the run's next step boundary to claim it. It reports whether the run
-// was cancelled.
-func (r *Runner) checkCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc) bool {
-	id, ok, steer, err := pendingCommands(ctx, r.cfg.Client, c.Turn.ID)
-	if err != nil {
-		return false // the next wake-up or tick looks again
+// checkCommands looks for a pending cancel of the turn once: one cancels
+// the run with that command as its cause. It reports whether it did.
+// (Steering is claimed by the run itself, at each step boundary.)
+func (r *Runner) checkCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc) bool {
+	id, ok, err := pendingCancel(ctx, r.cfg.Client, c.Turn.ID)
+	if err != nil || !ok {
+		return false // on an error, the next wake-up or tick looks again
 	}
-	if ok {
-		cancel(errCancelRequested{command: id})
-		return true
-	}
-	if steer {
-		h.steerWaiting.Store(true)
-	}
-	return false
+	cancel(errCancelRequested{command: id})
+	return true
 }
 
 // watchCommands delivers member commands to the run it serves. It looks
 // when a command for the turn is stored on any replica (the hub's command
 // wake-up, taken as wake before the run's first look) and on the runner's
 // poll tick.
-func (r *Runner) watchCommands(ctx context.Context, c *Claimed, h *callbackHost, cancel context.CancelCauseFunc, wake <-chan struct{}) {
+func (r *Runner) watchCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc, wake <-chan struct{}) {
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for {
@@ -190,7 +170,7 @@ func (r *Runner) watchCommands(ctx context.Context, c *Claimed, h *callbackHost,
 		case <-tick.C:
 		}
 		wake = r.cfg.Hub.WaitCommand(c.Turn.ID)
-		if r.checkCommands(ctx, c, h, cancel) {
+		if r.checkCommands(ctx, c, cancel) {
 			return
 		}
 	}

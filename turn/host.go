@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -37,10 +36,6 @@ type callbackHost struct {
 	// turnContext rides on the turn's own message in every model request;
 	// it is never stored.
 	turnContext string
-
-	// steerWaiting is set when a steer may be pending (the command watcher
-	// saw one): the next step boundary claims steering only then.
-	steerWaiting atomic.Bool
 
 	mu        sync.Mutex
 	committed bool

@@ -2,10 +2,10 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -87,76 +87,70 @@ func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) er
 	return nil
 }
 
+// claimSteers claims the steer commands waiting for the turn and journals
+// their delivery in one statement, fenced by the lease token: the turn row
+// is read FOR SHARE, so a re-claim that would fence this run either
+// commits first (and nothing is claimed) or waits for this statement.
+// Nothing waiting costs one indexed read.
 const claimSteers = `
-UPDATE commands SET state = 'delivered', delivered_lease_token = $2, delivered_at = now()
-WHERE turn_id = $1 AND kind = 'steer' AND state = 'pending'
-RETURNING id, actor_id, text, created_at`
+WITH owner AS (
+  SELECT 1 FROM turns WHERE id = $1 AND lease_token = $2 AND state = 'running' FOR SHARE),
+claimed AS (
+  UPDATE commands SET state = 'delivered', delivered_lease_token = $2, delivered_at = now()
+  WHERE turn_id = $1 AND kind = 'steer' AND state = 'pending' AND EXISTS (SELECT 1 FROM owner)
+  RETURNING id, actor_id, text, created_at),
+head AS (
+  UPDATE conversations SET next_seq = next_seq + (SELECT count(*) FROM claimed)
+  WHERE id = $3 AND EXISTS (SELECT 1 FROM claimed)
+  RETURNING next_seq - (SELECT count(*) FROM claimed) AS base),
+entries AS (
+  INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
+  SELECT $3, head.base + c.n, 'steer_delivered', $1, $4, c.actor_id,
+         jsonb_build_object('commandId', c.id, 'actorId', c.actor_id, 'text', c.text)
+  FROM head, (SELECT *, row_number() OVER (ORDER BY created_at, id) AS n FROM claimed) c
+  RETURNING seq)
+SELECT EXISTS (SELECT 1 FROM owner), c.id, c.text, (SELECT max(seq) FROM entries)
+FROM (SELECT 1) AS one LEFT JOIN claimed c ON true ORDER BY c.created_at, c.id`
 
 // Steering claims the steer commands waiting for the turn and journals
-// their delivery, in one transaction fenced by the lease token: only the
-// run that owns the turn delivers, each command once.
+// their delivery (steer_delivered), atomically and fenced by the lease
+// token: only the run that owns the turn delivers, each command once.
 func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runtime.Steer, error) {
 	if err := h.check(run); err != nil {
 		return nil, err
 	}
-	if !h.steerWaiting.Swap(false) {
-		return nil, nil // nothing stored since the last look
+	// Text a previous step held back goes out ahead of the deliveries.
+	if err := h.flushHeld(ctx); err != nil {
+		return nil, err
 	}
 	c := h.claim
-	tx, err := h.r.cfg.Client.Tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, claimSteers, c.Turn.ID, c.Fence.LeaseToken)
+	rows, err := h.r.cfg.Client.QueryContext(ctx, claimSteers, c.Turn.ID, c.Fence.LeaseToken, c.Turn.ConversationID, c.Turn.Attempt)
 	if err != nil {
 		return nil, fmt.Errorf("steering %s: %w", c.Turn.ID, err)
 	}
-	type claimed struct {
-		steer SteerDeliveredPayload
-		at    int64
-	}
-	var got []claimed
+	defer rows.Close()
+	var steers []runtime.Steer
+	owns := false
+	var head sql.NullInt64
 	for rows.Next() {
-		var s claimed
-		var at time.Time
-		if err := rows.Scan(&s.steer.CommandID, &s.steer.ActorID, &s.steer.Text, &at); err != nil {
-			rows.Close()
+		var id uuid.NullUUID
+		var text sql.NullString
+		if err := rows.Scan(&owns, &id, &text, &head); err != nil {
 			return nil, err
 		}
-		s.at = at.UnixNano()
-		got = append(got, s)
+		if id.Valid {
+			steers = append(steers, runtime.Steer{ID: id.UUID.String(), Text: text.String})
+		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("steering %s: %w", c.Turn.ID, err)
 	}
-	if len(got) == 0 {
-		return nil, nil
+	if !owns {
+		return nil, ErrFenced
 	}
-	slices.SortFunc(got, func(a, b claimed) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		return slices.Compare(a.steer.CommandID[:], b.steer.CommandID[:])
-	})
-	drafts := h.takeHeld()
-	steers := make([]runtime.Steer, 0, len(got))
-	for _, s := range got {
-		drafts = append(drafts, journal.Draft{Kind: journal.KindSteerDelivered, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-			ActorID: uuid.NullUUID{UUID: s.steer.ActorID, Valid: true}, Payload: s.steer})
-		steers = append(steers, runtime.Steer{ID: s.steer.CommandID.String(), Text: s.steer.Text})
+	if len(steers) > 0 {
+		h.r.cfg.Hub.Committed(c.Turn.ConversationID, head.Int64)
 	}
-	// The fenced append is the guard: if another run took the turn over,
-	// it fails and the claim above rolls back, leaving the commands
-	// pending for the turn's owner.
-	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
 	return steers, nil
 }
 

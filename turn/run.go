@@ -39,11 +39,11 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 		return
 	}
 
-	// The first look at member commands happens before the run starts: a
-	// steer already waiting is taken at the first step boundary, a cancel
-	// stops the run before its first step. Later commands wake the watcher.
+	// The first look for a cancel happens before the run starts, so one
+	// already waiting stops the run before its first step. Later commands
+	// wake the watcher.
 	wake := r.cfg.Hub.WaitCommand(c.Turn.ID)
-	r.checkCommands(runCtx, c, host, cancel)
+	r.checkCommands(runCtx, c, cancel)
 
 	var watchers sync.WaitGroup
 	watchers.Add(2)
@@ -53,7 +53,7 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 	}()
 	go func() {
 		defer watchers.Done()
-		r.watchCommands(runCtx, c, host, cancel, wake)
+		r.watchCommands(runCtx, c, cancel, wake)
 	}()
 	err = runtime.Run(runCtx, contract, host)
 	cancel(nil)
