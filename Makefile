@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin/turngate
 PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
-RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server
+RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard
 
 .PHONY: run build test vet check-generate generate bench chaos clean
 
