@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -41,10 +42,15 @@ type Bundle struct {
 	Manifest Manifest `json:"manifest"`
 }
 
-// Manifest is the pinned resource manifest of a turn.
+// Manifest is the pinned resource manifest of a turn: the exact documents
+// and artifacts it may see. Documents, when listed, are the member's
+// explicit selection; otherwise the turn may see the documents that
+// existed when it was accepted (DocumentsBefore). Either way a document's
+// ACL must hold the member's email at the moment it is read.
 type Manifest struct {
-	Documents []uuid.UUID `json:"documents"`
-	Artifacts []uuid.UUID `json:"artifacts"`
+	Documents       []uuid.UUID `json:"documents"`
+	DocumentsBefore *time.Time  `json:"documentsBefore,omitempty"`
+	Artifacts       []uuid.UUID `json:"artifacts"`
 }
 
 // Digest is the SHA-256 of the bundle's canonical JSON encoding.

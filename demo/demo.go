@@ -32,8 +32,8 @@ var People = []Person{
 }
 
 // Seed writes the demo data set once: the two demo members, the default
-// agent with one version, a shared room with both members and a private
-// room each. Running it again changes nothing.
+// agent with one version, a shared room with both members, a private room
+// each, and documents with ACLs. Running it again changes nothing.
 func Seed(ctx context.Context, client *ent.Client, rooms *room.Service, members *authority.Members) error {
 	if err := SeedAgent(ctx, client); err != nil {
 		return err
@@ -70,7 +70,44 @@ ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, p); err != ni
 			return fmt.Errorf("seed private room: %w", err)
 		}
 	}
-	return nil
+	return seedDocuments(ctx, client)
+}
+
+// Documents are the demo documents: who may read each is its ACL.
+var Documents = []tools.Document{
+	{
+		Title:   "Launch plan",
+		Readers: []string{"alice@example.com", "bob@example.com"},
+		Body: "The public launch of turngate moves to Friday 11 December 2026, at 10:00 UTC.\n\n" +
+			"Before the launch the team freezes the schema on Monday 7 December and runs the long chaos round every night.\n\n" +
+			"Alice owns the announcement; Bob owns the migration runbook and the on-call rota for launch week.",
+	},
+	{
+		Title:   "Security policy",
+		Readers: []string{"alice@example.com", "bob@example.com"},
+		Body: "Signing keys are rotated every 90 days; the old key stays trusted for 7 days after a rotation.\n\n" +
+			"Identity envelopes expire after one hour. A member's permissions are read again on every tool call.",
+	},
+	{
+		Title:   "Compensation bands 2027",
+		Readers: []string{"alice@example.com"},
+		Body: "Engineering bands for 2027: E3 from 95,000 to 120,000 EUR; E4 from 120,000 to 150,000 EUR.\n\n" +
+			"The bands are confidential to people managers until the review cycle opens in February.",
+	},
+}
+
+func seedDocuments(ctx context.Context, client *ent.Client) error {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, d := range Documents {
+		if _, err := tools.AddDocument(ctx, tx, d); err != nil {
+			return fmt.Errorf("seed document %q: %w", d.Title, err)
+		}
+	}
+	return tx.Commit()
 }
 
 // SeedAgent makes the default agent and its first version, if missing.
@@ -96,7 +133,7 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 		SetAgentID(a.ID).
 		SetVersion(1).
 		SetController("react").
-		SetTools([]string{tools.HistorySearchName}).
+		SetTools([]string{tools.RetrievalName, tools.ReadDocumentName, tools.HistorySearchName}).
 		SetModelRoute("builtin").
 		SetEffort("medium").
 		SetSystemPrompt("You are turngate's assistant. Answer from the conversation and from what your tools find, and cite what you use by its [id].").

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -56,7 +55,7 @@ func (HistorySearch) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: query is empty", ErrBadArguments)
 	}
 	// Any of the words may match; the best matches rank first.
-	words := strings.FieldsFunc(args.Query, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	words := strings.FieldsFunc(args.Query, notWordRune)
 	if len(words) == 0 {
 		return Result{}, fmt.Errorf("%w: query has no words", ErrBadArguments)
 	}

@@ -6,6 +6,7 @@ package tools
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/journal"
 )
 
@@ -23,12 +25,14 @@ type Spec struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// Actor is who a tool runs as: the turn's member, in the turn's room.
+// Actor is who a tool runs as: the turn's member, in the turn's room, with
+// the turn's pinned resource manifest.
 type Actor struct {
 	MemberID       uuid.UUID
 	Email          string
 	ConversationID uuid.UUID
 	TurnID         uuid.UUID
+	Manifest       authority.Manifest
 }
 
 // Call is one tool request.
@@ -39,11 +43,15 @@ type Call struct {
 	DB journal.Querier
 }
 
-// Citation is a source a result may be cited by.
+// Citation is a source a result may be cited by: its id (as the answer
+// cites it, without brackets), where it comes from, the passage, and the
+// digest of the source it was read from.
 type Citation struct {
-	ID      string `json:"id"`
-	Source  string `json:"source"`
-	Passage string `json:"passage"`
+	ID       string    `json:"id"`
+	Source   string    `json:"source"`
+	Passage  string    `json:"passage"`
+	Document uuid.UUID `json:"document,omitempty"`
+	Digest   string    `json:"digest,omitempty"`
 }
 
 // Result is what a tool found, before the backend bounds it.
@@ -65,6 +73,35 @@ type Tool interface {
 // ErrBadArguments reports arguments a tool cannot use; the model is told.
 var ErrBadArguments = errors.New("bad tool arguments")
 
+// Refusal is a tool declining a call for a reason the model is told
+// about: the status is journaled, the message is what the model reads.
+type Refusal struct {
+	Status  string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Status + ": " + r.Message }
+
+// queryRow scans the first row of a query into dest, or returns
+// sql.ErrNoRows.
+func queryRow(ctx context.Context, q journal.Querier, query string, args []any, dest ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
 // Registry is the set of tools a backend offers, by name.
 type Registry struct {
 	tools map[string]Tool
@@ -81,7 +118,7 @@ func NewRegistry(ts ...Tool) *Registry {
 
 // Default is the registry of the tools turngate ships.
 func Default() *Registry {
-	return NewRegistry(HistorySearch{})
+	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{})
 }
 
 // Get returns a tool by name.

@@ -179,6 +179,7 @@ func TestClockAndNameRulesOnEveryCallOfATurn(t *testing.T) {
 func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
 	env.Runner(t, turn.RunnerConfig{})
 	fact := env.Submit(t, env.Alice, env.Shared.ID, "The launch moves to Friday the 11th.")
 	env.WaitTerminal(t, fact.ID)
@@ -315,5 +316,57 @@ func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
 	}
 	if n := len(model.requests()); n != 0 {
 		t.Fatalf("the model was called %d times", n)
+	}
+}
+
+// Permissions are read at each tool call, not at the turn's start: a grant
+// revoked between two calls of one turn makes the second fail as
+// FORBIDDEN inside the turn, and the model is told so.
+func TestGrantRevokedBetweenToolCalls(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
+	secondStep, release := make(chan struct{}, 1), make(chan struct{})
+	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		switch n {
+		case 1, 2:
+			if n == 2 {
+				secondStep <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
+				{ID: fmt.Sprintf("call_%d", n), Name: tools.RetrievalName, Arguments: `{"query":"launch"}`}}}, nil
+		}
+		return nil, nil
+	}}
+	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is the launch plan?")
+	<-secondStep
+	if _, err := env.DB.Exec(`DELETE FROM member_permissions WHERE member_id = $1 AND permission = 'documents.read'`, env.Alice.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
+		t.Fatalf("turn ended %s: a refused tool is told to the model, not a failed turn", done.State)
+	}
+	var statuses []string
+	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
+		var p turn.ToolCompletedPayload
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, p.Status)
+	}
+	if len(statuses) != 2 || statuses[0] != turn.ToolOK || statuses[1] != turn.ToolForbidden {
+		t.Fatalf("tool statuses %v, want [ok forbidden]", statuses)
+	}
+	reqs := model.requests()
+	last := reqs[len(reqs)-1].Messages
+	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, "FORBIDDEN") {
+		t.Fatalf("the model was told %+v, want the FORBIDDEN result", m)
 	}
 }

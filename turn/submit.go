@@ -84,7 +84,8 @@ SELECT room.next_seq, room.kind, room.audience_version, room.agent_id,
        av.id, av.version, av.controller, av.model_route,
        COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}'),
        room.active_turn_id IS NULL AND NOT EXISTS (
-         SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))
+         SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
+       now()
 FROM room
 JOIN LATERAL (
   SELECT id, version, controller, model_route FROM agent_versions
@@ -129,6 +130,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		foundRoom  bool
 		agentVerID uuid.UUID
 		idle       bool
+		acceptedAt time.Time
 	)
 	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
 	if err != nil {
@@ -136,7 +138,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle); err != nil {
+		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle, &acceptedAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -153,6 +155,9 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	if kind == "shared" {
 		b.AudienceVersion = audience
 	}
+	// The turn may see the documents that existed when it was accepted.
+	acceptedAt = acceptedAt.UTC()
+	b.Manifest.DocumentsBefore = &acceptedAt
 	digest, raw, err := b.Digest()
 	if err != nil {
 		return nil, err

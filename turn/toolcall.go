@@ -97,11 +97,14 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 	defer cancel()
 	res, err := t.Run(tctx, tools.Call{
 		Actor: tools.Actor{MemberID: h.bundle.MemberID, Email: h.bundle.Email,
-			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID},
+			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest},
 		Arguments: json.RawMessage(call.Arguments),
 		DB:        h.r.cfg.Client,
 	})
+	var refusal *tools.Refusal
 	switch {
+	case errors.As(err, &refusal):
+		return refusal.Status, tools.Result{Content: refusal.Message}
 	case errors.Is(err, tools.ErrBadArguments):
 		return ToolBadArguments, tools.Result{Content: "The tool could not use its arguments: " + err.Error()}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

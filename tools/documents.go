@@ -1,0 +1,72 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/journal"
+)
+
+// Document is a document to add: its readers are lowercased verified
+// emails.
+type Document struct {
+	Title   string
+	Body    string
+	Readers []string
+}
+
+// Passages splits a body into its searchable passages: paragraphs, with
+// long ones cut at about maxPassage bytes on a word boundary.
+func Passages(body string) []string {
+	const maxPassage = 800
+	var out []string
+	for _, para := range strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n\n") {
+		para = strings.TrimSpace(para)
+		for len(para) > maxPassage {
+			cut := strings.LastIndexByte(para[:maxPassage], ' ')
+			if cut <= 0 {
+				cut = maxPassage
+			}
+			out = append(out, strings.TrimSpace(para[:cut]))
+			para = strings.TrimSpace(para[cut:])
+		}
+		if para != "" {
+			out = append(out, para)
+		}
+	}
+	return out
+}
+
+// Digest is the hex sha256 of a document's body, as citations carry it.
+func Digest(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+// AddDocument stores a document, its passages and its ACL. Call it inside
+// a transaction to make the three one change.
+func AddDocument(ctx context.Context, q journal.Querier, d Document) (uuid.UUID, error) {
+	id := uuid.New()
+	if _, err := q.ExecContext(ctx, `INSERT INTO documents (id, title, body, digest) VALUES ($1, $2, $3, $4)`,
+		id, d.Title, d.Body, Digest(d.Body)); err != nil {
+		return uuid.Nil, fmt.Errorf("add document: %w", err)
+	}
+	for i, p := range Passages(d.Body) {
+		if _, err := q.ExecContext(ctx, `INSERT INTO passages (id, document_id, ordinal, text) VALUES ($1, $2, $3, $4)`,
+			uuid.New(), id, i, p); err != nil {
+			return uuid.Nil, fmt.Errorf("add passage: %w", err)
+		}
+	}
+	for _, r := range d.Readers {
+		if _, err := q.ExecContext(ctx, `INSERT INTO document_acls (id, document_id, principal) VALUES ($1, $2, $3)`,
+			uuid.New(), id, strings.ToLower(r)); err != nil {
+			return uuid.Nil, fmt.Errorf("add reader: %w", err)
+		}
+	}
+	return id, nil
+}
