@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -39,8 +40,10 @@ type Actor struct {
 type Call struct {
 	Actor     Actor
 	Arguments json.RawMessage
-	// DB is where the tool reads, as the member.
+	// DB is where the tool reads and writes, as the member.
 	DB journal.Querier
+	// Now is the backend's clock for the call (the sandbox's only clock).
+	Now time.Time
 }
 
 // Citation is a source a result may be cited by: its id (as the answer
@@ -54,11 +57,23 @@ type Citation struct {
 	Digest   string    `json:"digest,omitempty"`
 }
 
+// ArtifactRef names an artifact a tool made: an owner record of the
+// member's. In a shared room the backend turns each into a room resource
+// reference when the tool settles.
+type ArtifactRef struct {
+	ID        uuid.UUID `json:"id"`
+	Name      string    `json:"name"`
+	MediaType string    `json:"mediaType"`
+	Size      int64     `json:"size"`
+	SHA256    string    `json:"sha256"`
+}
+
 // Result is what a tool found, before the backend bounds it.
 type Result struct {
 	// Content is what the model reads.
-	Content   string     `json:"content"`
-	Citations []Citation `json:"citations,omitempty"`
+	Content   string        `json:"content"`
+	Citations []Citation    `json:"citations,omitempty"`
+	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
 }
 
 // Tool is one executable tool.

@@ -100,6 +100,7 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest},
 		Arguments: json.RawMessage(call.Arguments),
 		DB:        h.r.cfg.Client,
+		Now:       h.r.cfg.Now(),
 	})
 	var refusal *tools.Refusal
 	switch {
