@@ -34,9 +34,11 @@ type Agent struct {
 type AgentEdges struct {
 	// Versions holds the value of the versions edge.
 	Versions []*AgentVersion `json:"versions,omitempty"`
+	// MemberConfigs holds the value of the member_configs edge.
+	MemberConfigs []*MemberAgentConfig `json:"member_configs,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [1]bool
+	loadedTypes [2]bool
 }
 
 // VersionsOrErr returns the Versions value or an error if the edge
@@ -46,6 +48,15 @@ func (e AgentEdges) VersionsOrErr() ([]*AgentVersion, error) {
 		return e.Versions, nil
 	}
 	return nil, &NotLoadedError{edge: "versions"}
+}
+
+// MemberConfigsOrErr returns the MemberConfigs value or an error if the edge
+// was not loaded in eager-loading.
+func (e AgentEdges) MemberConfigsOrErr() ([]*MemberAgentConfig, error) {
+	if e.loadedTypes[1] {
+		return e.MemberConfigs, nil
+	}
+	return nil, &NotLoadedError{edge: "member_configs"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -114,6 +125,11 @@ func (_m *Agent) Value(name string) (ent.Value, error) {
 // QueryVersions queries the "versions" edge of the Agent entity.
 func (_m *Agent) QueryVersions() *AgentVersionQuery {
 	return NewAgentClient(_m.config).QueryVersions(_m)
+}
+
+// QueryMemberConfigs queries the "member_configs" edge of the Agent entity.
+func (_m *Agent) QueryMemberConfigs() *MemberAgentConfigQuery {
+	return NewAgentClient(_m.config).QueryMemberConfigs(_m)
 }
 
 // Update returns a builder for updating this Agent.

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 )
 
 // AgentCreate is the builder for creating a Agent entity.
@@ -78,6 +79,21 @@ func (_c *AgentCreate) AddVersions(v ...*AgentVersion) *AgentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddVersionIDs(ids...)
+}
+
+// AddMemberConfigIDs adds the "member_configs" edge to the MemberAgentConfig entity by IDs.
+func (_c *AgentCreate) AddMemberConfigIDs(ids ...uuid.UUID) *AgentCreate {
+	_c.mutation.AddMemberConfigIDs(ids...)
+	return _c
+}
+
+// AddMemberConfigs adds the "member_configs" edges to the MemberAgentConfig entity.
+func (_c *AgentCreate) AddMemberConfigs(v ...*MemberAgentConfig) *AgentCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddMemberConfigIDs(ids...)
 }
 
 // Mutation returns the AgentMutation object of the builder.
@@ -203,6 +219,22 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(agentversion.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.MemberConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

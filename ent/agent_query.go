@@ -16,18 +16,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/predicate"
 )
 
 // AgentQuery is the builder for querying Agent entities.
 type AgentQuery struct {
 	config
-	ctx          *QueryContext
-	order        []agent.OrderOption
-	inters       []Interceptor
-	predicates   []predicate.Agent
-	withVersions *AgentVersionQuery
-	modifiers    []func(*sql.Selector)
+	ctx               *QueryContext
+	order             []agent.OrderOption
+	inters            []Interceptor
+	predicates        []predicate.Agent
+	withVersions      *AgentVersionQuery
+	withMemberConfigs *MemberAgentConfigQuery
+	modifiers         []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -79,6 +81,28 @@ func (_q *AgentQuery) QueryVersions() *AgentVersionQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, selector),
 			sqlgraph.To(agentversion.Table, agentversion.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.VersionsTable, agent.VersionsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryMemberConfigs chains the current query on the "member_configs" edge.
+func (_q *AgentQuery) QueryMemberConfigs() *MemberAgentConfigQuery {
+	query := (&MemberAgentConfigClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, selector),
+			sqlgraph.To(memberagentconfig.Table, memberagentconfig.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.MemberConfigsTable, agent.MemberConfigsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -273,12 +297,13 @@ func (_q *AgentQuery) Clone() *AgentQuery {
 		return nil
 	}
 	return &AgentQuery{
-		config:       _q.config,
-		ctx:          _q.ctx.Clone(),
-		order:        append([]agent.OrderOption{}, _q.order...),
-		inters:       append([]Interceptor{}, _q.inters...),
-		predicates:   append([]predicate.Agent{}, _q.predicates...),
-		withVersions: _q.withVersions.Clone(),
+		config:            _q.config,
+		ctx:               _q.ctx.Clone(),
+		order:             append([]agent.OrderOption{}, _q.order...),
+		inters:            append([]Interceptor{}, _q.inters...),
+		predicates:        append([]predicate.Agent{}, _q.predicates...),
+		withVersions:      _q.withVersions.Clone(),
+		withMemberConfigs: _q.withMemberConfigs.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -293,6 +318,17 @@ func (_q *AgentQuery) WithVersions(opts ...func(*AgentVersionQuery)) *AgentQuery
 		opt(query)
 	}
 	_q.withVersions = query
+	return _q
+}
+
+// WithMemberConfigs tells the query-builder to eager-load the nodes that are connected to
+// the "member_configs" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *AgentQuery) WithMemberConfigs(opts ...func(*MemberAgentConfigQuery)) *AgentQuery {
+	query := (&MemberAgentConfigClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withMemberConfigs = query
 	return _q
 }
 
@@ -374,8 +410,9 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 	var (
 		nodes       = []*Agent{}
 		_spec       = _q.querySpec()
-		loadedTypes = [1]bool{
+		loadedTypes = [2]bool{
 			_q.withVersions != nil,
+			_q.withMemberConfigs != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -406,6 +443,13 @@ func (_q *AgentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Agent,
 			return nil, err
 		}
 	}
+	if query := _q.withMemberConfigs; query != nil {
+		if err := _q.loadMemberConfigs(ctx, query, nodes,
+			func(n *Agent) { n.Edges.MemberConfigs = []*MemberAgentConfig{} },
+			func(n *Agent, e *MemberAgentConfig) { n.Edges.MemberConfigs = append(n.Edges.MemberConfigs, e) }); err != nil {
+			return nil, err
+		}
+	}
 	return nodes, nil
 }
 
@@ -424,6 +468,36 @@ func (_q *AgentQuery) loadVersions(ctx context.Context, query *AgentVersionQuery
 	}
 	query.Where(predicate.AgentVersion(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(agent.VersionsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.AgentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "agent_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *AgentQuery) loadMemberConfigs(ctx context.Context, query *MemberAgentConfigQuery, nodes []*Agent, init func(*Agent), assign func(*Agent, *MemberAgentConfig)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Agent)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(memberagentconfig.FieldAgentID)
+	}
+	query.Where(predicate.MemberAgentConfig(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(agent.MemberConfigsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/predicate"
 )
 
@@ -72,6 +73,21 @@ func (_u *AgentUpdate) AddVersions(v ...*AgentVersion) *AgentUpdate {
 	return _u.AddVersionIDs(ids...)
 }
 
+// AddMemberConfigIDs adds the "member_configs" edge to the MemberAgentConfig entity by IDs.
+func (_u *AgentUpdate) AddMemberConfigIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.AddMemberConfigIDs(ids...)
+	return _u
+}
+
+// AddMemberConfigs adds the "member_configs" edges to the MemberAgentConfig entity.
+func (_u *AgentUpdate) AddMemberConfigs(v ...*MemberAgentConfig) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddMemberConfigIDs(ids...)
+}
+
 // Mutation returns the AgentMutation object of the builder.
 func (_u *AgentUpdate) Mutation() *AgentMutation {
 	return _u.mutation
@@ -96,6 +112,27 @@ func (_u *AgentUpdate) RemoveVersions(v ...*AgentVersion) *AgentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveVersionIDs(ids...)
+}
+
+// ClearMemberConfigs clears all "member_configs" edges to the MemberAgentConfig entity.
+func (_u *AgentUpdate) ClearMemberConfigs() *AgentUpdate {
+	_u.mutation.ClearMemberConfigs()
+	return _u
+}
+
+// RemoveMemberConfigIDs removes the "member_configs" edge to MemberAgentConfig entities by IDs.
+func (_u *AgentUpdate) RemoveMemberConfigIDs(ids ...uuid.UUID) *AgentUpdate {
+	_u.mutation.RemoveMemberConfigIDs(ids...)
+	return _u
+}
+
+// RemoveMemberConfigs removes "member_configs" edges to MemberAgentConfig entities.
+func (_u *AgentUpdate) RemoveMemberConfigs(v ...*MemberAgentConfig) *AgentUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveMemberConfigIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -203,6 +240,51 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.MemberConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedMemberConfigsIDs(); len(nodes) > 0 && !_u.mutation.MemberConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.MemberConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{agent.Label}
@@ -266,6 +348,21 @@ func (_u *AgentUpdateOne) AddVersions(v ...*AgentVersion) *AgentUpdateOne {
 	return _u.AddVersionIDs(ids...)
 }
 
+// AddMemberConfigIDs adds the "member_configs" edge to the MemberAgentConfig entity by IDs.
+func (_u *AgentUpdateOne) AddMemberConfigIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.AddMemberConfigIDs(ids...)
+	return _u
+}
+
+// AddMemberConfigs adds the "member_configs" edges to the MemberAgentConfig entity.
+func (_u *AgentUpdateOne) AddMemberConfigs(v ...*MemberAgentConfig) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddMemberConfigIDs(ids...)
+}
+
 // Mutation returns the AgentMutation object of the builder.
 func (_u *AgentUpdateOne) Mutation() *AgentMutation {
 	return _u.mutation
@@ -290,6 +387,27 @@ func (_u *AgentUpdateOne) RemoveVersions(v ...*AgentVersion) *AgentUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveVersionIDs(ids...)
+}
+
+// ClearMemberConfigs clears all "member_configs" edges to the MemberAgentConfig entity.
+func (_u *AgentUpdateOne) ClearMemberConfigs() *AgentUpdateOne {
+	_u.mutation.ClearMemberConfigs()
+	return _u
+}
+
+// RemoveMemberConfigIDs removes the "member_configs" edge to MemberAgentConfig entities by IDs.
+func (_u *AgentUpdateOne) RemoveMemberConfigIDs(ids ...uuid.UUID) *AgentUpdateOne {
+	_u.mutation.RemoveMemberConfigIDs(ids...)
+	return _u
+}
+
+// RemoveMemberConfigs removes "member_configs" edges to MemberAgentConfig entities.
+func (_u *AgentUpdateOne) RemoveMemberConfigs(v ...*MemberAgentConfig) *AgentUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveMemberConfigIDs(ids...)
 }
 
 // Where appends a list predicates to the AgentUpdate builder.
@@ -420,6 +538,51 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(agentversion.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.MemberConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedMemberConfigsIDs(); len(nodes) > 0 && !_u.mutation.MemberConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.MemberConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   agent.MemberConfigsTable,
+			Columns: []string{agent.MemberConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -18,12 +18,20 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
+	"github.com/turngate/turngate/ent/document"
+	"github.com/turngate/turngate/ent/documentacl"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 
 	stdsql "database/sql"
@@ -38,18 +46,34 @@ type Client struct {
 	Agent *AgentClient
 	// AgentVersion is the client for interacting with the AgentVersion builders.
 	AgentVersion *AgentVersionClient
+	// Approval is the client for interacting with the Approval builders.
+	Approval *ApprovalClient
+	// Artifact is the client for interacting with the Artifact builders.
+	Artifact *ArtifactClient
 	// Command is the client for interacting with the Command builders.
 	Command *CommandClient
 	// Conversation is the client for interacting with the Conversation builders.
 	Conversation *ConversationClient
+	// Document is the client for interacting with the Document builders.
+	Document *DocumentClient
+	// DocumentACL is the client for interacting with the DocumentACL builders.
+	DocumentACL *DocumentACLClient
 	// JournalEntry is the client for interacting with the JournalEntry builders.
 	JournalEntry *JournalEntryClient
 	// Member is the client for interacting with the Member builders.
 	Member *MemberClient
+	// MemberAgentConfig is the client for interacting with the MemberAgentConfig builders.
+	MemberAgentConfig *MemberAgentConfigClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
+	// Passage is the client for interacting with the Passage builders.
+	Passage *PassageClient
 	// RoomMember is the client for interacting with the RoomMember builders.
 	RoomMember *RoomMemberClient
+	// RoomResource is the client for interacting with the RoomResource builders.
+	RoomResource *RoomResourceClient
+	// Task is the client for interacting with the Task builders.
+	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
 	Turn *TurnClient
 }
@@ -65,12 +89,20 @@ func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
 	c.Agent = NewAgentClient(c.config)
 	c.AgentVersion = NewAgentVersionClient(c.config)
+	c.Approval = NewApprovalClient(c.config)
+	c.Artifact = NewArtifactClient(c.config)
 	c.Command = NewCommandClient(c.config)
 	c.Conversation = NewConversationClient(c.config)
+	c.Document = NewDocumentClient(c.config)
+	c.DocumentACL = NewDocumentACLClient(c.config)
 	c.JournalEntry = NewJournalEntryClient(c.config)
 	c.Member = NewMemberClient(c.config)
+	c.MemberAgentConfig = NewMemberAgentConfigClient(c.config)
 	c.MemberPermission = NewMemberPermissionClient(c.config)
+	c.Passage = NewPassageClient(c.config)
 	c.RoomMember = NewRoomMemberClient(c.config)
+	c.RoomResource = NewRoomResourceClient(c.config)
+	c.Task = NewTaskClient(c.config)
 	c.Turn = NewTurnClient(c.config)
 }
 
@@ -162,17 +194,25 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:              ctx,
-		config:           cfg,
-		Agent:            NewAgentClient(cfg),
-		AgentVersion:     NewAgentVersionClient(cfg),
-		Command:          NewCommandClient(cfg),
-		Conversation:     NewConversationClient(cfg),
-		JournalEntry:     NewJournalEntryClient(cfg),
-		Member:           NewMemberClient(cfg),
-		MemberPermission: NewMemberPermissionClient(cfg),
-		RoomMember:       NewRoomMemberClient(cfg),
-		Turn:             NewTurnClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		Agent:             NewAgentClient(cfg),
+		AgentVersion:      NewAgentVersionClient(cfg),
+		Approval:          NewApprovalClient(cfg),
+		Artifact:          NewArtifactClient(cfg),
+		Command:           NewCommandClient(cfg),
+		Conversation:      NewConversationClient(cfg),
+		Document:          NewDocumentClient(cfg),
+		DocumentACL:       NewDocumentACLClient(cfg),
+		JournalEntry:      NewJournalEntryClient(cfg),
+		Member:            NewMemberClient(cfg),
+		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
+		MemberPermission:  NewMemberPermissionClient(cfg),
+		Passage:           NewPassageClient(cfg),
+		RoomMember:        NewRoomMemberClient(cfg),
+		RoomResource:      NewRoomResourceClient(cfg),
+		Task:              NewTaskClient(cfg),
+		Turn:              NewTurnClient(cfg),
 	}, nil
 }
 
@@ -190,17 +230,25 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:              ctx,
-		config:           cfg,
-		Agent:            NewAgentClient(cfg),
-		AgentVersion:     NewAgentVersionClient(cfg),
-		Command:          NewCommandClient(cfg),
-		Conversation:     NewConversationClient(cfg),
-		JournalEntry:     NewJournalEntryClient(cfg),
-		Member:           NewMemberClient(cfg),
-		MemberPermission: NewMemberPermissionClient(cfg),
-		RoomMember:       NewRoomMemberClient(cfg),
-		Turn:             NewTurnClient(cfg),
+		ctx:               ctx,
+		config:            cfg,
+		Agent:             NewAgentClient(cfg),
+		AgentVersion:      NewAgentVersionClient(cfg),
+		Approval:          NewApprovalClient(cfg),
+		Artifact:          NewArtifactClient(cfg),
+		Command:           NewCommandClient(cfg),
+		Conversation:      NewConversationClient(cfg),
+		Document:          NewDocumentClient(cfg),
+		DocumentACL:       NewDocumentACLClient(cfg),
+		JournalEntry:      NewJournalEntryClient(cfg),
+		Member:            NewMemberClient(cfg),
+		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
+		MemberPermission:  NewMemberPermissionClient(cfg),
+		Passage:           NewPassageClient(cfg),
+		RoomMember:        NewRoomMemberClient(cfg),
+		RoomResource:      NewRoomResourceClient(cfg),
+		Task:              NewTaskClient(cfg),
+		Turn:              NewTurnClient(cfg),
 	}, nil
 }
 
@@ -230,8 +278,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Agent, c.AgentVersion, c.Command, c.Conversation, c.JournalEntry, c.Member,
-		c.MemberPermission, c.RoomMember, c.Turn,
+		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
+		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
+		c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource, c.Task, c.Turn,
 	} {
 		n.Use(hooks...)
 	}
@@ -241,8 +290,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Agent, c.AgentVersion, c.Command, c.Conversation, c.JournalEntry, c.Member,
-		c.MemberPermission, c.RoomMember, c.Turn,
+		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
+		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
+		c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource, c.Task, c.Turn,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -255,18 +305,34 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Agent.mutate(ctx, m)
 	case *AgentVersionMutation:
 		return c.AgentVersion.mutate(ctx, m)
+	case *ApprovalMutation:
+		return c.Approval.mutate(ctx, m)
+	case *ArtifactMutation:
+		return c.Artifact.mutate(ctx, m)
 	case *CommandMutation:
 		return c.Command.mutate(ctx, m)
 	case *ConversationMutation:
 		return c.Conversation.mutate(ctx, m)
+	case *DocumentMutation:
+		return c.Document.mutate(ctx, m)
+	case *DocumentACLMutation:
+		return c.DocumentACL.mutate(ctx, m)
 	case *JournalEntryMutation:
 		return c.JournalEntry.mutate(ctx, m)
 	case *MemberMutation:
 		return c.Member.mutate(ctx, m)
+	case *MemberAgentConfigMutation:
+		return c.MemberAgentConfig.mutate(ctx, m)
 	case *MemberPermissionMutation:
 		return c.MemberPermission.mutate(ctx, m)
+	case *PassageMutation:
+		return c.Passage.mutate(ctx, m)
 	case *RoomMemberMutation:
 		return c.RoomMember.mutate(ctx, m)
+	case *RoomResourceMutation:
+		return c.RoomResource.mutate(ctx, m)
+	case *TaskMutation:
+		return c.Task.mutate(ctx, m)
 	case *TurnMutation:
 		return c.Turn.mutate(ctx, m)
 	default:
@@ -391,6 +457,22 @@ func (c *AgentClient) QueryVersions(_m *Agent) *AgentVersionQuery {
 			sqlgraph.From(agent.Table, agent.FieldID, id),
 			sqlgraph.To(agentversion.Table, agentversion.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, agent.VersionsTable, agent.VersionsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryMemberConfigs queries the member_configs edge of a Agent.
+func (c *AgentClient) QueryMemberConfigs(_m *Agent) *MemberAgentConfigQuery {
+	query := (&MemberAgentConfigClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(agent.Table, agent.FieldID, id),
+			sqlgraph.To(memberagentconfig.Table, memberagentconfig.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, agent.MemberConfigsTable, agent.MemberConfigsColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
 		return fromV, nil
@@ -569,6 +651,320 @@ func (c *AgentVersionClient) mutate(ctx context.Context, m *AgentVersionMutation
 		return (&AgentVersionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown AgentVersion mutation op: %q", m.Op())
+	}
+}
+
+// ApprovalClient is a client for the Approval schema.
+type ApprovalClient struct {
+	config
+}
+
+// NewApprovalClient returns a client for the Approval from the given config.
+func NewApprovalClient(c config) *ApprovalClient {
+	return &ApprovalClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `approval.Hooks(f(g(h())))`.
+func (c *ApprovalClient) Use(hooks ...Hook) {
+	c.hooks.Approval = append(c.hooks.Approval, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `approval.Intercept(f(g(h())))`.
+func (c *ApprovalClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Approval = append(c.inters.Approval, interceptors...)
+}
+
+// Create returns a builder for creating a Approval entity.
+func (c *ApprovalClient) Create() *ApprovalCreate {
+	mutation := newApprovalMutation(c.config, OpCreate)
+	return &ApprovalCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Approval entities.
+func (c *ApprovalClient) CreateBulk(builders ...*ApprovalCreate) *ApprovalCreateBulk {
+	return &ApprovalCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ApprovalClient) MapCreateBulk(slice any, setFunc func(*ApprovalCreate, int)) *ApprovalCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ApprovalCreateBulk{err: fmt.Errorf("calling to ApprovalClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ApprovalCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ApprovalCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Approval.
+func (c *ApprovalClient) Update() *ApprovalUpdate {
+	mutation := newApprovalMutation(c.config, OpUpdate)
+	return &ApprovalUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ApprovalClient) UpdateOne(_m *Approval) *ApprovalUpdateOne {
+	mutation := newApprovalMutation(c.config, OpUpdateOne, withApproval(_m))
+	return &ApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ApprovalClient) UpdateOneID(id uuid.UUID) *ApprovalUpdateOne {
+	mutation := newApprovalMutation(c.config, OpUpdateOne, withApprovalID(id))
+	return &ApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Approval.
+func (c *ApprovalClient) Delete() *ApprovalDelete {
+	mutation := newApprovalMutation(c.config, OpDelete)
+	return &ApprovalDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ApprovalClient) DeleteOne(_m *Approval) *ApprovalDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ApprovalClient) DeleteOneID(id uuid.UUID) *ApprovalDeleteOne {
+	builder := c.Delete().Where(approval.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ApprovalDeleteOne{builder}
+}
+
+// Query returns a query builder for Approval.
+func (c *ApprovalClient) Query() *ApprovalQuery {
+	return &ApprovalQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeApproval},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Approval entity by its id.
+func (c *ApprovalClient) Get(ctx context.Context, id uuid.UUID) (*Approval, error) {
+	return c.Query().Where(approval.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ApprovalClient) GetX(ctx context.Context, id uuid.UUID) *Approval {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTurn queries the turn edge of a Approval.
+func (c *ApprovalClient) QueryTurn(_m *Approval) *TurnQuery {
+	query := (&TurnClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(approval.Table, approval.FieldID, id),
+			sqlgraph.To(turn.Table, turn.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, approval.TurnTable, approval.TurnColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ApprovalClient) Hooks() []Hook {
+	return c.hooks.Approval
+}
+
+// Interceptors returns the client interceptors.
+func (c *ApprovalClient) Interceptors() []Interceptor {
+	return c.inters.Approval
+}
+
+func (c *ApprovalClient) mutate(ctx context.Context, m *ApprovalMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ApprovalCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ApprovalUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ApprovalUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ApprovalDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Approval mutation op: %q", m.Op())
+	}
+}
+
+// ArtifactClient is a client for the Artifact schema.
+type ArtifactClient struct {
+	config
+}
+
+// NewArtifactClient returns a client for the Artifact from the given config.
+func NewArtifactClient(c config) *ArtifactClient {
+	return &ArtifactClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `artifact.Hooks(f(g(h())))`.
+func (c *ArtifactClient) Use(hooks ...Hook) {
+	c.hooks.Artifact = append(c.hooks.Artifact, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `artifact.Intercept(f(g(h())))`.
+func (c *ArtifactClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Artifact = append(c.inters.Artifact, interceptors...)
+}
+
+// Create returns a builder for creating a Artifact entity.
+func (c *ArtifactClient) Create() *ArtifactCreate {
+	mutation := newArtifactMutation(c.config, OpCreate)
+	return &ArtifactCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Artifact entities.
+func (c *ArtifactClient) CreateBulk(builders ...*ArtifactCreate) *ArtifactCreateBulk {
+	return &ArtifactCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ArtifactClient) MapCreateBulk(slice any, setFunc func(*ArtifactCreate, int)) *ArtifactCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ArtifactCreateBulk{err: fmt.Errorf("calling to ArtifactClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ArtifactCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ArtifactCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Artifact.
+func (c *ArtifactClient) Update() *ArtifactUpdate {
+	mutation := newArtifactMutation(c.config, OpUpdate)
+	return &ArtifactUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ArtifactClient) UpdateOne(_m *Artifact) *ArtifactUpdateOne {
+	mutation := newArtifactMutation(c.config, OpUpdateOne, withArtifact(_m))
+	return &ArtifactUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ArtifactClient) UpdateOneID(id uuid.UUID) *ArtifactUpdateOne {
+	mutation := newArtifactMutation(c.config, OpUpdateOne, withArtifactID(id))
+	return &ArtifactUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Artifact.
+func (c *ArtifactClient) Delete() *ArtifactDelete {
+	mutation := newArtifactMutation(c.config, OpDelete)
+	return &ArtifactDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ArtifactClient) DeleteOne(_m *Artifact) *ArtifactDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ArtifactClient) DeleteOneID(id uuid.UUID) *ArtifactDeleteOne {
+	builder := c.Delete().Where(artifact.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ArtifactDeleteOne{builder}
+}
+
+// Query returns a query builder for Artifact.
+func (c *ArtifactClient) Query() *ArtifactQuery {
+	return &ArtifactQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeArtifact},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Artifact entity by its id.
+func (c *ArtifactClient) Get(ctx context.Context, id uuid.UUID) (*Artifact, error) {
+	return c.Query().Where(artifact.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ArtifactClient) GetX(ctx context.Context, id uuid.UUID) *Artifact {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryOwner queries the owner edge of a Artifact.
+func (c *ArtifactClient) QueryOwner(_m *Artifact) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(artifact.Table, artifact.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, artifact.OwnerTable, artifact.OwnerColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryReferences queries the references edge of a Artifact.
+func (c *ArtifactClient) QueryReferences(_m *Artifact) *RoomResourceQuery {
+	query := (&RoomResourceClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(artifact.Table, artifact.FieldID, id),
+			sqlgraph.To(roomresource.Table, roomresource.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, artifact.ReferencesTable, artifact.ReferencesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ArtifactClient) Hooks() []Hook {
+	return c.hooks.Artifact
+}
+
+// Interceptors returns the client interceptors.
+func (c *ArtifactClient) Interceptors() []Interceptor {
+	return c.inters.Artifact
+}
+
+func (c *ArtifactClient) mutate(ctx context.Context, m *ArtifactMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ArtifactCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ArtifactUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ArtifactUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ArtifactDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Artifact mutation op: %q", m.Op())
 	}
 }
 
@@ -925,6 +1321,22 @@ func (c *ConversationClient) QueryEntries(_m *Conversation) *JournalEntryQuery {
 	return query
 }
 
+// QueryResources queries the resources edge of a Conversation.
+func (c *ConversationClient) QueryResources(_m *Conversation) *RoomResourceQuery {
+	query := (&RoomResourceClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversation.Table, conversation.FieldID, id),
+			sqlgraph.To(roomresource.Table, roomresource.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, conversation.ResourcesTable, conversation.ResourcesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *ConversationClient) Hooks() []Hook {
 	return c.hooks.Conversation
@@ -947,6 +1359,320 @@ func (c *ConversationClient) mutate(ctx context.Context, m *ConversationMutation
 		return (&ConversationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Conversation mutation op: %q", m.Op())
+	}
+}
+
+// DocumentClient is a client for the Document schema.
+type DocumentClient struct {
+	config
+}
+
+// NewDocumentClient returns a client for the Document from the given config.
+func NewDocumentClient(c config) *DocumentClient {
+	return &DocumentClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `document.Hooks(f(g(h())))`.
+func (c *DocumentClient) Use(hooks ...Hook) {
+	c.hooks.Document = append(c.hooks.Document, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `document.Intercept(f(g(h())))`.
+func (c *DocumentClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Document = append(c.inters.Document, interceptors...)
+}
+
+// Create returns a builder for creating a Document entity.
+func (c *DocumentClient) Create() *DocumentCreate {
+	mutation := newDocumentMutation(c.config, OpCreate)
+	return &DocumentCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Document entities.
+func (c *DocumentClient) CreateBulk(builders ...*DocumentCreate) *DocumentCreateBulk {
+	return &DocumentCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DocumentClient) MapCreateBulk(slice any, setFunc func(*DocumentCreate, int)) *DocumentCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DocumentCreateBulk{err: fmt.Errorf("calling to DocumentClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DocumentCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DocumentCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Document.
+func (c *DocumentClient) Update() *DocumentUpdate {
+	mutation := newDocumentMutation(c.config, OpUpdate)
+	return &DocumentUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DocumentClient) UpdateOne(_m *Document) *DocumentUpdateOne {
+	mutation := newDocumentMutation(c.config, OpUpdateOne, withDocument(_m))
+	return &DocumentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DocumentClient) UpdateOneID(id uuid.UUID) *DocumentUpdateOne {
+	mutation := newDocumentMutation(c.config, OpUpdateOne, withDocumentID(id))
+	return &DocumentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Document.
+func (c *DocumentClient) Delete() *DocumentDelete {
+	mutation := newDocumentMutation(c.config, OpDelete)
+	return &DocumentDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DocumentClient) DeleteOne(_m *Document) *DocumentDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DocumentClient) DeleteOneID(id uuid.UUID) *DocumentDeleteOne {
+	builder := c.Delete().Where(document.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DocumentDeleteOne{builder}
+}
+
+// Query returns a query builder for Document.
+func (c *DocumentClient) Query() *DocumentQuery {
+	return &DocumentQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDocument},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Document entity by its id.
+func (c *DocumentClient) Get(ctx context.Context, id uuid.UUID) (*Document, error) {
+	return c.Query().Where(document.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DocumentClient) GetX(ctx context.Context, id uuid.UUID) *Document {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryACL queries the acl edge of a Document.
+func (c *DocumentClient) QueryACL(_m *Document) *DocumentACLQuery {
+	query := (&DocumentACLClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(document.Table, document.FieldID, id),
+			sqlgraph.To(documentacl.Table, documentacl.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, document.ACLTable, document.ACLColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryPassages queries the passages edge of a Document.
+func (c *DocumentClient) QueryPassages(_m *Document) *PassageQuery {
+	query := (&PassageClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(document.Table, document.FieldID, id),
+			sqlgraph.To(passage.Table, passage.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, document.PassagesTable, document.PassagesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DocumentClient) Hooks() []Hook {
+	return c.hooks.Document
+}
+
+// Interceptors returns the client interceptors.
+func (c *DocumentClient) Interceptors() []Interceptor {
+	return c.inters.Document
+}
+
+func (c *DocumentClient) mutate(ctx context.Context, m *DocumentMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DocumentCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DocumentUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DocumentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DocumentDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Document mutation op: %q", m.Op())
+	}
+}
+
+// DocumentACLClient is a client for the DocumentACL schema.
+type DocumentACLClient struct {
+	config
+}
+
+// NewDocumentACLClient returns a client for the DocumentACL from the given config.
+func NewDocumentACLClient(c config) *DocumentACLClient {
+	return &DocumentACLClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `documentacl.Hooks(f(g(h())))`.
+func (c *DocumentACLClient) Use(hooks ...Hook) {
+	c.hooks.DocumentACL = append(c.hooks.DocumentACL, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `documentacl.Intercept(f(g(h())))`.
+func (c *DocumentACLClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DocumentACL = append(c.inters.DocumentACL, interceptors...)
+}
+
+// Create returns a builder for creating a DocumentACL entity.
+func (c *DocumentACLClient) Create() *DocumentACLCreate {
+	mutation := newDocumentACLMutation(c.config, OpCreate)
+	return &DocumentACLCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DocumentACL entities.
+func (c *DocumentACLClient) CreateBulk(builders ...*DocumentACLCreate) *DocumentACLCreateBulk {
+	return &DocumentACLCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DocumentACLClient) MapCreateBulk(slice any, setFunc func(*DocumentACLCreate, int)) *DocumentACLCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DocumentACLCreateBulk{err: fmt.Errorf("calling to DocumentACLClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DocumentACLCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DocumentACLCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DocumentACL.
+func (c *DocumentACLClient) Update() *DocumentACLUpdate {
+	mutation := newDocumentACLMutation(c.config, OpUpdate)
+	return &DocumentACLUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DocumentACLClient) UpdateOne(_m *DocumentACL) *DocumentACLUpdateOne {
+	mutation := newDocumentACLMutation(c.config, OpUpdateOne, withDocumentACL(_m))
+	return &DocumentACLUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DocumentACLClient) UpdateOneID(id uuid.UUID) *DocumentACLUpdateOne {
+	mutation := newDocumentACLMutation(c.config, OpUpdateOne, withDocumentACLID(id))
+	return &DocumentACLUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DocumentACL.
+func (c *DocumentACLClient) Delete() *DocumentACLDelete {
+	mutation := newDocumentACLMutation(c.config, OpDelete)
+	return &DocumentACLDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DocumentACLClient) DeleteOne(_m *DocumentACL) *DocumentACLDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DocumentACLClient) DeleteOneID(id uuid.UUID) *DocumentACLDeleteOne {
+	builder := c.Delete().Where(documentacl.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DocumentACLDeleteOne{builder}
+}
+
+// Query returns a query builder for DocumentACL.
+func (c *DocumentACLClient) Query() *DocumentACLQuery {
+	return &DocumentACLQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDocumentACL},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DocumentACL entity by its id.
+func (c *DocumentACLClient) Get(ctx context.Context, id uuid.UUID) (*DocumentACL, error) {
+	return c.Query().Where(documentacl.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DocumentACLClient) GetX(ctx context.Context, id uuid.UUID) *DocumentACL {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDocument queries the document edge of a DocumentACL.
+func (c *DocumentACLClient) QueryDocument(_m *DocumentACL) *DocumentQuery {
+	query := (&DocumentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(documentacl.Table, documentacl.FieldID, id),
+			sqlgraph.To(document.Table, document.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, documentacl.DocumentTable, documentacl.DocumentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DocumentACLClient) Hooks() []Hook {
+	return c.hooks.DocumentACL
+}
+
+// Interceptors returns the client interceptors.
+func (c *DocumentACLClient) Interceptors() []Interceptor {
+	return c.inters.DocumentACL
+}
+
+func (c *DocumentACLClient) mutate(ctx context.Context, m *DocumentACLMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DocumentACLCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DocumentACLUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DocumentACLUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DocumentACLDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DocumentACL mutation op: %q", m.Op())
 	}
 }
 
@@ -1287,6 +2013,54 @@ func (c *MemberClient) QueryTurns(_m *Member) *TurnQuery {
 	return query
 }
 
+// QueryArtifacts queries the artifacts edge of a Member.
+func (c *MemberClient) QueryArtifacts(_m *Member) *ArtifactQuery {
+	query := (&ArtifactClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(artifact.Table, artifact.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.ArtifactsTable, member.ArtifactsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryTasks queries the tasks edge of a Member.
+func (c *MemberClient) QueryTasks(_m *Member) *TaskQuery {
+	query := (&TaskClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(task.Table, task.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.TasksTable, member.TasksColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryAgentConfigs queries the agent_configs edge of a Member.
+func (c *MemberClient) QueryAgentConfigs(_m *Member) *MemberAgentConfigQuery {
+	query := (&MemberAgentConfigClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(memberagentconfig.Table, memberagentconfig.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.AgentConfigsTable, member.AgentConfigsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *MemberClient) Hooks() []Hook {
 	return c.hooks.Member
@@ -1309,6 +2083,171 @@ func (c *MemberClient) mutate(ctx context.Context, m *MemberMutation) (Value, er
 		return (&MemberDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown Member mutation op: %q", m.Op())
+	}
+}
+
+// MemberAgentConfigClient is a client for the MemberAgentConfig schema.
+type MemberAgentConfigClient struct {
+	config
+}
+
+// NewMemberAgentConfigClient returns a client for the MemberAgentConfig from the given config.
+func NewMemberAgentConfigClient(c config) *MemberAgentConfigClient {
+	return &MemberAgentConfigClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `memberagentconfig.Hooks(f(g(h())))`.
+func (c *MemberAgentConfigClient) Use(hooks ...Hook) {
+	c.hooks.MemberAgentConfig = append(c.hooks.MemberAgentConfig, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `memberagentconfig.Intercept(f(g(h())))`.
+func (c *MemberAgentConfigClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberAgentConfig = append(c.inters.MemberAgentConfig, interceptors...)
+}
+
+// Create returns a builder for creating a MemberAgentConfig entity.
+func (c *MemberAgentConfigClient) Create() *MemberAgentConfigCreate {
+	mutation := newMemberAgentConfigMutation(c.config, OpCreate)
+	return &MemberAgentConfigCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberAgentConfig entities.
+func (c *MemberAgentConfigClient) CreateBulk(builders ...*MemberAgentConfigCreate) *MemberAgentConfigCreateBulk {
+	return &MemberAgentConfigCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberAgentConfigClient) MapCreateBulk(slice any, setFunc func(*MemberAgentConfigCreate, int)) *MemberAgentConfigCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberAgentConfigCreateBulk{err: fmt.Errorf("calling to MemberAgentConfigClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberAgentConfigCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberAgentConfigCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberAgentConfig.
+func (c *MemberAgentConfigClient) Update() *MemberAgentConfigUpdate {
+	mutation := newMemberAgentConfigMutation(c.config, OpUpdate)
+	return &MemberAgentConfigUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberAgentConfigClient) UpdateOne(_m *MemberAgentConfig) *MemberAgentConfigUpdateOne {
+	mutation := newMemberAgentConfigMutation(c.config, OpUpdateOne, withMemberAgentConfig(_m))
+	return &MemberAgentConfigUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberAgentConfigClient) UpdateOneID(id uuid.UUID) *MemberAgentConfigUpdateOne {
+	mutation := newMemberAgentConfigMutation(c.config, OpUpdateOne, withMemberAgentConfigID(id))
+	return &MemberAgentConfigUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberAgentConfig.
+func (c *MemberAgentConfigClient) Delete() *MemberAgentConfigDelete {
+	mutation := newMemberAgentConfigMutation(c.config, OpDelete)
+	return &MemberAgentConfigDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberAgentConfigClient) DeleteOne(_m *MemberAgentConfig) *MemberAgentConfigDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberAgentConfigClient) DeleteOneID(id uuid.UUID) *MemberAgentConfigDeleteOne {
+	builder := c.Delete().Where(memberagentconfig.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberAgentConfigDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberAgentConfig.
+func (c *MemberAgentConfigClient) Query() *MemberAgentConfigQuery {
+	return &MemberAgentConfigQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberAgentConfig},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberAgentConfig entity by its id.
+func (c *MemberAgentConfigClient) Get(ctx context.Context, id uuid.UUID) (*MemberAgentConfig, error) {
+	return c.Query().Where(memberagentconfig.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberAgentConfigClient) GetX(ctx context.Context, id uuid.UUID) *MemberAgentConfig {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberAgentConfig.
+func (c *MemberAgentConfigClient) QueryMember(_m *MemberAgentConfig) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(memberagentconfig.Table, memberagentconfig.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, memberagentconfig.MemberTable, memberagentconfig.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryAgent queries the agent edge of a MemberAgentConfig.
+func (c *MemberAgentConfigClient) QueryAgent(_m *MemberAgentConfig) *AgentQuery {
+	query := (&AgentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(memberagentconfig.Table, memberagentconfig.FieldID, id),
+			sqlgraph.To(agent.Table, agent.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, memberagentconfig.AgentTable, memberagentconfig.AgentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberAgentConfigClient) Hooks() []Hook {
+	return c.hooks.MemberAgentConfig
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberAgentConfigClient) Interceptors() []Interceptor {
+	return c.inters.MemberAgentConfig
+}
+
+func (c *MemberAgentConfigClient) mutate(ctx context.Context, m *MemberAgentConfigMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberAgentConfigCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberAgentConfigUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberAgentConfigUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberAgentConfigDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberAgentConfig mutation op: %q", m.Op())
 	}
 }
 
@@ -1458,6 +2397,155 @@ func (c *MemberPermissionClient) mutate(ctx context.Context, m *MemberPermission
 		return (&MemberPermissionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown MemberPermission mutation op: %q", m.Op())
+	}
+}
+
+// PassageClient is a client for the Passage schema.
+type PassageClient struct {
+	config
+}
+
+// NewPassageClient returns a client for the Passage from the given config.
+func NewPassageClient(c config) *PassageClient {
+	return &PassageClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `passage.Hooks(f(g(h())))`.
+func (c *PassageClient) Use(hooks ...Hook) {
+	c.hooks.Passage = append(c.hooks.Passage, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `passage.Intercept(f(g(h())))`.
+func (c *PassageClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Passage = append(c.inters.Passage, interceptors...)
+}
+
+// Create returns a builder for creating a Passage entity.
+func (c *PassageClient) Create() *PassageCreate {
+	mutation := newPassageMutation(c.config, OpCreate)
+	return &PassageCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Passage entities.
+func (c *PassageClient) CreateBulk(builders ...*PassageCreate) *PassageCreateBulk {
+	return &PassageCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PassageClient) MapCreateBulk(slice any, setFunc func(*PassageCreate, int)) *PassageCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PassageCreateBulk{err: fmt.Errorf("calling to PassageClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PassageCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PassageCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Passage.
+func (c *PassageClient) Update() *PassageUpdate {
+	mutation := newPassageMutation(c.config, OpUpdate)
+	return &PassageUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PassageClient) UpdateOne(_m *Passage) *PassageUpdateOne {
+	mutation := newPassageMutation(c.config, OpUpdateOne, withPassage(_m))
+	return &PassageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PassageClient) UpdateOneID(id uuid.UUID) *PassageUpdateOne {
+	mutation := newPassageMutation(c.config, OpUpdateOne, withPassageID(id))
+	return &PassageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Passage.
+func (c *PassageClient) Delete() *PassageDelete {
+	mutation := newPassageMutation(c.config, OpDelete)
+	return &PassageDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PassageClient) DeleteOne(_m *Passage) *PassageDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PassageClient) DeleteOneID(id uuid.UUID) *PassageDeleteOne {
+	builder := c.Delete().Where(passage.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PassageDeleteOne{builder}
+}
+
+// Query returns a query builder for Passage.
+func (c *PassageClient) Query() *PassageQuery {
+	return &PassageQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePassage},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Passage entity by its id.
+func (c *PassageClient) Get(ctx context.Context, id uuid.UUID) (*Passage, error) {
+	return c.Query().Where(passage.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PassageClient) GetX(ctx context.Context, id uuid.UUID) *Passage {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDocument queries the document edge of a Passage.
+func (c *PassageClient) QueryDocument(_m *Passage) *DocumentQuery {
+	query := (&DocumentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(passage.Table, passage.FieldID, id),
+			sqlgraph.To(document.Table, document.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, passage.DocumentTable, passage.DocumentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *PassageClient) Hooks() []Hook {
+	return c.hooks.Passage
+}
+
+// Interceptors returns the client interceptors.
+func (c *PassageClient) Interceptors() []Interceptor {
+	return c.inters.Passage
+}
+
+func (c *PassageClient) mutate(ctx context.Context, m *PassageMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PassageCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PassageUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PassageUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PassageDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Passage mutation op: %q", m.Op())
 	}
 }
 
@@ -1623,6 +2711,320 @@ func (c *RoomMemberClient) mutate(ctx context.Context, m *RoomMemberMutation) (V
 		return (&RoomMemberDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown RoomMember mutation op: %q", m.Op())
+	}
+}
+
+// RoomResourceClient is a client for the RoomResource schema.
+type RoomResourceClient struct {
+	config
+}
+
+// NewRoomResourceClient returns a client for the RoomResource from the given config.
+func NewRoomResourceClient(c config) *RoomResourceClient {
+	return &RoomResourceClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `roomresource.Hooks(f(g(h())))`.
+func (c *RoomResourceClient) Use(hooks ...Hook) {
+	c.hooks.RoomResource = append(c.hooks.RoomResource, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `roomresource.Intercept(f(g(h())))`.
+func (c *RoomResourceClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RoomResource = append(c.inters.RoomResource, interceptors...)
+}
+
+// Create returns a builder for creating a RoomResource entity.
+func (c *RoomResourceClient) Create() *RoomResourceCreate {
+	mutation := newRoomResourceMutation(c.config, OpCreate)
+	return &RoomResourceCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RoomResource entities.
+func (c *RoomResourceClient) CreateBulk(builders ...*RoomResourceCreate) *RoomResourceCreateBulk {
+	return &RoomResourceCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RoomResourceClient) MapCreateBulk(slice any, setFunc func(*RoomResourceCreate, int)) *RoomResourceCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RoomResourceCreateBulk{err: fmt.Errorf("calling to RoomResourceClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RoomResourceCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RoomResourceCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RoomResource.
+func (c *RoomResourceClient) Update() *RoomResourceUpdate {
+	mutation := newRoomResourceMutation(c.config, OpUpdate)
+	return &RoomResourceUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RoomResourceClient) UpdateOne(_m *RoomResource) *RoomResourceUpdateOne {
+	mutation := newRoomResourceMutation(c.config, OpUpdateOne, withRoomResource(_m))
+	return &RoomResourceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RoomResourceClient) UpdateOneID(id uuid.UUID) *RoomResourceUpdateOne {
+	mutation := newRoomResourceMutation(c.config, OpUpdateOne, withRoomResourceID(id))
+	return &RoomResourceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RoomResource.
+func (c *RoomResourceClient) Delete() *RoomResourceDelete {
+	mutation := newRoomResourceMutation(c.config, OpDelete)
+	return &RoomResourceDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RoomResourceClient) DeleteOne(_m *RoomResource) *RoomResourceDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RoomResourceClient) DeleteOneID(id uuid.UUID) *RoomResourceDeleteOne {
+	builder := c.Delete().Where(roomresource.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RoomResourceDeleteOne{builder}
+}
+
+// Query returns a query builder for RoomResource.
+func (c *RoomResourceClient) Query() *RoomResourceQuery {
+	return &RoomResourceQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRoomResource},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RoomResource entity by its id.
+func (c *RoomResourceClient) Get(ctx context.Context, id uuid.UUID) (*RoomResource, error) {
+	return c.Query().Where(roomresource.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RoomResourceClient) GetX(ctx context.Context, id uuid.UUID) *RoomResource {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryConversation queries the conversation edge of a RoomResource.
+func (c *RoomResourceClient) QueryConversation(_m *RoomResource) *ConversationQuery {
+	query := (&ConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(roomresource.Table, roomresource.FieldID, id),
+			sqlgraph.To(conversation.Table, conversation.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, roomresource.ConversationTable, roomresource.ConversationColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryArtifact queries the artifact edge of a RoomResource.
+func (c *RoomResourceClient) QueryArtifact(_m *RoomResource) *ArtifactQuery {
+	query := (&ArtifactClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(roomresource.Table, roomresource.FieldID, id),
+			sqlgraph.To(artifact.Table, artifact.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, roomresource.ArtifactTable, roomresource.ArtifactColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RoomResourceClient) Hooks() []Hook {
+	return c.hooks.RoomResource
+}
+
+// Interceptors returns the client interceptors.
+func (c *RoomResourceClient) Interceptors() []Interceptor {
+	return c.inters.RoomResource
+}
+
+func (c *RoomResourceClient) mutate(ctx context.Context, m *RoomResourceMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RoomResourceCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RoomResourceUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RoomResourceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RoomResourceDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RoomResource mutation op: %q", m.Op())
+	}
+}
+
+// TaskClient is a client for the Task schema.
+type TaskClient struct {
+	config
+}
+
+// NewTaskClient returns a client for the Task from the given config.
+func NewTaskClient(c config) *TaskClient {
+	return &TaskClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `task.Hooks(f(g(h())))`.
+func (c *TaskClient) Use(hooks ...Hook) {
+	c.hooks.Task = append(c.hooks.Task, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `task.Intercept(f(g(h())))`.
+func (c *TaskClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Task = append(c.inters.Task, interceptors...)
+}
+
+// Create returns a builder for creating a Task entity.
+func (c *TaskClient) Create() *TaskCreate {
+	mutation := newTaskMutation(c.config, OpCreate)
+	return &TaskCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Task entities.
+func (c *TaskClient) CreateBulk(builders ...*TaskCreate) *TaskCreateBulk {
+	return &TaskCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TaskClient) MapCreateBulk(slice any, setFunc func(*TaskCreate, int)) *TaskCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TaskCreateBulk{err: fmt.Errorf("calling to TaskClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TaskCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TaskCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Task.
+func (c *TaskClient) Update() *TaskUpdate {
+	mutation := newTaskMutation(c.config, OpUpdate)
+	return &TaskUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TaskClient) UpdateOne(_m *Task) *TaskUpdateOne {
+	mutation := newTaskMutation(c.config, OpUpdateOne, withTask(_m))
+	return &TaskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TaskClient) UpdateOneID(id uuid.UUID) *TaskUpdateOne {
+	mutation := newTaskMutation(c.config, OpUpdateOne, withTaskID(id))
+	return &TaskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Task.
+func (c *TaskClient) Delete() *TaskDelete {
+	mutation := newTaskMutation(c.config, OpDelete)
+	return &TaskDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TaskClient) DeleteOne(_m *Task) *TaskDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TaskClient) DeleteOneID(id uuid.UUID) *TaskDeleteOne {
+	builder := c.Delete().Where(task.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TaskDeleteOne{builder}
+}
+
+// Query returns a query builder for Task.
+func (c *TaskClient) Query() *TaskQuery {
+	return &TaskQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTask},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Task entity by its id.
+func (c *TaskClient) Get(ctx context.Context, id uuid.UUID) (*Task, error) {
+	return c.Query().Where(task.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TaskClient) GetX(ctx context.Context, id uuid.UUID) *Task {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryOwner queries the owner edge of a Task.
+func (c *TaskClient) QueryOwner(_m *Task) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(task.Table, task.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, task.OwnerTable, task.OwnerColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *TaskClient) Hooks() []Hook {
+	return c.hooks.Task
+}
+
+// Interceptors returns the client interceptors.
+func (c *TaskClient) Interceptors() []Interceptor {
+	return c.inters.Task
+}
+
+func (c *TaskClient) mutate(ctx context.Context, m *TaskMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TaskCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TaskUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TaskUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TaskDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Task mutation op: %q", m.Op())
 	}
 }
 
@@ -1798,6 +3200,22 @@ func (c *TurnClient) QueryCommands(_m *Turn) *CommandQuery {
 	return query
 }
 
+// QueryApprovals queries the approvals edge of a Turn.
+func (c *TurnClient) QueryApprovals(_m *Turn) *ApprovalQuery {
+	query := (&ApprovalClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(turn.Table, turn.FieldID, id),
+			sqlgraph.To(approval.Table, approval.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, turn.ApprovalsTable, turn.ApprovalsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *TurnClient) Hooks() []Hook {
 	return c.hooks.Turn
@@ -1826,12 +3244,14 @@ func (c *TurnClient) mutate(ctx context.Context, m *TurnMutation) (Value, error)
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, AgentVersion, Command, Conversation, JournalEntry, Member,
-		MemberPermission, RoomMember, Turn []ent.Hook
+		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
+		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberPermission,
+		Passage, RoomMember, RoomResource, Task, Turn []ent.Hook
 	}
 	inters struct {
-		Agent, AgentVersion, Command, Conversation, JournalEntry, Member,
-		MemberPermission, RoomMember, Turn []ent.Interceptor
+		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
+		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberPermission,
+		Passage, RoomMember, RoomResource, Task, Turn []ent.Interceptor
 	}
 )
 

@@ -61,9 +61,11 @@ type ConversationEdges struct {
 	Turns []*Turn `json:"turns,omitempty"`
 	// Entries holds the value of the entries edge.
 	Entries []*JournalEntry `json:"entries,omitempty"`
+	// Resources holds the value of the resources edge.
+	Resources []*RoomResource `json:"resources,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [6]bool
+	loadedTypes [7]bool
 }
 
 // OwnerOrErr returns the Owner value or an error if the edge
@@ -124,6 +126,15 @@ func (e ConversationEdges) EntriesOrErr() ([]*JournalEntry, error) {
 		return e.Entries, nil
 	}
 	return nil, &NotLoadedError{edge: "entries"}
+}
+
+// ResourcesOrErr returns the Resources value or an error if the edge
+// was not loaded in eager-loading.
+func (e ConversationEdges) ResourcesOrErr() ([]*RoomResource, error) {
+	if e.loadedTypes[6] {
+		return e.Resources, nil
+	}
+	return nil, &NotLoadedError{edge: "resources"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -264,6 +275,11 @@ func (_m *Conversation) QueryTurns() *TurnQuery {
 // QueryEntries queries the "entries" edge of the Conversation entity.
 func (_m *Conversation) QueryEntries() *JournalEntryQuery {
 	return NewConversationClient(_m.config).QueryEntries(_m)
+}
+
+// QueryResources queries the "resources" edge of the Conversation entity.
+func (_m *Conversation) QueryResources() *RoomResourceQuery {
+	return NewConversationClient(_m.config).QueryResources(_m)
 }
 
 // Update returns a builder for updating this Conversation.

@@ -18,6 +18,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -201,6 +202,21 @@ func (_c *ConversationCreate) AddEntries(v ...*JournalEntry) *ConversationCreate
 		ids[i] = v[i].ID
 	}
 	return _c.AddEntryIDs(ids...)
+}
+
+// AddResourceIDs adds the "resources" edge to the RoomResource entity by IDs.
+func (_c *ConversationCreate) AddResourceIDs(ids ...uuid.UUID) *ConversationCreate {
+	_c.mutation.AddResourceIDs(ids...)
+	return _c
+}
+
+// AddResources adds the "resources" edges to the RoomResource entity.
+func (_c *ConversationCreate) AddResources(v ...*RoomResource) *ConversationCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddResourceIDs(ids...)
 }
 
 // Mutation returns the ConversationMutation object of the builder.
@@ -466,6 +482,22 @@ func (_c *ConversationCreate) createSpec() (*Conversation, *sqlgraph.CreateSpec)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(journalentry.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.ResourcesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

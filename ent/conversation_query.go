@@ -20,6 +20,7 @@ import (
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -36,6 +37,7 @@ type ConversationQuery struct {
 	withMembers    *RoomMemberQuery
 	withTurns      *TurnQuery
 	withEntries    *JournalEntryQuery
+	withResources  *RoomResourceQuery
 	modifiers      []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -198,6 +200,28 @@ func (_q *ConversationQuery) QueryEntries() *JournalEntryQuery {
 			sqlgraph.From(conversation.Table, conversation.FieldID, selector),
 			sqlgraph.To(journalentry.Table, journalentry.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, conversation.EntriesTable, conversation.EntriesColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryResources chains the current query on the "resources" edge.
+func (_q *ConversationQuery) QueryResources() *RoomResourceQuery {
+	query := (&RoomResourceClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversation.Table, conversation.FieldID, selector),
+			sqlgraph.To(roomresource.Table, roomresource.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, conversation.ResourcesTable, conversation.ResourcesColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -403,6 +427,7 @@ func (_q *ConversationQuery) Clone() *ConversationQuery {
 		withMembers:    _q.withMembers.Clone(),
 		withTurns:      _q.withTurns.Clone(),
 		withEntries:    _q.withEntries.Clone(),
+		withResources:  _q.withResources.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -472,6 +497,17 @@ func (_q *ConversationQuery) WithEntries(opts ...func(*JournalEntryQuery)) *Conv
 		opt(query)
 	}
 	_q.withEntries = query
+	return _q
+}
+
+// WithResources tells the query-builder to eager-load the nodes that are connected to
+// the "resources" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *ConversationQuery) WithResources(opts ...func(*RoomResourceQuery)) *ConversationQuery {
+	query := (&RoomResourceClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withResources = query
 	return _q
 }
 
@@ -553,13 +589,14 @@ func (_q *ConversationQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]
 	var (
 		nodes       = []*Conversation{}
 		_spec       = _q.querySpec()
-		loadedTypes = [6]bool{
+		loadedTypes = [7]bool{
 			_q.withOwner != nil,
 			_q.withAgent != nil,
 			_q.withActiveTurn != nil,
 			_q.withMembers != nil,
 			_q.withTurns != nil,
 			_q.withEntries != nil,
+			_q.withResources != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -619,6 +656,13 @@ func (_q *ConversationQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]
 		if err := _q.loadEntries(ctx, query, nodes,
 			func(n *Conversation) { n.Edges.Entries = []*JournalEntry{} },
 			func(n *Conversation, e *JournalEntry) { n.Edges.Entries = append(n.Edges.Entries, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withResources; query != nil {
+		if err := _q.loadResources(ctx, query, nodes,
+			func(n *Conversation) { n.Edges.Resources = []*RoomResource{} },
+			func(n *Conversation, e *RoomResource) { n.Edges.Resources = append(n.Edges.Resources, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -790,6 +834,36 @@ func (_q *ConversationQuery) loadEntries(ctx context.Context, query *JournalEntr
 	}
 	query.Where(predicate.JournalEntry(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(conversation.EntriesColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.ConversationID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "conversation_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *ConversationQuery) loadResources(ctx context.Context, query *RoomResourceQuery, nodes []*Conversation, init func(*Conversation), assign func(*Conversation, *RoomResource)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Conversation)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(roomresource.FieldConversationID)
+	}
+	query.Where(predicate.RoomResource(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(conversation.ResourcesColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

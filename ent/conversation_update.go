@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -177,6 +178,21 @@ func (_u *ConversationUpdate) AddEntries(v ...*JournalEntry) *ConversationUpdate
 	return _u.AddEntryIDs(ids...)
 }
 
+// AddResourceIDs adds the "resources" edge to the RoomResource entity by IDs.
+func (_u *ConversationUpdate) AddResourceIDs(ids ...uuid.UUID) *ConversationUpdate {
+	_u.mutation.AddResourceIDs(ids...)
+	return _u
+}
+
+// AddResources adds the "resources" edges to the RoomResource entity.
+func (_u *ConversationUpdate) AddResources(v ...*RoomResource) *ConversationUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddResourceIDs(ids...)
+}
+
 // Mutation returns the ConversationMutation object of the builder.
 func (_u *ConversationUpdate) Mutation() *ConversationMutation {
 	return _u.mutation
@@ -255,6 +271,27 @@ func (_u *ConversationUpdate) RemoveEntries(v ...*JournalEntry) *ConversationUpd
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveEntryIDs(ids...)
+}
+
+// ClearResources clears all "resources" edges to the RoomResource entity.
+func (_u *ConversationUpdate) ClearResources() *ConversationUpdate {
+	_u.mutation.ClearResources()
+	return _u
+}
+
+// RemoveResourceIDs removes the "resources" edge to RoomResource entities by IDs.
+func (_u *ConversationUpdate) RemoveResourceIDs(ids ...uuid.UUID) *ConversationUpdate {
+	_u.mutation.RemoveResourceIDs(ids...)
+	return _u
+}
+
+// RemoveResources removes "resources" edges to RoomResource entities.
+func (_u *ConversationUpdate) RemoveResources(v ...*RoomResource) *ConversationUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveResourceIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -515,6 +552,51 @@ func (_u *ConversationUpdate) sqlSave(ctx context.Context) (_node int, err error
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.ResourcesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedResourcesIDs(); len(nodes) > 0 && !_u.mutation.ResourcesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ResourcesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{conversation.Label}
@@ -680,6 +762,21 @@ func (_u *ConversationUpdateOne) AddEntries(v ...*JournalEntry) *ConversationUpd
 	return _u.AddEntryIDs(ids...)
 }
 
+// AddResourceIDs adds the "resources" edge to the RoomResource entity by IDs.
+func (_u *ConversationUpdateOne) AddResourceIDs(ids ...uuid.UUID) *ConversationUpdateOne {
+	_u.mutation.AddResourceIDs(ids...)
+	return _u
+}
+
+// AddResources adds the "resources" edges to the RoomResource entity.
+func (_u *ConversationUpdateOne) AddResources(v ...*RoomResource) *ConversationUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddResourceIDs(ids...)
+}
+
 // Mutation returns the ConversationMutation object of the builder.
 func (_u *ConversationUpdateOne) Mutation() *ConversationMutation {
 	return _u.mutation
@@ -758,6 +855,27 @@ func (_u *ConversationUpdateOne) RemoveEntries(v ...*JournalEntry) *Conversation
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveEntryIDs(ids...)
+}
+
+// ClearResources clears all "resources" edges to the RoomResource entity.
+func (_u *ConversationUpdateOne) ClearResources() *ConversationUpdateOne {
+	_u.mutation.ClearResources()
+	return _u
+}
+
+// RemoveResourceIDs removes the "resources" edge to RoomResource entities by IDs.
+func (_u *ConversationUpdateOne) RemoveResourceIDs(ids ...uuid.UUID) *ConversationUpdateOne {
+	_u.mutation.RemoveResourceIDs(ids...)
+	return _u
+}
+
+// RemoveResources removes "resources" edges to RoomResource entities.
+func (_u *ConversationUpdateOne) RemoveResources(v ...*RoomResource) *ConversationUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveResourceIDs(ids...)
 }
 
 // Where appends a list predicates to the ConversationUpdate builder.
@@ -1041,6 +1159,51 @@ func (_u *ConversationUpdateOne) sqlSave(ctx context.Context) (_node *Conversati
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(journalentry.FieldID, field.TypeInt64),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ResourcesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedResourcesIDs(); len(nodes) > 0 && !_u.mutation.ResourcesCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ResourcesIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   conversation.ResourcesTable,
+			Columns: []string{conversation.ResourcesColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

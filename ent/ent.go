@@ -14,12 +14,20 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
+	"github.com/turngate/turngate/ent/document"
+	"github.com/turngate/turngate/ent/documentacl"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -81,15 +89,23 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			agent.Table:            agent.ValidColumn,
-			agentversion.Table:     agentversion.ValidColumn,
-			command.Table:          command.ValidColumn,
-			conversation.Table:     conversation.ValidColumn,
-			journalentry.Table:     journalentry.ValidColumn,
-			member.Table:           member.ValidColumn,
-			memberpermission.Table: memberpermission.ValidColumn,
-			roommember.Table:       roommember.ValidColumn,
-			turn.Table:             turn.ValidColumn,
+			agent.Table:             agent.ValidColumn,
+			agentversion.Table:      agentversion.ValidColumn,
+			approval.Table:          approval.ValidColumn,
+			artifact.Table:          artifact.ValidColumn,
+			command.Table:           command.ValidColumn,
+			conversation.Table:      conversation.ValidColumn,
+			document.Table:          document.ValidColumn,
+			documentacl.Table:       documentacl.ValidColumn,
+			journalentry.Table:      journalentry.ValidColumn,
+			member.Table:            member.ValidColumn,
+			memberagentconfig.Table: memberagentconfig.ValidColumn,
+			memberpermission.Table:  memberpermission.ValidColumn,
+			passage.Table:           passage.ValidColumn,
+			roommember.Table:        roommember.ValidColumn,
+			roomresource.Table:      roomresource.ValidColumn,
+			task.Table:              task.ValidColumn,
+			turn.Table:              turn.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -42,9 +42,15 @@ type MemberEdges struct {
 	OwnedConversations []*Conversation `json:"owned_conversations,omitempty"`
 	// Turns holds the value of the turns edge.
 	Turns []*Turn `json:"turns,omitempty"`
+	// Artifacts holds the value of the artifacts edge.
+	Artifacts []*Artifact `json:"artifacts,omitempty"`
+	// Tasks holds the value of the tasks edge.
+	Tasks []*Task `json:"tasks,omitempty"`
+	// AgentConfigs holds the value of the agent_configs edge.
+	AgentConfigs []*MemberAgentConfig `json:"agent_configs,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [4]bool
+	loadedTypes [7]bool
 }
 
 // PermissionsOrErr returns the Permissions value or an error if the edge
@@ -81,6 +87,33 @@ func (e MemberEdges) TurnsOrErr() ([]*Turn, error) {
 		return e.Turns, nil
 	}
 	return nil, &NotLoadedError{edge: "turns"}
+}
+
+// ArtifactsOrErr returns the Artifacts value or an error if the edge
+// was not loaded in eager-loading.
+func (e MemberEdges) ArtifactsOrErr() ([]*Artifact, error) {
+	if e.loadedTypes[4] {
+		return e.Artifacts, nil
+	}
+	return nil, &NotLoadedError{edge: "artifacts"}
+}
+
+// TasksOrErr returns the Tasks value or an error if the edge
+// was not loaded in eager-loading.
+func (e MemberEdges) TasksOrErr() ([]*Task, error) {
+	if e.loadedTypes[5] {
+		return e.Tasks, nil
+	}
+	return nil, &NotLoadedError{edge: "tasks"}
+}
+
+// AgentConfigsOrErr returns the AgentConfigs value or an error if the edge
+// was not loaded in eager-loading.
+func (e MemberEdges) AgentConfigsOrErr() ([]*MemberAgentConfig, error) {
+	if e.loadedTypes[6] {
+		return e.AgentConfigs, nil
+	}
+	return nil, &NotLoadedError{edge: "agent_configs"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -170,6 +203,21 @@ func (_m *Member) QueryOwnedConversations() *ConversationQuery {
 // QueryTurns queries the "turns" edge of the Member entity.
 func (_m *Member) QueryTurns() *TurnQuery {
 	return NewMemberClient(_m.config).QueryTurns(_m)
+}
+
+// QueryArtifacts queries the "artifacts" edge of the Member entity.
+func (_m *Member) QueryArtifacts() *ArtifactQuery {
+	return NewMemberClient(_m.config).QueryArtifacts(_m)
+}
+
+// QueryTasks queries the "tasks" edge of the Member entity.
+func (_m *Member) QueryTasks() *TaskQuery {
+	return NewMemberClient(_m.config).QueryTasks(_m)
+}
+
+// QueryAgentConfigs queries the "agent_configs" edge of the Member entity.
+func (_m *Member) QueryAgentConfigs() *MemberAgentConfigQuery {
+	return NewMemberClient(_m.config).QueryAgentConfigs(_m)
 }
 
 // Update returns a builder for updating this Member.

@@ -13,10 +13,13 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -140,6 +143,51 @@ func (_c *MemberCreate) AddTurns(v ...*Turn) *MemberCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddTurnIDs(ids...)
+}
+
+// AddArtifactIDs adds the "artifacts" edge to the Artifact entity by IDs.
+func (_c *MemberCreate) AddArtifactIDs(ids ...uuid.UUID) *MemberCreate {
+	_c.mutation.AddArtifactIDs(ids...)
+	return _c
+}
+
+// AddArtifacts adds the "artifacts" edges to the Artifact entity.
+func (_c *MemberCreate) AddArtifacts(v ...*Artifact) *MemberCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddArtifactIDs(ids...)
+}
+
+// AddTaskIDs adds the "tasks" edge to the Task entity by IDs.
+func (_c *MemberCreate) AddTaskIDs(ids ...uuid.UUID) *MemberCreate {
+	_c.mutation.AddTaskIDs(ids...)
+	return _c
+}
+
+// AddTasks adds the "tasks" edges to the Task entity.
+func (_c *MemberCreate) AddTasks(v ...*Task) *MemberCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddTaskIDs(ids...)
+}
+
+// AddAgentConfigIDs adds the "agent_configs" edge to the MemberAgentConfig entity by IDs.
+func (_c *MemberCreate) AddAgentConfigIDs(ids ...uuid.UUID) *MemberCreate {
+	_c.mutation.AddAgentConfigIDs(ids...)
+	return _c
+}
+
+// AddAgentConfigs adds the "agent_configs" edges to the MemberAgentConfig entity.
+func (_c *MemberCreate) AddAgentConfigs(v ...*MemberAgentConfig) *MemberCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddAgentConfigIDs(ids...)
 }
 
 // Mutation returns the MemberMutation object of the builder.
@@ -324,6 +372,54 @@ func (_c *MemberCreate) createSpec() (*Member, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(turn.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.ArtifactsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.TasksIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.AgentConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

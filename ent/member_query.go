@@ -14,11 +14,14 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -33,6 +36,9 @@ type MemberQuery struct {
 	withRooms              *RoomMemberQuery
 	withOwnedConversations *ConversationQuery
 	withTurns              *TurnQuery
+	withArtifacts          *ArtifactQuery
+	withTasks              *TaskQuery
+	withAgentConfigs       *MemberAgentConfigQuery
 	modifiers              []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -151,6 +157,72 @@ func (_q *MemberQuery) QueryTurns() *TurnQuery {
 			sqlgraph.From(member.Table, member.FieldID, selector),
 			sqlgraph.To(turn.Table, turn.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, member.TurnsTable, member.TurnsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryArtifacts chains the current query on the "artifacts" edge.
+func (_q *MemberQuery) QueryArtifacts() *ArtifactQuery {
+	query := (&ArtifactClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, selector),
+			sqlgraph.To(artifact.Table, artifact.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.ArtifactsTable, member.ArtifactsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryTasks chains the current query on the "tasks" edge.
+func (_q *MemberQuery) QueryTasks() *TaskQuery {
+	query := (&TaskClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, selector),
+			sqlgraph.To(task.Table, task.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.TasksTable, member.TasksColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryAgentConfigs chains the current query on the "agent_configs" edge.
+func (_q *MemberQuery) QueryAgentConfigs() *MemberAgentConfigQuery {
+	query := (&MemberAgentConfigClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, selector),
+			sqlgraph.To(memberagentconfig.Table, memberagentconfig.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.AgentConfigsTable, member.AgentConfigsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -354,6 +426,9 @@ func (_q *MemberQuery) Clone() *MemberQuery {
 		withRooms:              _q.withRooms.Clone(),
 		withOwnedConversations: _q.withOwnedConversations.Clone(),
 		withTurns:              _q.withTurns.Clone(),
+		withArtifacts:          _q.withArtifacts.Clone(),
+		withTasks:              _q.withTasks.Clone(),
+		withAgentConfigs:       _q.withAgentConfigs.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -401,6 +476,39 @@ func (_q *MemberQuery) WithTurns(opts ...func(*TurnQuery)) *MemberQuery {
 		opt(query)
 	}
 	_q.withTurns = query
+	return _q
+}
+
+// WithArtifacts tells the query-builder to eager-load the nodes that are connected to
+// the "artifacts" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *MemberQuery) WithArtifacts(opts ...func(*ArtifactQuery)) *MemberQuery {
+	query := (&ArtifactClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withArtifacts = query
+	return _q
+}
+
+// WithTasks tells the query-builder to eager-load the nodes that are connected to
+// the "tasks" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *MemberQuery) WithTasks(opts ...func(*TaskQuery)) *MemberQuery {
+	query := (&TaskClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withTasks = query
+	return _q
+}
+
+// WithAgentConfigs tells the query-builder to eager-load the nodes that are connected to
+// the "agent_configs" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *MemberQuery) WithAgentConfigs(opts ...func(*MemberAgentConfigQuery)) *MemberQuery {
+	query := (&MemberAgentConfigClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withAgentConfigs = query
 	return _q
 }
 
@@ -482,11 +590,14 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 	var (
 		nodes       = []*Member{}
 		_spec       = _q.querySpec()
-		loadedTypes = [4]bool{
+		loadedTypes = [7]bool{
 			_q.withPermissions != nil,
 			_q.withRooms != nil,
 			_q.withOwnedConversations != nil,
 			_q.withTurns != nil,
+			_q.withArtifacts != nil,
+			_q.withTasks != nil,
+			_q.withAgentConfigs != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -535,6 +646,27 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 		if err := _q.loadTurns(ctx, query, nodes,
 			func(n *Member) { n.Edges.Turns = []*Turn{} },
 			func(n *Member, e *Turn) { n.Edges.Turns = append(n.Edges.Turns, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withArtifacts; query != nil {
+		if err := _q.loadArtifacts(ctx, query, nodes,
+			func(n *Member) { n.Edges.Artifacts = []*Artifact{} },
+			func(n *Member, e *Artifact) { n.Edges.Artifacts = append(n.Edges.Artifacts, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withTasks; query != nil {
+		if err := _q.loadTasks(ctx, query, nodes,
+			func(n *Member) { n.Edges.Tasks = []*Task{} },
+			func(n *Member, e *Task) { n.Edges.Tasks = append(n.Edges.Tasks, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withAgentConfigs; query != nil {
+		if err := _q.loadAgentConfigs(ctx, query, nodes,
+			func(n *Member) { n.Edges.AgentConfigs = []*MemberAgentConfig{} },
+			func(n *Member, e *MemberAgentConfig) { n.Edges.AgentConfigs = append(n.Edges.AgentConfigs, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -656,6 +788,96 @@ func (_q *MemberQuery) loadTurns(ctx context.Context, query *TurnQuery, nodes []
 		node, ok := nodeids[fk]
 		if !ok {
 			return fmt.Errorf(`unexpected referenced foreign-key "author_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *MemberQuery) loadArtifacts(ctx context.Context, query *ArtifactQuery, nodes []*Member, init func(*Member), assign func(*Member, *Artifact)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Member)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(artifact.FieldOwnerID)
+	}
+	query.Where(predicate.Artifact(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(member.ArtifactsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.OwnerID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "owner_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *MemberQuery) loadTasks(ctx context.Context, query *TaskQuery, nodes []*Member, init func(*Member), assign func(*Member, *Task)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Member)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(task.FieldOwnerID)
+	}
+	query.Where(predicate.Task(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(member.TasksColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.OwnerID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "owner_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *MemberQuery) loadAgentConfigs(ctx context.Context, query *MemberAgentConfigQuery, nodes []*Member, init func(*Member), assign func(*Member, *MemberAgentConfig)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Member)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(memberagentconfig.FieldMemberID)
+	}
+	query.Where(predicate.MemberAgentConfig(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(member.AgentConfigsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.MemberID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "member_id" returned %v for node %v`, fk, n.ID)
 		}
 		assign(node, n)
 	}

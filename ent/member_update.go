@@ -11,11 +11,14 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -120,6 +123,51 @@ func (_u *MemberUpdate) AddTurns(v ...*Turn) *MemberUpdate {
 	return _u.AddTurnIDs(ids...)
 }
 
+// AddArtifactIDs adds the "artifacts" edge to the Artifact entity by IDs.
+func (_u *MemberUpdate) AddArtifactIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.AddArtifactIDs(ids...)
+	return _u
+}
+
+// AddArtifacts adds the "artifacts" edges to the Artifact entity.
+func (_u *MemberUpdate) AddArtifacts(v ...*Artifact) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddArtifactIDs(ids...)
+}
+
+// AddTaskIDs adds the "tasks" edge to the Task entity by IDs.
+func (_u *MemberUpdate) AddTaskIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.AddTaskIDs(ids...)
+	return _u
+}
+
+// AddTasks adds the "tasks" edges to the Task entity.
+func (_u *MemberUpdate) AddTasks(v ...*Task) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddTaskIDs(ids...)
+}
+
+// AddAgentConfigIDs adds the "agent_configs" edge to the MemberAgentConfig entity by IDs.
+func (_u *MemberUpdate) AddAgentConfigIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.AddAgentConfigIDs(ids...)
+	return _u
+}
+
+// AddAgentConfigs adds the "agent_configs" edges to the MemberAgentConfig entity.
+func (_u *MemberUpdate) AddAgentConfigs(v ...*MemberAgentConfig) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddAgentConfigIDs(ids...)
+}
+
 // Mutation returns the MemberMutation object of the builder.
 func (_u *MemberUpdate) Mutation() *MemberMutation {
 	return _u.mutation
@@ -207,6 +255,69 @@ func (_u *MemberUpdate) RemoveTurns(v ...*Turn) *MemberUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveTurnIDs(ids...)
+}
+
+// ClearArtifacts clears all "artifacts" edges to the Artifact entity.
+func (_u *MemberUpdate) ClearArtifacts() *MemberUpdate {
+	_u.mutation.ClearArtifacts()
+	return _u
+}
+
+// RemoveArtifactIDs removes the "artifacts" edge to Artifact entities by IDs.
+func (_u *MemberUpdate) RemoveArtifactIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.RemoveArtifactIDs(ids...)
+	return _u
+}
+
+// RemoveArtifacts removes "artifacts" edges to Artifact entities.
+func (_u *MemberUpdate) RemoveArtifacts(v ...*Artifact) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveArtifactIDs(ids...)
+}
+
+// ClearTasks clears all "tasks" edges to the Task entity.
+func (_u *MemberUpdate) ClearTasks() *MemberUpdate {
+	_u.mutation.ClearTasks()
+	return _u
+}
+
+// RemoveTaskIDs removes the "tasks" edge to Task entities by IDs.
+func (_u *MemberUpdate) RemoveTaskIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.RemoveTaskIDs(ids...)
+	return _u
+}
+
+// RemoveTasks removes "tasks" edges to Task entities.
+func (_u *MemberUpdate) RemoveTasks(v ...*Task) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveTaskIDs(ids...)
+}
+
+// ClearAgentConfigs clears all "agent_configs" edges to the MemberAgentConfig entity.
+func (_u *MemberUpdate) ClearAgentConfigs() *MemberUpdate {
+	_u.mutation.ClearAgentConfigs()
+	return _u
+}
+
+// RemoveAgentConfigIDs removes the "agent_configs" edge to MemberAgentConfig entities by IDs.
+func (_u *MemberUpdate) RemoveAgentConfigIDs(ids ...uuid.UUID) *MemberUpdate {
+	_u.mutation.RemoveAgentConfigIDs(ids...)
+	return _u
+}
+
+// RemoveAgentConfigs removes "agent_configs" edges to MemberAgentConfig entities.
+func (_u *MemberUpdate) RemoveAgentConfigs(v ...*MemberAgentConfig) *MemberUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveAgentConfigIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -444,6 +555,141 @@ func (_u *MemberUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.ArtifactsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedArtifactsIDs(); len(nodes) > 0 && !_u.mutation.ArtifactsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ArtifactsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.TasksCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedTasksIDs(); len(nodes) > 0 && !_u.mutation.TasksCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.TasksIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.AgentConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedAgentConfigsIDs(); len(nodes) > 0 && !_u.mutation.AgentConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.AgentConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{member.Label}
@@ -552,6 +798,51 @@ func (_u *MemberUpdateOne) AddTurns(v ...*Turn) *MemberUpdateOne {
 	return _u.AddTurnIDs(ids...)
 }
 
+// AddArtifactIDs adds the "artifacts" edge to the Artifact entity by IDs.
+func (_u *MemberUpdateOne) AddArtifactIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.AddArtifactIDs(ids...)
+	return _u
+}
+
+// AddArtifacts adds the "artifacts" edges to the Artifact entity.
+func (_u *MemberUpdateOne) AddArtifacts(v ...*Artifact) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddArtifactIDs(ids...)
+}
+
+// AddTaskIDs adds the "tasks" edge to the Task entity by IDs.
+func (_u *MemberUpdateOne) AddTaskIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.AddTaskIDs(ids...)
+	return _u
+}
+
+// AddTasks adds the "tasks" edges to the Task entity.
+func (_u *MemberUpdateOne) AddTasks(v ...*Task) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddTaskIDs(ids...)
+}
+
+// AddAgentConfigIDs adds the "agent_configs" edge to the MemberAgentConfig entity by IDs.
+func (_u *MemberUpdateOne) AddAgentConfigIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.AddAgentConfigIDs(ids...)
+	return _u
+}
+
+// AddAgentConfigs adds the "agent_configs" edges to the MemberAgentConfig entity.
+func (_u *MemberUpdateOne) AddAgentConfigs(v ...*MemberAgentConfig) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddAgentConfigIDs(ids...)
+}
+
 // Mutation returns the MemberMutation object of the builder.
 func (_u *MemberUpdateOne) Mutation() *MemberMutation {
 	return _u.mutation
@@ -639,6 +930,69 @@ func (_u *MemberUpdateOne) RemoveTurns(v ...*Turn) *MemberUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveTurnIDs(ids...)
+}
+
+// ClearArtifacts clears all "artifacts" edges to the Artifact entity.
+func (_u *MemberUpdateOne) ClearArtifacts() *MemberUpdateOne {
+	_u.mutation.ClearArtifacts()
+	return _u
+}
+
+// RemoveArtifactIDs removes the "artifacts" edge to Artifact entities by IDs.
+func (_u *MemberUpdateOne) RemoveArtifactIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.RemoveArtifactIDs(ids...)
+	return _u
+}
+
+// RemoveArtifacts removes "artifacts" edges to Artifact entities.
+func (_u *MemberUpdateOne) RemoveArtifacts(v ...*Artifact) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveArtifactIDs(ids...)
+}
+
+// ClearTasks clears all "tasks" edges to the Task entity.
+func (_u *MemberUpdateOne) ClearTasks() *MemberUpdateOne {
+	_u.mutation.ClearTasks()
+	return _u
+}
+
+// RemoveTaskIDs removes the "tasks" edge to Task entities by IDs.
+func (_u *MemberUpdateOne) RemoveTaskIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.RemoveTaskIDs(ids...)
+	return _u
+}
+
+// RemoveTasks removes "tasks" edges to Task entities.
+func (_u *MemberUpdateOne) RemoveTasks(v ...*Task) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveTaskIDs(ids...)
+}
+
+// ClearAgentConfigs clears all "agent_configs" edges to the MemberAgentConfig entity.
+func (_u *MemberUpdateOne) ClearAgentConfigs() *MemberUpdateOne {
+	_u.mutation.ClearAgentConfigs()
+	return _u
+}
+
+// RemoveAgentConfigIDs removes the "agent_configs" edge to MemberAgentConfig entities by IDs.
+func (_u *MemberUpdateOne) RemoveAgentConfigIDs(ids ...uuid.UUID) *MemberUpdateOne {
+	_u.mutation.RemoveAgentConfigIDs(ids...)
+	return _u
+}
+
+// RemoveAgentConfigs removes "agent_configs" edges to MemberAgentConfig entities.
+func (_u *MemberUpdateOne) RemoveAgentConfigs(v ...*MemberAgentConfig) *MemberUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveAgentConfigIDs(ids...)
 }
 
 // Where appends a list predicates to the MemberUpdate builder.
@@ -899,6 +1253,141 @@ func (_u *MemberUpdateOne) sqlSave(ctx context.Context) (_node *Member, err erro
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(turn.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ArtifactsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedArtifactsIDs(); len(nodes) > 0 && !_u.mutation.ArtifactsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ArtifactsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.ArtifactsTable,
+			Columns: []string{member.ArtifactsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(artifact.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.TasksCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedTasksIDs(); len(nodes) > 0 && !_u.mutation.TasksCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.TasksIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.TasksTable,
+			Columns: []string{member.TasksColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(task.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.AgentConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedAgentConfigsIDs(); len(nodes) > 0 && !_u.mutation.AgentConfigsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.AgentConfigsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.AgentConfigsTable,
+			Columns: []string{member.AgentConfigsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -15,13 +15,21 @@ import (
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
+	"github.com/turngate/turngate/ent/document"
+	"github.com/turngate/turngate/ent/documentacl"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -34,33 +42,44 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeAgent            = "Agent"
-	TypeAgentVersion     = "AgentVersion"
-	TypeCommand          = "Command"
-	TypeConversation     = "Conversation"
-	TypeJournalEntry     = "JournalEntry"
-	TypeMember           = "Member"
-	TypeMemberPermission = "MemberPermission"
-	TypeRoomMember       = "RoomMember"
-	TypeTurn             = "Turn"
+	TypeAgent             = "Agent"
+	TypeAgentVersion      = "AgentVersion"
+	TypeApproval          = "Approval"
+	TypeArtifact          = "Artifact"
+	TypeCommand           = "Command"
+	TypeConversation      = "Conversation"
+	TypeDocument          = "Document"
+	TypeDocumentACL       = "DocumentACL"
+	TypeJournalEntry      = "JournalEntry"
+	TypeMember            = "Member"
+	TypeMemberAgentConfig = "MemberAgentConfig"
+	TypeMemberPermission  = "MemberPermission"
+	TypePassage           = "Passage"
+	TypeRoomMember        = "RoomMember"
+	TypeRoomResource      = "RoomResource"
+	TypeTask              = "Task"
+	TypeTurn              = "Turn"
 )
 
 // AgentMutation represents an operation that mutates the Agent nodes in the graph.
 type AgentMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *uuid.UUID
-	created_at      *time.Time
-	slug            *string
-	name            *string
-	clearedFields   map[string]struct{}
-	versions        map[uuid.UUID]struct{}
-	removedversions map[uuid.UUID]struct{}
-	clearedversions bool
-	done            bool
-	oldValue        func(context.Context) (*Agent, error)
-	predicates      []predicate.Agent
+	op                    Op
+	typ                   string
+	id                    *uuid.UUID
+	created_at            *time.Time
+	slug                  *string
+	name                  *string
+	clearedFields         map[string]struct{}
+	versions              map[uuid.UUID]struct{}
+	removedversions       map[uuid.UUID]struct{}
+	clearedversions       bool
+	member_configs        map[uuid.UUID]struct{}
+	removedmember_configs map[uuid.UUID]struct{}
+	clearedmember_configs bool
+	done                  bool
+	oldValue              func(context.Context) (*Agent, error)
+	predicates            []predicate.Agent
 }
 
 var _ ent.Mutation = (*AgentMutation)(nil)
@@ -329,6 +348,60 @@ func (m *AgentMutation) ResetVersions() {
 	m.removedversions = nil
 }
 
+// AddMemberConfigIDs adds the "member_configs" edge to the MemberAgentConfig entity by ids.
+func (m *AgentMutation) AddMemberConfigIDs(ids ...uuid.UUID) {
+	if m.member_configs == nil {
+		m.member_configs = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.member_configs[ids[i]] = struct{}{}
+	}
+}
+
+// ClearMemberConfigs clears the "member_configs" edge to the MemberAgentConfig entity.
+func (m *AgentMutation) ClearMemberConfigs() {
+	m.clearedmember_configs = true
+}
+
+// MemberConfigsCleared reports if the "member_configs" edge to the MemberAgentConfig entity was cleared.
+func (m *AgentMutation) MemberConfigsCleared() bool {
+	return m.clearedmember_configs
+}
+
+// RemoveMemberConfigIDs removes the "member_configs" edge to the MemberAgentConfig entity by IDs.
+func (m *AgentMutation) RemoveMemberConfigIDs(ids ...uuid.UUID) {
+	if m.removedmember_configs == nil {
+		m.removedmember_configs = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.member_configs, ids[i])
+		m.removedmember_configs[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedMemberConfigs returns the removed IDs of the "member_configs" edge to the MemberAgentConfig entity.
+func (m *AgentMutation) RemovedMemberConfigsIDs() (ids []uuid.UUID) {
+	for id := range m.removedmember_configs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// MemberConfigsIDs returns the "member_configs" edge IDs in the mutation.
+func (m *AgentMutation) MemberConfigsIDs() (ids []uuid.UUID) {
+	for id := range m.member_configs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetMemberConfigs resets all changes to the "member_configs" edge.
+func (m *AgentMutation) ResetMemberConfigs() {
+	m.member_configs = nil
+	m.clearedmember_configs = false
+	m.removedmember_configs = nil
+}
+
 // Where appends a list predicates to the AgentMutation builder.
 func (m *AgentMutation) Where(ps ...predicate.Agent) {
 	m.predicates = append(m.predicates, ps...)
@@ -496,9 +569,12 @@ func (m *AgentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *AgentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.versions != nil {
 		edges = append(edges, agent.EdgeVersions)
+	}
+	if m.member_configs != nil {
+		edges = append(edges, agent.EdgeMemberConfigs)
 	}
 	return edges
 }
@@ -513,15 +589,24 @@ func (m *AgentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgeMemberConfigs:
+		ids := make([]ent.Value, 0, len(m.member_configs))
+		for id := range m.member_configs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *AgentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.removedversions != nil {
 		edges = append(edges, agent.EdgeVersions)
+	}
+	if m.removedmember_configs != nil {
+		edges = append(edges, agent.EdgeMemberConfigs)
 	}
 	return edges
 }
@@ -536,15 +621,24 @@ func (m *AgentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case agent.EdgeMemberConfigs:
+		ids := make([]ent.Value, 0, len(m.removedmember_configs))
+		for id := range m.removedmember_configs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *AgentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.clearedversions {
 		edges = append(edges, agent.EdgeVersions)
+	}
+	if m.clearedmember_configs {
+		edges = append(edges, agent.EdgeMemberConfigs)
 	}
 	return edges
 }
@@ -555,6 +649,8 @@ func (m *AgentMutation) EdgeCleared(name string) bool {
 	switch name {
 	case agent.EdgeVersions:
 		return m.clearedversions
+	case agent.EdgeMemberConfigs:
+		return m.clearedmember_configs
 	}
 	return false
 }
@@ -573,6 +669,9 @@ func (m *AgentMutation) ResetEdge(name string) error {
 	switch name {
 	case agent.EdgeVersions:
 		m.ResetVersions()
+		return nil
+	case agent.EdgeMemberConfigs:
+		m.ResetMemberConfigs()
 		return nil
 	}
 	return fmt.Errorf("unknown Agent edge %s", name)
@@ -1580,6 +1679,2005 @@ func (m *AgentVersionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown AgentVersion edge %s", name)
 }
 
+// ApprovalMutation represents an operation that mutates the Approval nodes in the graph.
+type ApprovalMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	conversation_id *uuid.UUID
+	call_id         *string
+	tool            *string
+	arguments       *json.RawMessage
+	appendarguments json.RawMessage
+	state           *approval.State
+	decided_by      *uuid.UUID
+	decided_at      *time.Time
+	expires_at      *time.Time
+	executed_at     *time.Time
+	result          *json.RawMessage
+	appendresult    json.RawMessage
+	clearedFields   map[string]struct{}
+	turn            *uuid.UUID
+	clearedturn     bool
+	done            bool
+	oldValue        func(context.Context) (*Approval, error)
+	predicates      []predicate.Approval
+}
+
+var _ ent.Mutation = (*ApprovalMutation)(nil)
+
+// approvalOption allows management of the mutation configuration using functional options.
+type approvalOption func(*ApprovalMutation)
+
+// newApprovalMutation creates new mutation for the Approval entity.
+func newApprovalMutation(c config, op Op, opts ...approvalOption) *ApprovalMutation {
+	m := &ApprovalMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeApproval,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withApprovalID sets the ID field of the mutation.
+func withApprovalID(id uuid.UUID) approvalOption {
+	return func(m *ApprovalMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Approval
+		)
+		m.oldValue = func(ctx context.Context) (*Approval, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Approval.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withApproval sets the old Approval of the mutation.
+func withApproval(node *Approval) approvalOption {
+	return func(m *ApprovalMutation) {
+		m.oldValue = func(context.Context) (*Approval, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ApprovalMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ApprovalMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Approval entities.
+func (m *ApprovalMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ApprovalMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ApprovalMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Approval.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *ApprovalMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *ApprovalMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *ApprovalMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *ApprovalMutation) SetTurnID(u uuid.UUID) {
+	m.turn = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *ApprovalMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *ApprovalMutation) ResetTurnID() {
+	m.turn = nil
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *ApprovalMutation) SetConversationID(u uuid.UUID) {
+	m.conversation_id = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *ApprovalMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *ApprovalMutation) ResetConversationID() {
+	m.conversation_id = nil
+}
+
+// SetCallID sets the "call_id" field.
+func (m *ApprovalMutation) SetCallID(s string) {
+	m.call_id = &s
+}
+
+// CallID returns the value of the "call_id" field in the mutation.
+func (m *ApprovalMutation) CallID() (r string, exists bool) {
+	v := m.call_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCallID returns the old "call_id" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldCallID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCallID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCallID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCallID: %w", err)
+	}
+	return oldValue.CallID, nil
+}
+
+// ResetCallID resets all changes to the "call_id" field.
+func (m *ApprovalMutation) ResetCallID() {
+	m.call_id = nil
+}
+
+// SetTool sets the "tool" field.
+func (m *ApprovalMutation) SetTool(s string) {
+	m.tool = &s
+}
+
+// Tool returns the value of the "tool" field in the mutation.
+func (m *ApprovalMutation) Tool() (r string, exists bool) {
+	v := m.tool
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTool returns the old "tool" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldTool(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTool is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTool requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTool: %w", err)
+	}
+	return oldValue.Tool, nil
+}
+
+// ResetTool resets all changes to the "tool" field.
+func (m *ApprovalMutation) ResetTool() {
+	m.tool = nil
+}
+
+// SetArguments sets the "arguments" field.
+func (m *ApprovalMutation) SetArguments(jm json.RawMessage) {
+	m.arguments = &jm
+	m.appendarguments = nil
+}
+
+// Arguments returns the value of the "arguments" field in the mutation.
+func (m *ApprovalMutation) Arguments() (r json.RawMessage, exists bool) {
+	v := m.arguments
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldArguments returns the old "arguments" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldArguments(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldArguments is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldArguments requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldArguments: %w", err)
+	}
+	return oldValue.Arguments, nil
+}
+
+// AppendArguments adds jm to the "arguments" field.
+func (m *ApprovalMutation) AppendArguments(jm json.RawMessage) {
+	m.appendarguments = append(m.appendarguments, jm...)
+}
+
+// AppendedArguments returns the list of values that were appended to the "arguments" field in this mutation.
+func (m *ApprovalMutation) AppendedArguments() (json.RawMessage, bool) {
+	if len(m.appendarguments) == 0 {
+		return nil, false
+	}
+	return m.appendarguments, true
+}
+
+// ResetArguments resets all changes to the "arguments" field.
+func (m *ApprovalMutation) ResetArguments() {
+	m.arguments = nil
+	m.appendarguments = nil
+}
+
+// SetState sets the "state" field.
+func (m *ApprovalMutation) SetState(a approval.State) {
+	m.state = &a
+}
+
+// State returns the value of the "state" field in the mutation.
+func (m *ApprovalMutation) State() (r approval.State, exists bool) {
+	v := m.state
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldState returns the old "state" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldState(ctx context.Context) (v approval.State, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldState is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldState requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldState: %w", err)
+	}
+	return oldValue.State, nil
+}
+
+// ResetState resets all changes to the "state" field.
+func (m *ApprovalMutation) ResetState() {
+	m.state = nil
+}
+
+// SetDecidedBy sets the "decided_by" field.
+func (m *ApprovalMutation) SetDecidedBy(u uuid.UUID) {
+	m.decided_by = &u
+}
+
+// DecidedBy returns the value of the "decided_by" field in the mutation.
+func (m *ApprovalMutation) DecidedBy() (r uuid.UUID, exists bool) {
+	v := m.decided_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecidedBy returns the old "decided_by" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldDecidedBy(ctx context.Context) (v *uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecidedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecidedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecidedBy: %w", err)
+	}
+	return oldValue.DecidedBy, nil
+}
+
+// ClearDecidedBy clears the value of the "decided_by" field.
+func (m *ApprovalMutation) ClearDecidedBy() {
+	m.decided_by = nil
+	m.clearedFields[approval.FieldDecidedBy] = struct{}{}
+}
+
+// DecidedByCleared returns if the "decided_by" field was cleared in this mutation.
+func (m *ApprovalMutation) DecidedByCleared() bool {
+	_, ok := m.clearedFields[approval.FieldDecidedBy]
+	return ok
+}
+
+// ResetDecidedBy resets all changes to the "decided_by" field.
+func (m *ApprovalMutation) ResetDecidedBy() {
+	m.decided_by = nil
+	delete(m.clearedFields, approval.FieldDecidedBy)
+}
+
+// SetDecidedAt sets the "decided_at" field.
+func (m *ApprovalMutation) SetDecidedAt(t time.Time) {
+	m.decided_at = &t
+}
+
+// DecidedAt returns the value of the "decided_at" field in the mutation.
+func (m *ApprovalMutation) DecidedAt() (r time.Time, exists bool) {
+	v := m.decided_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDecidedAt returns the old "decided_at" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldDecidedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDecidedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDecidedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDecidedAt: %w", err)
+	}
+	return oldValue.DecidedAt, nil
+}
+
+// ClearDecidedAt clears the value of the "decided_at" field.
+func (m *ApprovalMutation) ClearDecidedAt() {
+	m.decided_at = nil
+	m.clearedFields[approval.FieldDecidedAt] = struct{}{}
+}
+
+// DecidedAtCleared returns if the "decided_at" field was cleared in this mutation.
+func (m *ApprovalMutation) DecidedAtCleared() bool {
+	_, ok := m.clearedFields[approval.FieldDecidedAt]
+	return ok
+}
+
+// ResetDecidedAt resets all changes to the "decided_at" field.
+func (m *ApprovalMutation) ResetDecidedAt() {
+	m.decided_at = nil
+	delete(m.clearedFields, approval.FieldDecidedAt)
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *ApprovalMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *ApprovalMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *ApprovalMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetExecutedAt sets the "executed_at" field.
+func (m *ApprovalMutation) SetExecutedAt(t time.Time) {
+	m.executed_at = &t
+}
+
+// ExecutedAt returns the value of the "executed_at" field in the mutation.
+func (m *ApprovalMutation) ExecutedAt() (r time.Time, exists bool) {
+	v := m.executed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExecutedAt returns the old "executed_at" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldExecutedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExecutedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExecutedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExecutedAt: %w", err)
+	}
+	return oldValue.ExecutedAt, nil
+}
+
+// ClearExecutedAt clears the value of the "executed_at" field.
+func (m *ApprovalMutation) ClearExecutedAt() {
+	m.executed_at = nil
+	m.clearedFields[approval.FieldExecutedAt] = struct{}{}
+}
+
+// ExecutedAtCleared returns if the "executed_at" field was cleared in this mutation.
+func (m *ApprovalMutation) ExecutedAtCleared() bool {
+	_, ok := m.clearedFields[approval.FieldExecutedAt]
+	return ok
+}
+
+// ResetExecutedAt resets all changes to the "executed_at" field.
+func (m *ApprovalMutation) ResetExecutedAt() {
+	m.executed_at = nil
+	delete(m.clearedFields, approval.FieldExecutedAt)
+}
+
+// SetResult sets the "result" field.
+func (m *ApprovalMutation) SetResult(jm json.RawMessage) {
+	m.result = &jm
+	m.appendresult = nil
+}
+
+// Result returns the value of the "result" field in the mutation.
+func (m *ApprovalMutation) Result() (r json.RawMessage, exists bool) {
+	v := m.result
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResult returns the old "result" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldResult(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResult is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResult requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResult: %w", err)
+	}
+	return oldValue.Result, nil
+}
+
+// AppendResult adds jm to the "result" field.
+func (m *ApprovalMutation) AppendResult(jm json.RawMessage) {
+	m.appendresult = append(m.appendresult, jm...)
+}
+
+// AppendedResult returns the list of values that were appended to the "result" field in this mutation.
+func (m *ApprovalMutation) AppendedResult() (json.RawMessage, bool) {
+	if len(m.appendresult) == 0 {
+		return nil, false
+	}
+	return m.appendresult, true
+}
+
+// ClearResult clears the value of the "result" field.
+func (m *ApprovalMutation) ClearResult() {
+	m.result = nil
+	m.appendresult = nil
+	m.clearedFields[approval.FieldResult] = struct{}{}
+}
+
+// ResultCleared returns if the "result" field was cleared in this mutation.
+func (m *ApprovalMutation) ResultCleared() bool {
+	_, ok := m.clearedFields[approval.FieldResult]
+	return ok
+}
+
+// ResetResult resets all changes to the "result" field.
+func (m *ApprovalMutation) ResetResult() {
+	m.result = nil
+	m.appendresult = nil
+	delete(m.clearedFields, approval.FieldResult)
+}
+
+// ClearTurn clears the "turn" edge to the Turn entity.
+func (m *ApprovalMutation) ClearTurn() {
+	m.clearedturn = true
+	m.clearedFields[approval.FieldTurnID] = struct{}{}
+}
+
+// TurnCleared reports if the "turn" edge to the Turn entity was cleared.
+func (m *ApprovalMutation) TurnCleared() bool {
+	return m.clearedturn
+}
+
+// TurnIDs returns the "turn" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TurnID instead. It exists only for internal usage by the builders.
+func (m *ApprovalMutation) TurnIDs() (ids []uuid.UUID) {
+	if id := m.turn; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTurn resets all changes to the "turn" edge.
+func (m *ApprovalMutation) ResetTurn() {
+	m.turn = nil
+	m.clearedturn = false
+}
+
+// Where appends a list predicates to the ApprovalMutation builder.
+func (m *ApprovalMutation) Where(ps ...predicate.Approval) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ApprovalMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ApprovalMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Approval, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ApprovalMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ApprovalMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Approval).
+func (m *ApprovalMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ApprovalMutation) Fields() []string {
+	fields := make([]string, 0, 12)
+	if m.created_at != nil {
+		fields = append(fields, approval.FieldCreatedAt)
+	}
+	if m.turn != nil {
+		fields = append(fields, approval.FieldTurnID)
+	}
+	if m.conversation_id != nil {
+		fields = append(fields, approval.FieldConversationID)
+	}
+	if m.call_id != nil {
+		fields = append(fields, approval.FieldCallID)
+	}
+	if m.tool != nil {
+		fields = append(fields, approval.FieldTool)
+	}
+	if m.arguments != nil {
+		fields = append(fields, approval.FieldArguments)
+	}
+	if m.state != nil {
+		fields = append(fields, approval.FieldState)
+	}
+	if m.decided_by != nil {
+		fields = append(fields, approval.FieldDecidedBy)
+	}
+	if m.decided_at != nil {
+		fields = append(fields, approval.FieldDecidedAt)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, approval.FieldExpiresAt)
+	}
+	if m.executed_at != nil {
+		fields = append(fields, approval.FieldExecutedAt)
+	}
+	if m.result != nil {
+		fields = append(fields, approval.FieldResult)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ApprovalMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case approval.FieldCreatedAt:
+		return m.CreatedAt()
+	case approval.FieldTurnID:
+		return m.TurnID()
+	case approval.FieldConversationID:
+		return m.ConversationID()
+	case approval.FieldCallID:
+		return m.CallID()
+	case approval.FieldTool:
+		return m.Tool()
+	case approval.FieldArguments:
+		return m.Arguments()
+	case approval.FieldState:
+		return m.State()
+	case approval.FieldDecidedBy:
+		return m.DecidedBy()
+	case approval.FieldDecidedAt:
+		return m.DecidedAt()
+	case approval.FieldExpiresAt:
+		return m.ExpiresAt()
+	case approval.FieldExecutedAt:
+		return m.ExecutedAt()
+	case approval.FieldResult:
+		return m.Result()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ApprovalMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case approval.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case approval.FieldTurnID:
+		return m.OldTurnID(ctx)
+	case approval.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case approval.FieldCallID:
+		return m.OldCallID(ctx)
+	case approval.FieldTool:
+		return m.OldTool(ctx)
+	case approval.FieldArguments:
+		return m.OldArguments(ctx)
+	case approval.FieldState:
+		return m.OldState(ctx)
+	case approval.FieldDecidedBy:
+		return m.OldDecidedBy(ctx)
+	case approval.FieldDecidedAt:
+		return m.OldDecidedAt(ctx)
+	case approval.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case approval.FieldExecutedAt:
+		return m.OldExecutedAt(ctx)
+	case approval.FieldResult:
+		return m.OldResult(ctx)
+	}
+	return nil, fmt.Errorf("unknown Approval field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ApprovalMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case approval.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case approval.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	case approval.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case approval.FieldCallID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCallID(v)
+		return nil
+	case approval.FieldTool:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTool(v)
+		return nil
+	case approval.FieldArguments:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetArguments(v)
+		return nil
+	case approval.FieldState:
+		v, ok := value.(approval.State)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetState(v)
+		return nil
+	case approval.FieldDecidedBy:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecidedBy(v)
+		return nil
+	case approval.FieldDecidedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDecidedAt(v)
+		return nil
+	case approval.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case approval.FieldExecutedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExecutedAt(v)
+		return nil
+	case approval.FieldResult:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResult(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Approval field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ApprovalMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ApprovalMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ApprovalMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Approval numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ApprovalMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(approval.FieldDecidedBy) {
+		fields = append(fields, approval.FieldDecidedBy)
+	}
+	if m.FieldCleared(approval.FieldDecidedAt) {
+		fields = append(fields, approval.FieldDecidedAt)
+	}
+	if m.FieldCleared(approval.FieldExecutedAt) {
+		fields = append(fields, approval.FieldExecutedAt)
+	}
+	if m.FieldCleared(approval.FieldResult) {
+		fields = append(fields, approval.FieldResult)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ApprovalMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ApprovalMutation) ClearField(name string) error {
+	switch name {
+	case approval.FieldDecidedBy:
+		m.ClearDecidedBy()
+		return nil
+	case approval.FieldDecidedAt:
+		m.ClearDecidedAt()
+		return nil
+	case approval.FieldExecutedAt:
+		m.ClearExecutedAt()
+		return nil
+	case approval.FieldResult:
+		m.ClearResult()
+		return nil
+	}
+	return fmt.Errorf("unknown Approval nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ApprovalMutation) ResetField(name string) error {
+	switch name {
+	case approval.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case approval.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	case approval.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case approval.FieldCallID:
+		m.ResetCallID()
+		return nil
+	case approval.FieldTool:
+		m.ResetTool()
+		return nil
+	case approval.FieldArguments:
+		m.ResetArguments()
+		return nil
+	case approval.FieldState:
+		m.ResetState()
+		return nil
+	case approval.FieldDecidedBy:
+		m.ResetDecidedBy()
+		return nil
+	case approval.FieldDecidedAt:
+		m.ResetDecidedAt()
+		return nil
+	case approval.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case approval.FieldExecutedAt:
+		m.ResetExecutedAt()
+		return nil
+	case approval.FieldResult:
+		m.ResetResult()
+		return nil
+	}
+	return fmt.Errorf("unknown Approval field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ApprovalMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.turn != nil {
+		edges = append(edges, approval.EdgeTurn)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ApprovalMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case approval.EdgeTurn:
+		if id := m.turn; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ApprovalMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ApprovalMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ApprovalMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedturn {
+		edges = append(edges, approval.EdgeTurn)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ApprovalMutation) EdgeCleared(name string) bool {
+	switch name {
+	case approval.EdgeTurn:
+		return m.clearedturn
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ApprovalMutation) ClearEdge(name string) error {
+	switch name {
+	case approval.EdgeTurn:
+		m.ClearTurn()
+		return nil
+	}
+	return fmt.Errorf("unknown Approval unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ApprovalMutation) ResetEdge(name string) error {
+	switch name {
+	case approval.EdgeTurn:
+		m.ResetTurn()
+		return nil
+	}
+	return fmt.Errorf("unknown Approval edge %s", name)
+}
+
+// ArtifactMutation represents an operation that mutates the Artifact nodes in the graph.
+type ArtifactMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *uuid.UUID
+	created_at        *time.Time
+	turn_id           *uuid.UUID
+	name              *string
+	media_type        *string
+	size              *int64
+	addsize           *int64
+	sha256            *string
+	content           *[]byte
+	clearedFields     map[string]struct{}
+	owner             *uuid.UUID
+	clearedowner      bool
+	references        map[uuid.UUID]struct{}
+	removedreferences map[uuid.UUID]struct{}
+	clearedreferences bool
+	done              bool
+	oldValue          func(context.Context) (*Artifact, error)
+	predicates        []predicate.Artifact
+}
+
+var _ ent.Mutation = (*ArtifactMutation)(nil)
+
+// artifactOption allows management of the mutation configuration using functional options.
+type artifactOption func(*ArtifactMutation)
+
+// newArtifactMutation creates new mutation for the Artifact entity.
+func newArtifactMutation(c config, op Op, opts ...artifactOption) *ArtifactMutation {
+	m := &ArtifactMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeArtifact,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withArtifactID sets the ID field of the mutation.
+func withArtifactID(id uuid.UUID) artifactOption {
+	return func(m *ArtifactMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Artifact
+		)
+		m.oldValue = func(ctx context.Context) (*Artifact, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Artifact.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withArtifact sets the old Artifact of the mutation.
+func withArtifact(node *Artifact) artifactOption {
+	return func(m *ArtifactMutation) {
+		m.oldValue = func(context.Context) (*Artifact, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ArtifactMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ArtifactMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Artifact entities.
+func (m *ArtifactMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ArtifactMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ArtifactMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Artifact.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *ArtifactMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *ArtifactMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *ArtifactMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetOwnerID sets the "owner_id" field.
+func (m *ArtifactMutation) SetOwnerID(u uuid.UUID) {
+	m.owner = &u
+}
+
+// OwnerID returns the value of the "owner_id" field in the mutation.
+func (m *ArtifactMutation) OwnerID() (r uuid.UUID, exists bool) {
+	v := m.owner
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOwnerID returns the old "owner_id" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldOwnerID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOwnerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOwnerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOwnerID: %w", err)
+	}
+	return oldValue.OwnerID, nil
+}
+
+// ResetOwnerID resets all changes to the "owner_id" field.
+func (m *ArtifactMutation) ResetOwnerID() {
+	m.owner = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *ArtifactMutation) SetTurnID(u uuid.UUID) {
+	m.turn_id = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *ArtifactMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ClearTurnID clears the value of the "turn_id" field.
+func (m *ArtifactMutation) ClearTurnID() {
+	m.turn_id = nil
+	m.clearedFields[artifact.FieldTurnID] = struct{}{}
+}
+
+// TurnIDCleared returns if the "turn_id" field was cleared in this mutation.
+func (m *ArtifactMutation) TurnIDCleared() bool {
+	_, ok := m.clearedFields[artifact.FieldTurnID]
+	return ok
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *ArtifactMutation) ResetTurnID() {
+	m.turn_id = nil
+	delete(m.clearedFields, artifact.FieldTurnID)
+}
+
+// SetName sets the "name" field.
+func (m *ArtifactMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *ArtifactMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *ArtifactMutation) ResetName() {
+	m.name = nil
+}
+
+// SetMediaType sets the "media_type" field.
+func (m *ArtifactMutation) SetMediaType(s string) {
+	m.media_type = &s
+}
+
+// MediaType returns the value of the "media_type" field in the mutation.
+func (m *ArtifactMutation) MediaType() (r string, exists bool) {
+	v := m.media_type
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMediaType returns the old "media_type" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldMediaType(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMediaType is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMediaType requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMediaType: %w", err)
+	}
+	return oldValue.MediaType, nil
+}
+
+// ResetMediaType resets all changes to the "media_type" field.
+func (m *ArtifactMutation) ResetMediaType() {
+	m.media_type = nil
+}
+
+// SetSize sets the "size" field.
+func (m *ArtifactMutation) SetSize(i int64) {
+	m.size = &i
+	m.addsize = nil
+}
+
+// Size returns the value of the "size" field in the mutation.
+func (m *ArtifactMutation) Size() (r int64, exists bool) {
+	v := m.size
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSize returns the old "size" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldSize(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSize is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSize requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSize: %w", err)
+	}
+	return oldValue.Size, nil
+}
+
+// AddSize adds i to the "size" field.
+func (m *ArtifactMutation) AddSize(i int64) {
+	if m.addsize != nil {
+		*m.addsize += i
+	} else {
+		m.addsize = &i
+	}
+}
+
+// AddedSize returns the value that was added to the "size" field in this mutation.
+func (m *ArtifactMutation) AddedSize() (r int64, exists bool) {
+	v := m.addsize
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSize resets all changes to the "size" field.
+func (m *ArtifactMutation) ResetSize() {
+	m.size = nil
+	m.addsize = nil
+}
+
+// SetSha256 sets the "sha256" field.
+func (m *ArtifactMutation) SetSha256(s string) {
+	m.sha256 = &s
+}
+
+// Sha256 returns the value of the "sha256" field in the mutation.
+func (m *ArtifactMutation) Sha256() (r string, exists bool) {
+	v := m.sha256
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSha256 returns the old "sha256" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldSha256(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSha256 is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSha256 requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSha256: %w", err)
+	}
+	return oldValue.Sha256, nil
+}
+
+// ResetSha256 resets all changes to the "sha256" field.
+func (m *ArtifactMutation) ResetSha256() {
+	m.sha256 = nil
+}
+
+// SetContent sets the "content" field.
+func (m *ArtifactMutation) SetContent(b []byte) {
+	m.content = &b
+}
+
+// Content returns the value of the "content" field in the mutation.
+func (m *ArtifactMutation) Content() (r []byte, exists bool) {
+	v := m.content
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldContent returns the old "content" field's value of the Artifact entity.
+// If the Artifact object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ArtifactMutation) OldContent(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldContent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldContent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldContent: %w", err)
+	}
+	return oldValue.Content, nil
+}
+
+// ResetContent resets all changes to the "content" field.
+func (m *ArtifactMutation) ResetContent() {
+	m.content = nil
+}
+
+// ClearOwner clears the "owner" edge to the Member entity.
+func (m *ArtifactMutation) ClearOwner() {
+	m.clearedowner = true
+	m.clearedFields[artifact.FieldOwnerID] = struct{}{}
+}
+
+// OwnerCleared reports if the "owner" edge to the Member entity was cleared.
+func (m *ArtifactMutation) OwnerCleared() bool {
+	return m.clearedowner
+}
+
+// OwnerIDs returns the "owner" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// OwnerID instead. It exists only for internal usage by the builders.
+func (m *ArtifactMutation) OwnerIDs() (ids []uuid.UUID) {
+	if id := m.owner; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetOwner resets all changes to the "owner" edge.
+func (m *ArtifactMutation) ResetOwner() {
+	m.owner = nil
+	m.clearedowner = false
+}
+
+// AddReferenceIDs adds the "references" edge to the RoomResource entity by ids.
+func (m *ArtifactMutation) AddReferenceIDs(ids ...uuid.UUID) {
+	if m.references == nil {
+		m.references = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.references[ids[i]] = struct{}{}
+	}
+}
+
+// ClearReferences clears the "references" edge to the RoomResource entity.
+func (m *ArtifactMutation) ClearReferences() {
+	m.clearedreferences = true
+}
+
+// ReferencesCleared reports if the "references" edge to the RoomResource entity was cleared.
+func (m *ArtifactMutation) ReferencesCleared() bool {
+	return m.clearedreferences
+}
+
+// RemoveReferenceIDs removes the "references" edge to the RoomResource entity by IDs.
+func (m *ArtifactMutation) RemoveReferenceIDs(ids ...uuid.UUID) {
+	if m.removedreferences == nil {
+		m.removedreferences = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.references, ids[i])
+		m.removedreferences[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedReferences returns the removed IDs of the "references" edge to the RoomResource entity.
+func (m *ArtifactMutation) RemovedReferencesIDs() (ids []uuid.UUID) {
+	for id := range m.removedreferences {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ReferencesIDs returns the "references" edge IDs in the mutation.
+func (m *ArtifactMutation) ReferencesIDs() (ids []uuid.UUID) {
+	for id := range m.references {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetReferences resets all changes to the "references" edge.
+func (m *ArtifactMutation) ResetReferences() {
+	m.references = nil
+	m.clearedreferences = false
+	m.removedreferences = nil
+}
+
+// Where appends a list predicates to the ArtifactMutation builder.
+func (m *ArtifactMutation) Where(ps ...predicate.Artifact) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ArtifactMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ArtifactMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Artifact, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ArtifactMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ArtifactMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Artifact).
+func (m *ArtifactMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ArtifactMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.created_at != nil {
+		fields = append(fields, artifact.FieldCreatedAt)
+	}
+	if m.owner != nil {
+		fields = append(fields, artifact.FieldOwnerID)
+	}
+	if m.turn_id != nil {
+		fields = append(fields, artifact.FieldTurnID)
+	}
+	if m.name != nil {
+		fields = append(fields, artifact.FieldName)
+	}
+	if m.media_type != nil {
+		fields = append(fields, artifact.FieldMediaType)
+	}
+	if m.size != nil {
+		fields = append(fields, artifact.FieldSize)
+	}
+	if m.sha256 != nil {
+		fields = append(fields, artifact.FieldSha256)
+	}
+	if m.content != nil {
+		fields = append(fields, artifact.FieldContent)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ArtifactMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case artifact.FieldCreatedAt:
+		return m.CreatedAt()
+	case artifact.FieldOwnerID:
+		return m.OwnerID()
+	case artifact.FieldTurnID:
+		return m.TurnID()
+	case artifact.FieldName:
+		return m.Name()
+	case artifact.FieldMediaType:
+		return m.MediaType()
+	case artifact.FieldSize:
+		return m.Size()
+	case artifact.FieldSha256:
+		return m.Sha256()
+	case artifact.FieldContent:
+		return m.Content()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ArtifactMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case artifact.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case artifact.FieldOwnerID:
+		return m.OldOwnerID(ctx)
+	case artifact.FieldTurnID:
+		return m.OldTurnID(ctx)
+	case artifact.FieldName:
+		return m.OldName(ctx)
+	case artifact.FieldMediaType:
+		return m.OldMediaType(ctx)
+	case artifact.FieldSize:
+		return m.OldSize(ctx)
+	case artifact.FieldSha256:
+		return m.OldSha256(ctx)
+	case artifact.FieldContent:
+		return m.OldContent(ctx)
+	}
+	return nil, fmt.Errorf("unknown Artifact field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ArtifactMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case artifact.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case artifact.FieldOwnerID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOwnerID(v)
+		return nil
+	case artifact.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	case artifact.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case artifact.FieldMediaType:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMediaType(v)
+		return nil
+	case artifact.FieldSize:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSize(v)
+		return nil
+	case artifact.FieldSha256:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSha256(v)
+		return nil
+	case artifact.FieldContent:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetContent(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ArtifactMutation) AddedFields() []string {
+	var fields []string
+	if m.addsize != nil {
+		fields = append(fields, artifact.FieldSize)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ArtifactMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case artifact.FieldSize:
+		return m.AddedSize()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ArtifactMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case artifact.FieldSize:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSize(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ArtifactMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(artifact.FieldTurnID) {
+		fields = append(fields, artifact.FieldTurnID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ArtifactMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ArtifactMutation) ClearField(name string) error {
+	switch name {
+	case artifact.FieldTurnID:
+		m.ClearTurnID()
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ArtifactMutation) ResetField(name string) error {
+	switch name {
+	case artifact.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case artifact.FieldOwnerID:
+		m.ResetOwnerID()
+		return nil
+	case artifact.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	case artifact.FieldName:
+		m.ResetName()
+		return nil
+	case artifact.FieldMediaType:
+		m.ResetMediaType()
+		return nil
+	case artifact.FieldSize:
+		m.ResetSize()
+		return nil
+	case artifact.FieldSha256:
+		m.ResetSha256()
+		return nil
+	case artifact.FieldContent:
+		m.ResetContent()
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ArtifactMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.owner != nil {
+		edges = append(edges, artifact.EdgeOwner)
+	}
+	if m.references != nil {
+		edges = append(edges, artifact.EdgeReferences)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ArtifactMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case artifact.EdgeOwner:
+		if id := m.owner; id != nil {
+			return []ent.Value{*id}
+		}
+	case artifact.EdgeReferences:
+		ids := make([]ent.Value, 0, len(m.references))
+		for id := range m.references {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ArtifactMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removedreferences != nil {
+		edges = append(edges, artifact.EdgeReferences)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ArtifactMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case artifact.EdgeReferences:
+		ids := make([]ent.Value, 0, len(m.removedreferences))
+		for id := range m.removedreferences {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ArtifactMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedowner {
+		edges = append(edges, artifact.EdgeOwner)
+	}
+	if m.clearedreferences {
+		edges = append(edges, artifact.EdgeReferences)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ArtifactMutation) EdgeCleared(name string) bool {
+	switch name {
+	case artifact.EdgeOwner:
+		return m.clearedowner
+	case artifact.EdgeReferences:
+		return m.clearedreferences
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ArtifactMutation) ClearEdge(name string) error {
+	switch name {
+	case artifact.EdgeOwner:
+		m.ClearOwner()
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ArtifactMutation) ResetEdge(name string) error {
+	switch name {
+	case artifact.EdgeOwner:
+		m.ResetOwner()
+		return nil
+	case artifact.EdgeReferences:
+		m.ResetReferences()
+		return nil
+	}
+	return fmt.Errorf("unknown Artifact edge %s", name)
+}
+
 // CommandMutation represents an operation that mutates the Command nodes in the graph.
 type CommandMutation struct {
 	config
@@ -2507,6 +4605,9 @@ type ConversationMutation struct {
 	entries             map[int64]struct{}
 	removedentries      map[int64]struct{}
 	clearedentries      bool
+	resources           map[uuid.UUID]struct{}
+	removedresources    map[uuid.UUID]struct{}
+	clearedresources    bool
 	done                bool
 	oldValue            func(context.Context) (*Conversation, error)
 	predicates          []predicate.Conversation
@@ -3272,6 +5373,60 @@ func (m *ConversationMutation) ResetEntries() {
 	m.removedentries = nil
 }
 
+// AddResourceIDs adds the "resources" edge to the RoomResource entity by ids.
+func (m *ConversationMutation) AddResourceIDs(ids ...uuid.UUID) {
+	if m.resources == nil {
+		m.resources = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.resources[ids[i]] = struct{}{}
+	}
+}
+
+// ClearResources clears the "resources" edge to the RoomResource entity.
+func (m *ConversationMutation) ClearResources() {
+	m.clearedresources = true
+}
+
+// ResourcesCleared reports if the "resources" edge to the RoomResource entity was cleared.
+func (m *ConversationMutation) ResourcesCleared() bool {
+	return m.clearedresources
+}
+
+// RemoveResourceIDs removes the "resources" edge to the RoomResource entity by IDs.
+func (m *ConversationMutation) RemoveResourceIDs(ids ...uuid.UUID) {
+	if m.removedresources == nil {
+		m.removedresources = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.resources, ids[i])
+		m.removedresources[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedResources returns the removed IDs of the "resources" edge to the RoomResource entity.
+func (m *ConversationMutation) RemovedResourcesIDs() (ids []uuid.UUID) {
+	for id := range m.removedresources {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResourcesIDs returns the "resources" edge IDs in the mutation.
+func (m *ConversationMutation) ResourcesIDs() (ids []uuid.UUID) {
+	for id := range m.resources {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetResources resets all changes to the "resources" edge.
+func (m *ConversationMutation) ResetResources() {
+	m.resources = nil
+	m.clearedresources = false
+	m.removedresources = nil
+}
+
 // Where appends a list predicates to the ConversationMutation builder.
 func (m *ConversationMutation) Where(ps ...predicate.Conversation) {
 	m.predicates = append(m.predicates, ps...)
@@ -3594,7 +5749,7 @@ func (m *ConversationMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *ConversationMutation) AddedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.owner != nil {
 		edges = append(edges, conversation.EdgeOwner)
 	}
@@ -3612,6 +5767,9 @@ func (m *ConversationMutation) AddedEdges() []string {
 	}
 	if m.entries != nil {
 		edges = append(edges, conversation.EdgeEntries)
+	}
+	if m.resources != nil {
+		edges = append(edges, conversation.EdgeResources)
 	}
 	return edges
 }
@@ -3650,13 +5808,19 @@ func (m *ConversationMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case conversation.EdgeResources:
+		ids := make([]ent.Value, 0, len(m.resources))
+		for id := range m.resources {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *ConversationMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.removedmembers != nil {
 		edges = append(edges, conversation.EdgeMembers)
 	}
@@ -3665,6 +5829,9 @@ func (m *ConversationMutation) RemovedEdges() []string {
 	}
 	if m.removedentries != nil {
 		edges = append(edges, conversation.EdgeEntries)
+	}
+	if m.removedresources != nil {
+		edges = append(edges, conversation.EdgeResources)
 	}
 	return edges
 }
@@ -3691,13 +5858,19 @@ func (m *ConversationMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case conversation.EdgeResources:
+		ids := make([]ent.Value, 0, len(m.removedresources))
+		for id := range m.removedresources {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *ConversationMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 6)
+	edges := make([]string, 0, 7)
 	if m.clearedowner {
 		edges = append(edges, conversation.EdgeOwner)
 	}
@@ -3715,6 +5888,9 @@ func (m *ConversationMutation) ClearedEdges() []string {
 	}
 	if m.clearedentries {
 		edges = append(edges, conversation.EdgeEntries)
+	}
+	if m.clearedresources {
+		edges = append(edges, conversation.EdgeResources)
 	}
 	return edges
 }
@@ -3735,6 +5911,8 @@ func (m *ConversationMutation) EdgeCleared(name string) bool {
 		return m.clearedturns
 	case conversation.EdgeEntries:
 		return m.clearedentries
+	case conversation.EdgeResources:
+		return m.clearedresources
 	}
 	return false
 }
@@ -3778,8 +5956,1121 @@ func (m *ConversationMutation) ResetEdge(name string) error {
 	case conversation.EdgeEntries:
 		m.ResetEntries()
 		return nil
+	case conversation.EdgeResources:
+		m.ResetResources()
+		return nil
 	}
 	return fmt.Errorf("unknown Conversation edge %s", name)
+}
+
+// DocumentMutation represents an operation that mutates the Document nodes in the graph.
+type DocumentMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	title           *string
+	body            *string
+	digest          *string
+	clearedFields   map[string]struct{}
+	acl             map[uuid.UUID]struct{}
+	removedacl      map[uuid.UUID]struct{}
+	clearedacl      bool
+	passages        map[uuid.UUID]struct{}
+	removedpassages map[uuid.UUID]struct{}
+	clearedpassages bool
+	done            bool
+	oldValue        func(context.Context) (*Document, error)
+	predicates      []predicate.Document
+}
+
+var _ ent.Mutation = (*DocumentMutation)(nil)
+
+// documentOption allows management of the mutation configuration using functional options.
+type documentOption func(*DocumentMutation)
+
+// newDocumentMutation creates new mutation for the Document entity.
+func newDocumentMutation(c config, op Op, opts ...documentOption) *DocumentMutation {
+	m := &DocumentMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDocument,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDocumentID sets the ID field of the mutation.
+func withDocumentID(id uuid.UUID) documentOption {
+	return func(m *DocumentMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Document
+		)
+		m.oldValue = func(ctx context.Context) (*Document, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Document.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDocument sets the old Document of the mutation.
+func withDocument(node *Document) documentOption {
+	return func(m *DocumentMutation) {
+		m.oldValue = func(context.Context) (*Document, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DocumentMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DocumentMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Document entities.
+func (m *DocumentMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DocumentMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DocumentMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Document.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *DocumentMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *DocumentMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Document entity.
+// If the Document object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *DocumentMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetTitle sets the "title" field.
+func (m *DocumentMutation) SetTitle(s string) {
+	m.title = &s
+}
+
+// Title returns the value of the "title" field in the mutation.
+func (m *DocumentMutation) Title() (r string, exists bool) {
+	v := m.title
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTitle returns the old "title" field's value of the Document entity.
+// If the Document object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentMutation) OldTitle(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTitle is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTitle requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTitle: %w", err)
+	}
+	return oldValue.Title, nil
+}
+
+// ResetTitle resets all changes to the "title" field.
+func (m *DocumentMutation) ResetTitle() {
+	m.title = nil
+}
+
+// SetBody sets the "body" field.
+func (m *DocumentMutation) SetBody(s string) {
+	m.body = &s
+}
+
+// Body returns the value of the "body" field in the mutation.
+func (m *DocumentMutation) Body() (r string, exists bool) {
+	v := m.body
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBody returns the old "body" field's value of the Document entity.
+// If the Document object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentMutation) OldBody(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBody is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBody requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBody: %w", err)
+	}
+	return oldValue.Body, nil
+}
+
+// ResetBody resets all changes to the "body" field.
+func (m *DocumentMutation) ResetBody() {
+	m.body = nil
+}
+
+// SetDigest sets the "digest" field.
+func (m *DocumentMutation) SetDigest(s string) {
+	m.digest = &s
+}
+
+// Digest returns the value of the "digest" field in the mutation.
+func (m *DocumentMutation) Digest() (r string, exists bool) {
+	v := m.digest
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDigest returns the old "digest" field's value of the Document entity.
+// If the Document object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentMutation) OldDigest(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDigest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDigest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDigest: %w", err)
+	}
+	return oldValue.Digest, nil
+}
+
+// ResetDigest resets all changes to the "digest" field.
+func (m *DocumentMutation) ResetDigest() {
+	m.digest = nil
+}
+
+// AddACLIDs adds the "acl" edge to the DocumentACL entity by ids.
+func (m *DocumentMutation) AddACLIDs(ids ...uuid.UUID) {
+	if m.acl == nil {
+		m.acl = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.acl[ids[i]] = struct{}{}
+	}
+}
+
+// ClearACL clears the "acl" edge to the DocumentACL entity.
+func (m *DocumentMutation) ClearACL() {
+	m.clearedacl = true
+}
+
+// ACLCleared reports if the "acl" edge to the DocumentACL entity was cleared.
+func (m *DocumentMutation) ACLCleared() bool {
+	return m.clearedacl
+}
+
+// RemoveACLIDs removes the "acl" edge to the DocumentACL entity by IDs.
+func (m *DocumentMutation) RemoveACLIDs(ids ...uuid.UUID) {
+	if m.removedacl == nil {
+		m.removedacl = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.acl, ids[i])
+		m.removedacl[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedACL returns the removed IDs of the "acl" edge to the DocumentACL entity.
+func (m *DocumentMutation) RemovedACLIDs() (ids []uuid.UUID) {
+	for id := range m.removedacl {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ACLIDs returns the "acl" edge IDs in the mutation.
+func (m *DocumentMutation) ACLIDs() (ids []uuid.UUID) {
+	for id := range m.acl {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetACL resets all changes to the "acl" edge.
+func (m *DocumentMutation) ResetACL() {
+	m.acl = nil
+	m.clearedacl = false
+	m.removedacl = nil
+}
+
+// AddPassageIDs adds the "passages" edge to the Passage entity by ids.
+func (m *DocumentMutation) AddPassageIDs(ids ...uuid.UUID) {
+	if m.passages == nil {
+		m.passages = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.passages[ids[i]] = struct{}{}
+	}
+}
+
+// ClearPassages clears the "passages" edge to the Passage entity.
+func (m *DocumentMutation) ClearPassages() {
+	m.clearedpassages = true
+}
+
+// PassagesCleared reports if the "passages" edge to the Passage entity was cleared.
+func (m *DocumentMutation) PassagesCleared() bool {
+	return m.clearedpassages
+}
+
+// RemovePassageIDs removes the "passages" edge to the Passage entity by IDs.
+func (m *DocumentMutation) RemovePassageIDs(ids ...uuid.UUID) {
+	if m.removedpassages == nil {
+		m.removedpassages = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.passages, ids[i])
+		m.removedpassages[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedPassages returns the removed IDs of the "passages" edge to the Passage entity.
+func (m *DocumentMutation) RemovedPassagesIDs() (ids []uuid.UUID) {
+	for id := range m.removedpassages {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// PassagesIDs returns the "passages" edge IDs in the mutation.
+func (m *DocumentMutation) PassagesIDs() (ids []uuid.UUID) {
+	for id := range m.passages {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetPassages resets all changes to the "passages" edge.
+func (m *DocumentMutation) ResetPassages() {
+	m.passages = nil
+	m.clearedpassages = false
+	m.removedpassages = nil
+}
+
+// Where appends a list predicates to the DocumentMutation builder.
+func (m *DocumentMutation) Where(ps ...predicate.Document) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DocumentMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DocumentMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Document, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DocumentMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DocumentMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Document).
+func (m *DocumentMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DocumentMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.created_at != nil {
+		fields = append(fields, document.FieldCreatedAt)
+	}
+	if m.title != nil {
+		fields = append(fields, document.FieldTitle)
+	}
+	if m.body != nil {
+		fields = append(fields, document.FieldBody)
+	}
+	if m.digest != nil {
+		fields = append(fields, document.FieldDigest)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DocumentMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case document.FieldCreatedAt:
+		return m.CreatedAt()
+	case document.FieldTitle:
+		return m.Title()
+	case document.FieldBody:
+		return m.Body()
+	case document.FieldDigest:
+		return m.Digest()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DocumentMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case document.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case document.FieldTitle:
+		return m.OldTitle(ctx)
+	case document.FieldBody:
+		return m.OldBody(ctx)
+	case document.FieldDigest:
+		return m.OldDigest(ctx)
+	}
+	return nil, fmt.Errorf("unknown Document field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DocumentMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case document.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case document.FieldTitle:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTitle(v)
+		return nil
+	case document.FieldBody:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBody(v)
+		return nil
+	case document.FieldDigest:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDigest(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Document field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DocumentMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DocumentMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DocumentMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Document numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DocumentMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DocumentMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DocumentMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown Document nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DocumentMutation) ResetField(name string) error {
+	switch name {
+	case document.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case document.FieldTitle:
+		m.ResetTitle()
+		return nil
+	case document.FieldBody:
+		m.ResetBody()
+		return nil
+	case document.FieldDigest:
+		m.ResetDigest()
+		return nil
+	}
+	return fmt.Errorf("unknown Document field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DocumentMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.acl != nil {
+		edges = append(edges, document.EdgeACL)
+	}
+	if m.passages != nil {
+		edges = append(edges, document.EdgePassages)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DocumentMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case document.EdgeACL:
+		ids := make([]ent.Value, 0, len(m.acl))
+		for id := range m.acl {
+			ids = append(ids, id)
+		}
+		return ids
+	case document.EdgePassages:
+		ids := make([]ent.Value, 0, len(m.passages))
+		for id := range m.passages {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DocumentMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.removedacl != nil {
+		edges = append(edges, document.EdgeACL)
+	}
+	if m.removedpassages != nil {
+		edges = append(edges, document.EdgePassages)
+	}
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DocumentMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case document.EdgeACL:
+		ids := make([]ent.Value, 0, len(m.removedacl))
+		for id := range m.removedacl {
+			ids = append(ids, id)
+		}
+		return ids
+	case document.EdgePassages:
+		ids := make([]ent.Value, 0, len(m.removedpassages))
+		for id := range m.removedpassages {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DocumentMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedacl {
+		edges = append(edges, document.EdgeACL)
+	}
+	if m.clearedpassages {
+		edges = append(edges, document.EdgePassages)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DocumentMutation) EdgeCleared(name string) bool {
+	switch name {
+	case document.EdgeACL:
+		return m.clearedacl
+	case document.EdgePassages:
+		return m.clearedpassages
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DocumentMutation) ClearEdge(name string) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Document unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DocumentMutation) ResetEdge(name string) error {
+	switch name {
+	case document.EdgeACL:
+		m.ResetACL()
+		return nil
+	case document.EdgePassages:
+		m.ResetPassages()
+		return nil
+	}
+	return fmt.Errorf("unknown Document edge %s", name)
+}
+
+// DocumentACLMutation represents an operation that mutates the DocumentACL nodes in the graph.
+type DocumentACLMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	principal       *string
+	clearedFields   map[string]struct{}
+	document        *uuid.UUID
+	cleareddocument bool
+	done            bool
+	oldValue        func(context.Context) (*DocumentACL, error)
+	predicates      []predicate.DocumentACL
+}
+
+var _ ent.Mutation = (*DocumentACLMutation)(nil)
+
+// documentaclOption allows management of the mutation configuration using functional options.
+type documentaclOption func(*DocumentACLMutation)
+
+// newDocumentACLMutation creates new mutation for the DocumentACL entity.
+func newDocumentACLMutation(c config, op Op, opts ...documentaclOption) *DocumentACLMutation {
+	m := &DocumentACLMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDocumentACL,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDocumentACLID sets the ID field of the mutation.
+func withDocumentACLID(id uuid.UUID) documentaclOption {
+	return func(m *DocumentACLMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DocumentACL
+		)
+		m.oldValue = func(ctx context.Context) (*DocumentACL, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DocumentACL.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDocumentACL sets the old DocumentACL of the mutation.
+func withDocumentACL(node *DocumentACL) documentaclOption {
+	return func(m *DocumentACLMutation) {
+		m.oldValue = func(context.Context) (*DocumentACL, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DocumentACLMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DocumentACLMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of DocumentACL entities.
+func (m *DocumentACLMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DocumentACLMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DocumentACLMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DocumentACL.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDocumentID sets the "document_id" field.
+func (m *DocumentACLMutation) SetDocumentID(u uuid.UUID) {
+	m.document = &u
+}
+
+// DocumentID returns the value of the "document_id" field in the mutation.
+func (m *DocumentACLMutation) DocumentID() (r uuid.UUID, exists bool) {
+	v := m.document
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDocumentID returns the old "document_id" field's value of the DocumentACL entity.
+// If the DocumentACL object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentACLMutation) OldDocumentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDocumentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDocumentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDocumentID: %w", err)
+	}
+	return oldValue.DocumentID, nil
+}
+
+// ResetDocumentID resets all changes to the "document_id" field.
+func (m *DocumentACLMutation) ResetDocumentID() {
+	m.document = nil
+}
+
+// SetPrincipal sets the "principal" field.
+func (m *DocumentACLMutation) SetPrincipal(s string) {
+	m.principal = &s
+}
+
+// Principal returns the value of the "principal" field in the mutation.
+func (m *DocumentACLMutation) Principal() (r string, exists bool) {
+	v := m.principal
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPrincipal returns the old "principal" field's value of the DocumentACL entity.
+// If the DocumentACL object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DocumentACLMutation) OldPrincipal(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPrincipal is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPrincipal requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPrincipal: %w", err)
+	}
+	return oldValue.Principal, nil
+}
+
+// ResetPrincipal resets all changes to the "principal" field.
+func (m *DocumentACLMutation) ResetPrincipal() {
+	m.principal = nil
+}
+
+// ClearDocument clears the "document" edge to the Document entity.
+func (m *DocumentACLMutation) ClearDocument() {
+	m.cleareddocument = true
+	m.clearedFields[documentacl.FieldDocumentID] = struct{}{}
+}
+
+// DocumentCleared reports if the "document" edge to the Document entity was cleared.
+func (m *DocumentACLMutation) DocumentCleared() bool {
+	return m.cleareddocument
+}
+
+// DocumentIDs returns the "document" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DocumentID instead. It exists only for internal usage by the builders.
+func (m *DocumentACLMutation) DocumentIDs() (ids []uuid.UUID) {
+	if id := m.document; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDocument resets all changes to the "document" edge.
+func (m *DocumentACLMutation) ResetDocument() {
+	m.document = nil
+	m.cleareddocument = false
+}
+
+// Where appends a list predicates to the DocumentACLMutation builder.
+func (m *DocumentACLMutation) Where(ps ...predicate.DocumentACL) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DocumentACLMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DocumentACLMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DocumentACL, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DocumentACLMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DocumentACLMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DocumentACL).
+func (m *DocumentACLMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DocumentACLMutation) Fields() []string {
+	fields := make([]string, 0, 2)
+	if m.document != nil {
+		fields = append(fields, documentacl.FieldDocumentID)
+	}
+	if m.principal != nil {
+		fields = append(fields, documentacl.FieldPrincipal)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DocumentACLMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case documentacl.FieldDocumentID:
+		return m.DocumentID()
+	case documentacl.FieldPrincipal:
+		return m.Principal()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DocumentACLMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case documentacl.FieldDocumentID:
+		return m.OldDocumentID(ctx)
+	case documentacl.FieldPrincipal:
+		return m.OldPrincipal(ctx)
+	}
+	return nil, fmt.Errorf("unknown DocumentACL field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DocumentACLMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case documentacl.FieldDocumentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDocumentID(v)
+		return nil
+	case documentacl.FieldPrincipal:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPrincipal(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DocumentACL field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DocumentACLMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DocumentACLMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DocumentACLMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown DocumentACL numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DocumentACLMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DocumentACLMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DocumentACLMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown DocumentACL nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DocumentACLMutation) ResetField(name string) error {
+	switch name {
+	case documentacl.FieldDocumentID:
+		m.ResetDocumentID()
+		return nil
+	case documentacl.FieldPrincipal:
+		m.ResetPrincipal()
+		return nil
+	}
+	return fmt.Errorf("unknown DocumentACL field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DocumentACLMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.document != nil {
+		edges = append(edges, documentacl.EdgeDocument)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DocumentACLMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case documentacl.EdgeDocument:
+		if id := m.document; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DocumentACLMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DocumentACLMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DocumentACLMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddocument {
+		edges = append(edges, documentacl.EdgeDocument)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DocumentACLMutation) EdgeCleared(name string) bool {
+	switch name {
+	case documentacl.EdgeDocument:
+		return m.cleareddocument
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DocumentACLMutation) ClearEdge(name string) error {
+	switch name {
+	case documentacl.EdgeDocument:
+		m.ClearDocument()
+		return nil
+	}
+	return fmt.Errorf("unknown DocumentACL unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DocumentACLMutation) ResetEdge(name string) error {
+	switch name {
+	case documentacl.EdgeDocument:
+		m.ResetDocument()
+		return nil
+	}
+	return fmt.Errorf("unknown DocumentACL edge %s", name)
 }
 
 // JournalEntryMutation represents an operation that mutates the JournalEntry nodes in the graph.
@@ -4741,6 +8032,15 @@ type MemberMutation struct {
 	turns                      map[uuid.UUID]struct{}
 	removedturns               map[uuid.UUID]struct{}
 	clearedturns               bool
+	artifacts                  map[uuid.UUID]struct{}
+	removedartifacts           map[uuid.UUID]struct{}
+	clearedartifacts           bool
+	tasks                      map[uuid.UUID]struct{}
+	removedtasks               map[uuid.UUID]struct{}
+	clearedtasks               bool
+	agent_configs              map[uuid.UUID]struct{}
+	removedagent_configs       map[uuid.UUID]struct{}
+	clearedagent_configs       bool
 	done                       bool
 	oldValue                   func(context.Context) (*Member, error)
 	predicates                 []predicate.Member
@@ -5210,6 +8510,168 @@ func (m *MemberMutation) ResetTurns() {
 	m.removedturns = nil
 }
 
+// AddArtifactIDs adds the "artifacts" edge to the Artifact entity by ids.
+func (m *MemberMutation) AddArtifactIDs(ids ...uuid.UUID) {
+	if m.artifacts == nil {
+		m.artifacts = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.artifacts[ids[i]] = struct{}{}
+	}
+}
+
+// ClearArtifacts clears the "artifacts" edge to the Artifact entity.
+func (m *MemberMutation) ClearArtifacts() {
+	m.clearedartifacts = true
+}
+
+// ArtifactsCleared reports if the "artifacts" edge to the Artifact entity was cleared.
+func (m *MemberMutation) ArtifactsCleared() bool {
+	return m.clearedartifacts
+}
+
+// RemoveArtifactIDs removes the "artifacts" edge to the Artifact entity by IDs.
+func (m *MemberMutation) RemoveArtifactIDs(ids ...uuid.UUID) {
+	if m.removedartifacts == nil {
+		m.removedartifacts = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.artifacts, ids[i])
+		m.removedartifacts[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedArtifacts returns the removed IDs of the "artifacts" edge to the Artifact entity.
+func (m *MemberMutation) RemovedArtifactsIDs() (ids []uuid.UUID) {
+	for id := range m.removedartifacts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ArtifactsIDs returns the "artifacts" edge IDs in the mutation.
+func (m *MemberMutation) ArtifactsIDs() (ids []uuid.UUID) {
+	for id := range m.artifacts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetArtifacts resets all changes to the "artifacts" edge.
+func (m *MemberMutation) ResetArtifacts() {
+	m.artifacts = nil
+	m.clearedartifacts = false
+	m.removedartifacts = nil
+}
+
+// AddTaskIDs adds the "tasks" edge to the Task entity by ids.
+func (m *MemberMutation) AddTaskIDs(ids ...uuid.UUID) {
+	if m.tasks == nil {
+		m.tasks = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.tasks[ids[i]] = struct{}{}
+	}
+}
+
+// ClearTasks clears the "tasks" edge to the Task entity.
+func (m *MemberMutation) ClearTasks() {
+	m.clearedtasks = true
+}
+
+// TasksCleared reports if the "tasks" edge to the Task entity was cleared.
+func (m *MemberMutation) TasksCleared() bool {
+	return m.clearedtasks
+}
+
+// RemoveTaskIDs removes the "tasks" edge to the Task entity by IDs.
+func (m *MemberMutation) RemoveTaskIDs(ids ...uuid.UUID) {
+	if m.removedtasks == nil {
+		m.removedtasks = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.tasks, ids[i])
+		m.removedtasks[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedTasks returns the removed IDs of the "tasks" edge to the Task entity.
+func (m *MemberMutation) RemovedTasksIDs() (ids []uuid.UUID) {
+	for id := range m.removedtasks {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// TasksIDs returns the "tasks" edge IDs in the mutation.
+func (m *MemberMutation) TasksIDs() (ids []uuid.UUID) {
+	for id := range m.tasks {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetTasks resets all changes to the "tasks" edge.
+func (m *MemberMutation) ResetTasks() {
+	m.tasks = nil
+	m.clearedtasks = false
+	m.removedtasks = nil
+}
+
+// AddAgentConfigIDs adds the "agent_configs" edge to the MemberAgentConfig entity by ids.
+func (m *MemberMutation) AddAgentConfigIDs(ids ...uuid.UUID) {
+	if m.agent_configs == nil {
+		m.agent_configs = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.agent_configs[ids[i]] = struct{}{}
+	}
+}
+
+// ClearAgentConfigs clears the "agent_configs" edge to the MemberAgentConfig entity.
+func (m *MemberMutation) ClearAgentConfigs() {
+	m.clearedagent_configs = true
+}
+
+// AgentConfigsCleared reports if the "agent_configs" edge to the MemberAgentConfig entity was cleared.
+func (m *MemberMutation) AgentConfigsCleared() bool {
+	return m.clearedagent_configs
+}
+
+// RemoveAgentConfigIDs removes the "agent_configs" edge to the MemberAgentConfig entity by IDs.
+func (m *MemberMutation) RemoveAgentConfigIDs(ids ...uuid.UUID) {
+	if m.removedagent_configs == nil {
+		m.removedagent_configs = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.agent_configs, ids[i])
+		m.removedagent_configs[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedAgentConfigs returns the removed IDs of the "agent_configs" edge to the MemberAgentConfig entity.
+func (m *MemberMutation) RemovedAgentConfigsIDs() (ids []uuid.UUID) {
+	for id := range m.removedagent_configs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// AgentConfigsIDs returns the "agent_configs" edge IDs in the mutation.
+func (m *MemberMutation) AgentConfigsIDs() (ids []uuid.UUID) {
+	for id := range m.agent_configs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetAgentConfigs resets all changes to the "agent_configs" edge.
+func (m *MemberMutation) ResetAgentConfigs() {
+	m.agent_configs = nil
+	m.clearedagent_configs = false
+	m.removedagent_configs = nil
+}
+
 // Where appends a list predicates to the MemberMutation builder.
 func (m *MemberMutation) Where(ps ...predicate.Member) {
 	m.predicates = append(m.predicates, ps...)
@@ -5394,7 +8856,7 @@ func (m *MemberMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *MemberMutation) AddedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 7)
 	if m.permissions != nil {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -5406,6 +8868,15 @@ func (m *MemberMutation) AddedEdges() []string {
 	}
 	if m.turns != nil {
 		edges = append(edges, member.EdgeTurns)
+	}
+	if m.artifacts != nil {
+		edges = append(edges, member.EdgeArtifacts)
+	}
+	if m.tasks != nil {
+		edges = append(edges, member.EdgeTasks)
+	}
+	if m.agent_configs != nil {
+		edges = append(edges, member.EdgeAgentConfigs)
 	}
 	return edges
 }
@@ -5438,13 +8909,31 @@ func (m *MemberMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case member.EdgeArtifacts:
+		ids := make([]ent.Value, 0, len(m.artifacts))
+		for id := range m.artifacts {
+			ids = append(ids, id)
+		}
+		return ids
+	case member.EdgeTasks:
+		ids := make([]ent.Value, 0, len(m.tasks))
+		for id := range m.tasks {
+			ids = append(ids, id)
+		}
+		return ids
+	case member.EdgeAgentConfigs:
+		ids := make([]ent.Value, 0, len(m.agent_configs))
+		for id := range m.agent_configs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *MemberMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 7)
 	if m.removedpermissions != nil {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -5456,6 +8945,15 @@ func (m *MemberMutation) RemovedEdges() []string {
 	}
 	if m.removedturns != nil {
 		edges = append(edges, member.EdgeTurns)
+	}
+	if m.removedartifacts != nil {
+		edges = append(edges, member.EdgeArtifacts)
+	}
+	if m.removedtasks != nil {
+		edges = append(edges, member.EdgeTasks)
+	}
+	if m.removedagent_configs != nil {
+		edges = append(edges, member.EdgeAgentConfigs)
 	}
 	return edges
 }
@@ -5488,13 +8986,31 @@ func (m *MemberMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case member.EdgeArtifacts:
+		ids := make([]ent.Value, 0, len(m.removedartifacts))
+		for id := range m.removedartifacts {
+			ids = append(ids, id)
+		}
+		return ids
+	case member.EdgeTasks:
+		ids := make([]ent.Value, 0, len(m.removedtasks))
+		for id := range m.removedtasks {
+			ids = append(ids, id)
+		}
+		return ids
+	case member.EdgeAgentConfigs:
+		ids := make([]ent.Value, 0, len(m.removedagent_configs))
+		for id := range m.removedagent_configs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *MemberMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 7)
 	if m.clearedpermissions {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -5506,6 +9022,15 @@ func (m *MemberMutation) ClearedEdges() []string {
 	}
 	if m.clearedturns {
 		edges = append(edges, member.EdgeTurns)
+	}
+	if m.clearedartifacts {
+		edges = append(edges, member.EdgeArtifacts)
+	}
+	if m.clearedtasks {
+		edges = append(edges, member.EdgeTasks)
+	}
+	if m.clearedagent_configs {
+		edges = append(edges, member.EdgeAgentConfigs)
 	}
 	return edges
 }
@@ -5522,6 +9047,12 @@ func (m *MemberMutation) EdgeCleared(name string) bool {
 		return m.clearedowned_conversations
 	case member.EdgeTurns:
 		return m.clearedturns
+	case member.EdgeArtifacts:
+		return m.clearedartifacts
+	case member.EdgeTasks:
+		return m.clearedtasks
+	case member.EdgeAgentConfigs:
+		return m.clearedagent_configs
 	}
 	return false
 }
@@ -5550,8 +9081,650 @@ func (m *MemberMutation) ResetEdge(name string) error {
 	case member.EdgeTurns:
 		m.ResetTurns()
 		return nil
+	case member.EdgeArtifacts:
+		m.ResetArtifacts()
+		return nil
+	case member.EdgeTasks:
+		m.ResetTasks()
+		return nil
+	case member.EdgeAgentConfigs:
+		m.ResetAgentConfigs()
+		return nil
 	}
 	return fmt.Errorf("unknown Member edge %s", name)
+}
+
+// MemberAgentConfigMutation represents an operation that mutates the MemberAgentConfig nodes in the graph.
+type MemberAgentConfigMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *uuid.UUID
+	created_at        *time.Time
+	specialists       *[]string
+	appendspecialists []string
+	clearedFields     map[string]struct{}
+	member            *uuid.UUID
+	clearedmember     bool
+	agent             *uuid.UUID
+	clearedagent      bool
+	done              bool
+	oldValue          func(context.Context) (*MemberAgentConfig, error)
+	predicates        []predicate.MemberAgentConfig
+}
+
+var _ ent.Mutation = (*MemberAgentConfigMutation)(nil)
+
+// memberagentconfigOption allows management of the mutation configuration using functional options.
+type memberagentconfigOption func(*MemberAgentConfigMutation)
+
+// newMemberAgentConfigMutation creates new mutation for the MemberAgentConfig entity.
+func newMemberAgentConfigMutation(c config, op Op, opts ...memberagentconfigOption) *MemberAgentConfigMutation {
+	m := &MemberAgentConfigMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMemberAgentConfig,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMemberAgentConfigID sets the ID field of the mutation.
+func withMemberAgentConfigID(id uuid.UUID) memberagentconfigOption {
+	return func(m *MemberAgentConfigMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MemberAgentConfig
+		)
+		m.oldValue = func(ctx context.Context) (*MemberAgentConfig, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MemberAgentConfig.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMemberAgentConfig sets the old MemberAgentConfig of the mutation.
+func withMemberAgentConfig(node *MemberAgentConfig) memberagentconfigOption {
+	return func(m *MemberAgentConfigMutation) {
+		m.oldValue = func(context.Context) (*MemberAgentConfig, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MemberAgentConfigMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MemberAgentConfigMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MemberAgentConfig entities.
+func (m *MemberAgentConfigMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MemberAgentConfigMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MemberAgentConfigMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MemberAgentConfig.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MemberAgentConfigMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MemberAgentConfigMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MemberAgentConfig entity.
+// If the MemberAgentConfig object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberAgentConfigMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MemberAgentConfigMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetMemberID sets the "member_id" field.
+func (m *MemberAgentConfigMutation) SetMemberID(u uuid.UUID) {
+	m.member = &u
+}
+
+// MemberID returns the value of the "member_id" field in the mutation.
+func (m *MemberAgentConfigMutation) MemberID() (r uuid.UUID, exists bool) {
+	v := m.member
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemberID returns the old "member_id" field's value of the MemberAgentConfig entity.
+// If the MemberAgentConfig object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberAgentConfigMutation) OldMemberID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemberID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemberID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemberID: %w", err)
+	}
+	return oldValue.MemberID, nil
+}
+
+// ResetMemberID resets all changes to the "member_id" field.
+func (m *MemberAgentConfigMutation) ResetMemberID() {
+	m.member = nil
+}
+
+// SetAgentID sets the "agent_id" field.
+func (m *MemberAgentConfigMutation) SetAgentID(u uuid.UUID) {
+	m.agent = &u
+}
+
+// AgentID returns the value of the "agent_id" field in the mutation.
+func (m *MemberAgentConfigMutation) AgentID() (r uuid.UUID, exists bool) {
+	v := m.agent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAgentID returns the old "agent_id" field's value of the MemberAgentConfig entity.
+// If the MemberAgentConfig object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberAgentConfigMutation) OldAgentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAgentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAgentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAgentID: %w", err)
+	}
+	return oldValue.AgentID, nil
+}
+
+// ResetAgentID resets all changes to the "agent_id" field.
+func (m *MemberAgentConfigMutation) ResetAgentID() {
+	m.agent = nil
+}
+
+// SetSpecialists sets the "specialists" field.
+func (m *MemberAgentConfigMutation) SetSpecialists(s []string) {
+	m.specialists = &s
+	m.appendspecialists = nil
+}
+
+// Specialists returns the value of the "specialists" field in the mutation.
+func (m *MemberAgentConfigMutation) Specialists() (r []string, exists bool) {
+	v := m.specialists
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecialists returns the old "specialists" field's value of the MemberAgentConfig entity.
+// If the MemberAgentConfig object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberAgentConfigMutation) OldSpecialists(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecialists is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecialists requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecialists: %w", err)
+	}
+	return oldValue.Specialists, nil
+}
+
+// AppendSpecialists adds s to the "specialists" field.
+func (m *MemberAgentConfigMutation) AppendSpecialists(s []string) {
+	m.appendspecialists = append(m.appendspecialists, s...)
+}
+
+// AppendedSpecialists returns the list of values that were appended to the "specialists" field in this mutation.
+func (m *MemberAgentConfigMutation) AppendedSpecialists() ([]string, bool) {
+	if len(m.appendspecialists) == 0 {
+		return nil, false
+	}
+	return m.appendspecialists, true
+}
+
+// ClearSpecialists clears the value of the "specialists" field.
+func (m *MemberAgentConfigMutation) ClearSpecialists() {
+	m.specialists = nil
+	m.appendspecialists = nil
+	m.clearedFields[memberagentconfig.FieldSpecialists] = struct{}{}
+}
+
+// SpecialistsCleared returns if the "specialists" field was cleared in this mutation.
+func (m *MemberAgentConfigMutation) SpecialistsCleared() bool {
+	_, ok := m.clearedFields[memberagentconfig.FieldSpecialists]
+	return ok
+}
+
+// ResetSpecialists resets all changes to the "specialists" field.
+func (m *MemberAgentConfigMutation) ResetSpecialists() {
+	m.specialists = nil
+	m.appendspecialists = nil
+	delete(m.clearedFields, memberagentconfig.FieldSpecialists)
+}
+
+// ClearMember clears the "member" edge to the Member entity.
+func (m *MemberAgentConfigMutation) ClearMember() {
+	m.clearedmember = true
+	m.clearedFields[memberagentconfig.FieldMemberID] = struct{}{}
+}
+
+// MemberCleared reports if the "member" edge to the Member entity was cleared.
+func (m *MemberAgentConfigMutation) MemberCleared() bool {
+	return m.clearedmember
+}
+
+// MemberIDs returns the "member" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// MemberID instead. It exists only for internal usage by the builders.
+func (m *MemberAgentConfigMutation) MemberIDs() (ids []uuid.UUID) {
+	if id := m.member; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetMember resets all changes to the "member" edge.
+func (m *MemberAgentConfigMutation) ResetMember() {
+	m.member = nil
+	m.clearedmember = false
+}
+
+// ClearAgent clears the "agent" edge to the Agent entity.
+func (m *MemberAgentConfigMutation) ClearAgent() {
+	m.clearedagent = true
+	m.clearedFields[memberagentconfig.FieldAgentID] = struct{}{}
+}
+
+// AgentCleared reports if the "agent" edge to the Agent entity was cleared.
+func (m *MemberAgentConfigMutation) AgentCleared() bool {
+	return m.clearedagent
+}
+
+// AgentIDs returns the "agent" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// AgentID instead. It exists only for internal usage by the builders.
+func (m *MemberAgentConfigMutation) AgentIDs() (ids []uuid.UUID) {
+	if id := m.agent; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetAgent resets all changes to the "agent" edge.
+func (m *MemberAgentConfigMutation) ResetAgent() {
+	m.agent = nil
+	m.clearedagent = false
+}
+
+// Where appends a list predicates to the MemberAgentConfigMutation builder.
+func (m *MemberAgentConfigMutation) Where(ps ...predicate.MemberAgentConfig) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MemberAgentConfigMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MemberAgentConfigMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MemberAgentConfig, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MemberAgentConfigMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MemberAgentConfigMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MemberAgentConfig).
+func (m *MemberAgentConfigMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MemberAgentConfigMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.created_at != nil {
+		fields = append(fields, memberagentconfig.FieldCreatedAt)
+	}
+	if m.member != nil {
+		fields = append(fields, memberagentconfig.FieldMemberID)
+	}
+	if m.agent != nil {
+		fields = append(fields, memberagentconfig.FieldAgentID)
+	}
+	if m.specialists != nil {
+		fields = append(fields, memberagentconfig.FieldSpecialists)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MemberAgentConfigMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case memberagentconfig.FieldCreatedAt:
+		return m.CreatedAt()
+	case memberagentconfig.FieldMemberID:
+		return m.MemberID()
+	case memberagentconfig.FieldAgentID:
+		return m.AgentID()
+	case memberagentconfig.FieldSpecialists:
+		return m.Specialists()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MemberAgentConfigMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case memberagentconfig.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case memberagentconfig.FieldMemberID:
+		return m.OldMemberID(ctx)
+	case memberagentconfig.FieldAgentID:
+		return m.OldAgentID(ctx)
+	case memberagentconfig.FieldSpecialists:
+		return m.OldSpecialists(ctx)
+	}
+	return nil, fmt.Errorf("unknown MemberAgentConfig field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberAgentConfigMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case memberagentconfig.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case memberagentconfig.FieldMemberID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemberID(v)
+		return nil
+	case memberagentconfig.FieldAgentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAgentID(v)
+		return nil
+	case memberagentconfig.FieldSpecialists:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecialists(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MemberAgentConfig field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MemberAgentConfigMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MemberAgentConfigMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberAgentConfigMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MemberAgentConfig numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MemberAgentConfigMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(memberagentconfig.FieldSpecialists) {
+		fields = append(fields, memberagentconfig.FieldSpecialists)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MemberAgentConfigMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MemberAgentConfigMutation) ClearField(name string) error {
+	switch name {
+	case memberagentconfig.FieldSpecialists:
+		m.ClearSpecialists()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberAgentConfig nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MemberAgentConfigMutation) ResetField(name string) error {
+	switch name {
+	case memberagentconfig.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case memberagentconfig.FieldMemberID:
+		m.ResetMemberID()
+		return nil
+	case memberagentconfig.FieldAgentID:
+		m.ResetAgentID()
+		return nil
+	case memberagentconfig.FieldSpecialists:
+		m.ResetSpecialists()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberAgentConfig field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MemberAgentConfigMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.member != nil {
+		edges = append(edges, memberagentconfig.EdgeMember)
+	}
+	if m.agent != nil {
+		edges = append(edges, memberagentconfig.EdgeAgent)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MemberAgentConfigMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case memberagentconfig.EdgeMember:
+		if id := m.member; id != nil {
+			return []ent.Value{*id}
+		}
+	case memberagentconfig.EdgeAgent:
+		if id := m.agent; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MemberAgentConfigMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MemberAgentConfigMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MemberAgentConfigMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedmember {
+		edges = append(edges, memberagentconfig.EdgeMember)
+	}
+	if m.clearedagent {
+		edges = append(edges, memberagentconfig.EdgeAgent)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MemberAgentConfigMutation) EdgeCleared(name string) bool {
+	switch name {
+	case memberagentconfig.EdgeMember:
+		return m.clearedmember
+	case memberagentconfig.EdgeAgent:
+		return m.clearedagent
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MemberAgentConfigMutation) ClearEdge(name string) error {
+	switch name {
+	case memberagentconfig.EdgeMember:
+		m.ClearMember()
+		return nil
+	case memberagentconfig.EdgeAgent:
+		m.ClearAgent()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberAgentConfig unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MemberAgentConfigMutation) ResetEdge(name string) error {
+	switch name {
+	case memberagentconfig.EdgeMember:
+		m.ResetMember()
+		return nil
+	case memberagentconfig.EdgeAgent:
+		m.ResetAgent()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberAgentConfig edge %s", name)
 }
 
 // MemberPermissionMutation represents an operation that mutates the MemberPermission nodes in the graph.
@@ -6046,6 +10219,612 @@ func (m *MemberPermissionMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown MemberPermission edge %s", name)
+}
+
+// PassageMutation represents an operation that mutates the Passage nodes in the graph.
+type PassageMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	ordinal         *int
+	addordinal      *int
+	text            *string
+	tsv             *string
+	clearedFields   map[string]struct{}
+	document        *uuid.UUID
+	cleareddocument bool
+	done            bool
+	oldValue        func(context.Context) (*Passage, error)
+	predicates      []predicate.Passage
+}
+
+var _ ent.Mutation = (*PassageMutation)(nil)
+
+// passageOption allows management of the mutation configuration using functional options.
+type passageOption func(*PassageMutation)
+
+// newPassageMutation creates new mutation for the Passage entity.
+func newPassageMutation(c config, op Op, opts ...passageOption) *PassageMutation {
+	m := &PassageMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePassage,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPassageID sets the ID field of the mutation.
+func withPassageID(id uuid.UUID) passageOption {
+	return func(m *PassageMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Passage
+		)
+		m.oldValue = func(ctx context.Context) (*Passage, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Passage.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPassage sets the old Passage of the mutation.
+func withPassage(node *Passage) passageOption {
+	return func(m *PassageMutation) {
+		m.oldValue = func(context.Context) (*Passage, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PassageMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PassageMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Passage entities.
+func (m *PassageMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PassageMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PassageMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Passage.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDocumentID sets the "document_id" field.
+func (m *PassageMutation) SetDocumentID(u uuid.UUID) {
+	m.document = &u
+}
+
+// DocumentID returns the value of the "document_id" field in the mutation.
+func (m *PassageMutation) DocumentID() (r uuid.UUID, exists bool) {
+	v := m.document
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDocumentID returns the old "document_id" field's value of the Passage entity.
+// If the Passage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PassageMutation) OldDocumentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDocumentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDocumentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDocumentID: %w", err)
+	}
+	return oldValue.DocumentID, nil
+}
+
+// ResetDocumentID resets all changes to the "document_id" field.
+func (m *PassageMutation) ResetDocumentID() {
+	m.document = nil
+}
+
+// SetOrdinal sets the "ordinal" field.
+func (m *PassageMutation) SetOrdinal(i int) {
+	m.ordinal = &i
+	m.addordinal = nil
+}
+
+// Ordinal returns the value of the "ordinal" field in the mutation.
+func (m *PassageMutation) Ordinal() (r int, exists bool) {
+	v := m.ordinal
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOrdinal returns the old "ordinal" field's value of the Passage entity.
+// If the Passage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PassageMutation) OldOrdinal(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOrdinal is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOrdinal requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOrdinal: %w", err)
+	}
+	return oldValue.Ordinal, nil
+}
+
+// AddOrdinal adds i to the "ordinal" field.
+func (m *PassageMutation) AddOrdinal(i int) {
+	if m.addordinal != nil {
+		*m.addordinal += i
+	} else {
+		m.addordinal = &i
+	}
+}
+
+// AddedOrdinal returns the value that was added to the "ordinal" field in this mutation.
+func (m *PassageMutation) AddedOrdinal() (r int, exists bool) {
+	v := m.addordinal
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOrdinal resets all changes to the "ordinal" field.
+func (m *PassageMutation) ResetOrdinal() {
+	m.ordinal = nil
+	m.addordinal = nil
+}
+
+// SetText sets the "text" field.
+func (m *PassageMutation) SetText(s string) {
+	m.text = &s
+}
+
+// Text returns the value of the "text" field in the mutation.
+func (m *PassageMutation) Text() (r string, exists bool) {
+	v := m.text
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldText returns the old "text" field's value of the Passage entity.
+// If the Passage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PassageMutation) OldText(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldText is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldText requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldText: %w", err)
+	}
+	return oldValue.Text, nil
+}
+
+// ResetText resets all changes to the "text" field.
+func (m *PassageMutation) ResetText() {
+	m.text = nil
+}
+
+// SetTsv sets the "tsv" field.
+func (m *PassageMutation) SetTsv(s string) {
+	m.tsv = &s
+}
+
+// Tsv returns the value of the "tsv" field in the mutation.
+func (m *PassageMutation) Tsv() (r string, exists bool) {
+	v := m.tsv
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTsv returns the old "tsv" field's value of the Passage entity.
+// If the Passage object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PassageMutation) OldTsv(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTsv is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTsv requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTsv: %w", err)
+	}
+	return oldValue.Tsv, nil
+}
+
+// ClearTsv clears the value of the "tsv" field.
+func (m *PassageMutation) ClearTsv() {
+	m.tsv = nil
+	m.clearedFields[passage.FieldTsv] = struct{}{}
+}
+
+// TsvCleared returns if the "tsv" field was cleared in this mutation.
+func (m *PassageMutation) TsvCleared() bool {
+	_, ok := m.clearedFields[passage.FieldTsv]
+	return ok
+}
+
+// ResetTsv resets all changes to the "tsv" field.
+func (m *PassageMutation) ResetTsv() {
+	m.tsv = nil
+	delete(m.clearedFields, passage.FieldTsv)
+}
+
+// ClearDocument clears the "document" edge to the Document entity.
+func (m *PassageMutation) ClearDocument() {
+	m.cleareddocument = true
+	m.clearedFields[passage.FieldDocumentID] = struct{}{}
+}
+
+// DocumentCleared reports if the "document" edge to the Document entity was cleared.
+func (m *PassageMutation) DocumentCleared() bool {
+	return m.cleareddocument
+}
+
+// DocumentIDs returns the "document" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DocumentID instead. It exists only for internal usage by the builders.
+func (m *PassageMutation) DocumentIDs() (ids []uuid.UUID) {
+	if id := m.document; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDocument resets all changes to the "document" edge.
+func (m *PassageMutation) ResetDocument() {
+	m.document = nil
+	m.cleareddocument = false
+}
+
+// Where appends a list predicates to the PassageMutation builder.
+func (m *PassageMutation) Where(ps ...predicate.Passage) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PassageMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PassageMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Passage, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PassageMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PassageMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Passage).
+func (m *PassageMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PassageMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.document != nil {
+		fields = append(fields, passage.FieldDocumentID)
+	}
+	if m.ordinal != nil {
+		fields = append(fields, passage.FieldOrdinal)
+	}
+	if m.text != nil {
+		fields = append(fields, passage.FieldText)
+	}
+	if m.tsv != nil {
+		fields = append(fields, passage.FieldTsv)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PassageMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case passage.FieldDocumentID:
+		return m.DocumentID()
+	case passage.FieldOrdinal:
+		return m.Ordinal()
+	case passage.FieldText:
+		return m.Text()
+	case passage.FieldTsv:
+		return m.Tsv()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PassageMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case passage.FieldDocumentID:
+		return m.OldDocumentID(ctx)
+	case passage.FieldOrdinal:
+		return m.OldOrdinal(ctx)
+	case passage.FieldText:
+		return m.OldText(ctx)
+	case passage.FieldTsv:
+		return m.OldTsv(ctx)
+	}
+	return nil, fmt.Errorf("unknown Passage field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PassageMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case passage.FieldDocumentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDocumentID(v)
+		return nil
+	case passage.FieldOrdinal:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOrdinal(v)
+		return nil
+	case passage.FieldText:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetText(v)
+		return nil
+	case passage.FieldTsv:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTsv(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Passage field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PassageMutation) AddedFields() []string {
+	var fields []string
+	if m.addordinal != nil {
+		fields = append(fields, passage.FieldOrdinal)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PassageMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case passage.FieldOrdinal:
+		return m.AddedOrdinal()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PassageMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case passage.FieldOrdinal:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOrdinal(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Passage numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PassageMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(passage.FieldTsv) {
+		fields = append(fields, passage.FieldTsv)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PassageMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PassageMutation) ClearField(name string) error {
+	switch name {
+	case passage.FieldTsv:
+		m.ClearTsv()
+		return nil
+	}
+	return fmt.Errorf("unknown Passage nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PassageMutation) ResetField(name string) error {
+	switch name {
+	case passage.FieldDocumentID:
+		m.ResetDocumentID()
+		return nil
+	case passage.FieldOrdinal:
+		m.ResetOrdinal()
+		return nil
+	case passage.FieldText:
+		m.ResetText()
+		return nil
+	case passage.FieldTsv:
+		m.ResetTsv()
+		return nil
+	}
+	return fmt.Errorf("unknown Passage field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PassageMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.document != nil {
+		edges = append(edges, passage.EdgeDocument)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PassageMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case passage.EdgeDocument:
+		if id := m.document; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PassageMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PassageMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PassageMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddocument {
+		edges = append(edges, passage.EdgeDocument)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PassageMutation) EdgeCleared(name string) bool {
+	switch name {
+	case passage.EdgeDocument:
+		return m.cleareddocument
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PassageMutation) ClearEdge(name string) error {
+	switch name {
+	case passage.EdgeDocument:
+		m.ClearDocument()
+		return nil
+	}
+	return fmt.Errorf("unknown Passage unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PassageMutation) ResetEdge(name string) error {
+	switch name {
+	case passage.EdgeDocument:
+		m.ResetDocument()
+		return nil
+	}
+	return fmt.Errorf("unknown Passage edge %s", name)
 }
 
 // RoomMemberMutation represents an operation that mutates the RoomMember nodes in the graph.
@@ -6642,6 +11421,1354 @@ func (m *RoomMemberMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RoomMember edge %s", name)
 }
 
+// RoomResourceMutation represents an operation that mutates the RoomResource nodes in the graph.
+type RoomResourceMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	created_at          *time.Time
+	digest              *string
+	turn_id             *uuid.UUID
+	clearedFields       map[string]struct{}
+	conversation        *uuid.UUID
+	clearedconversation bool
+	artifact            *uuid.UUID
+	clearedartifact     bool
+	done                bool
+	oldValue            func(context.Context) (*RoomResource, error)
+	predicates          []predicate.RoomResource
+}
+
+var _ ent.Mutation = (*RoomResourceMutation)(nil)
+
+// roomresourceOption allows management of the mutation configuration using functional options.
+type roomresourceOption func(*RoomResourceMutation)
+
+// newRoomResourceMutation creates new mutation for the RoomResource entity.
+func newRoomResourceMutation(c config, op Op, opts ...roomresourceOption) *RoomResourceMutation {
+	m := &RoomResourceMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRoomResource,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRoomResourceID sets the ID field of the mutation.
+func withRoomResourceID(id uuid.UUID) roomresourceOption {
+	return func(m *RoomResourceMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RoomResource
+		)
+		m.oldValue = func(ctx context.Context) (*RoomResource, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RoomResource.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRoomResource sets the old RoomResource of the mutation.
+func withRoomResource(node *RoomResource) roomresourceOption {
+	return func(m *RoomResourceMutation) {
+		m.oldValue = func(context.Context) (*RoomResource, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RoomResourceMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RoomResourceMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of RoomResource entities.
+func (m *RoomResourceMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RoomResourceMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RoomResourceMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RoomResource.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *RoomResourceMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *RoomResourceMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the RoomResource entity.
+// If the RoomResource object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomResourceMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *RoomResourceMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *RoomResourceMutation) SetConversationID(u uuid.UUID) {
+	m.conversation = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *RoomResourceMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the RoomResource entity.
+// If the RoomResource object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomResourceMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *RoomResourceMutation) ResetConversationID() {
+	m.conversation = nil
+}
+
+// SetArtifactID sets the "artifact_id" field.
+func (m *RoomResourceMutation) SetArtifactID(u uuid.UUID) {
+	m.artifact = &u
+}
+
+// ArtifactID returns the value of the "artifact_id" field in the mutation.
+func (m *RoomResourceMutation) ArtifactID() (r uuid.UUID, exists bool) {
+	v := m.artifact
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldArtifactID returns the old "artifact_id" field's value of the RoomResource entity.
+// If the RoomResource object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomResourceMutation) OldArtifactID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldArtifactID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldArtifactID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldArtifactID: %w", err)
+	}
+	return oldValue.ArtifactID, nil
+}
+
+// ResetArtifactID resets all changes to the "artifact_id" field.
+func (m *RoomResourceMutation) ResetArtifactID() {
+	m.artifact = nil
+}
+
+// SetDigest sets the "digest" field.
+func (m *RoomResourceMutation) SetDigest(s string) {
+	m.digest = &s
+}
+
+// Digest returns the value of the "digest" field in the mutation.
+func (m *RoomResourceMutation) Digest() (r string, exists bool) {
+	v := m.digest
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDigest returns the old "digest" field's value of the RoomResource entity.
+// If the RoomResource object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomResourceMutation) OldDigest(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDigest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDigest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDigest: %w", err)
+	}
+	return oldValue.Digest, nil
+}
+
+// ResetDigest resets all changes to the "digest" field.
+func (m *RoomResourceMutation) ResetDigest() {
+	m.digest = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *RoomResourceMutation) SetTurnID(u uuid.UUID) {
+	m.turn_id = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *RoomResourceMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the RoomResource entity.
+// If the RoomResource object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomResourceMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ClearTurnID clears the value of the "turn_id" field.
+func (m *RoomResourceMutation) ClearTurnID() {
+	m.turn_id = nil
+	m.clearedFields[roomresource.FieldTurnID] = struct{}{}
+}
+
+// TurnIDCleared returns if the "turn_id" field was cleared in this mutation.
+func (m *RoomResourceMutation) TurnIDCleared() bool {
+	_, ok := m.clearedFields[roomresource.FieldTurnID]
+	return ok
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *RoomResourceMutation) ResetTurnID() {
+	m.turn_id = nil
+	delete(m.clearedFields, roomresource.FieldTurnID)
+}
+
+// ClearConversation clears the "conversation" edge to the Conversation entity.
+func (m *RoomResourceMutation) ClearConversation() {
+	m.clearedconversation = true
+	m.clearedFields[roomresource.FieldConversationID] = struct{}{}
+}
+
+// ConversationCleared reports if the "conversation" edge to the Conversation entity was cleared.
+func (m *RoomResourceMutation) ConversationCleared() bool {
+	return m.clearedconversation
+}
+
+// ConversationIDs returns the "conversation" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ConversationID instead. It exists only for internal usage by the builders.
+func (m *RoomResourceMutation) ConversationIDs() (ids []uuid.UUID) {
+	if id := m.conversation; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetConversation resets all changes to the "conversation" edge.
+func (m *RoomResourceMutation) ResetConversation() {
+	m.conversation = nil
+	m.clearedconversation = false
+}
+
+// ClearArtifact clears the "artifact" edge to the Artifact entity.
+func (m *RoomResourceMutation) ClearArtifact() {
+	m.clearedartifact = true
+	m.clearedFields[roomresource.FieldArtifactID] = struct{}{}
+}
+
+// ArtifactCleared reports if the "artifact" edge to the Artifact entity was cleared.
+func (m *RoomResourceMutation) ArtifactCleared() bool {
+	return m.clearedartifact
+}
+
+// ArtifactIDs returns the "artifact" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ArtifactID instead. It exists only for internal usage by the builders.
+func (m *RoomResourceMutation) ArtifactIDs() (ids []uuid.UUID) {
+	if id := m.artifact; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetArtifact resets all changes to the "artifact" edge.
+func (m *RoomResourceMutation) ResetArtifact() {
+	m.artifact = nil
+	m.clearedartifact = false
+}
+
+// Where appends a list predicates to the RoomResourceMutation builder.
+func (m *RoomResourceMutation) Where(ps ...predicate.RoomResource) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RoomResourceMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RoomResourceMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RoomResource, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RoomResourceMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RoomResourceMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RoomResource).
+func (m *RoomResourceMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RoomResourceMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.created_at != nil {
+		fields = append(fields, roomresource.FieldCreatedAt)
+	}
+	if m.conversation != nil {
+		fields = append(fields, roomresource.FieldConversationID)
+	}
+	if m.artifact != nil {
+		fields = append(fields, roomresource.FieldArtifactID)
+	}
+	if m.digest != nil {
+		fields = append(fields, roomresource.FieldDigest)
+	}
+	if m.turn_id != nil {
+		fields = append(fields, roomresource.FieldTurnID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RoomResourceMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case roomresource.FieldCreatedAt:
+		return m.CreatedAt()
+	case roomresource.FieldConversationID:
+		return m.ConversationID()
+	case roomresource.FieldArtifactID:
+		return m.ArtifactID()
+	case roomresource.FieldDigest:
+		return m.Digest()
+	case roomresource.FieldTurnID:
+		return m.TurnID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RoomResourceMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case roomresource.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case roomresource.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case roomresource.FieldArtifactID:
+		return m.OldArtifactID(ctx)
+	case roomresource.FieldDigest:
+		return m.OldDigest(ctx)
+	case roomresource.FieldTurnID:
+		return m.OldTurnID(ctx)
+	}
+	return nil, fmt.Errorf("unknown RoomResource field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RoomResourceMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case roomresource.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case roomresource.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case roomresource.FieldArtifactID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetArtifactID(v)
+		return nil
+	case roomresource.FieldDigest:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDigest(v)
+		return nil
+	case roomresource.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RoomResource field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RoomResourceMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RoomResourceMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RoomResourceMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown RoomResource numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RoomResourceMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(roomresource.FieldTurnID) {
+		fields = append(fields, roomresource.FieldTurnID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RoomResourceMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RoomResourceMutation) ClearField(name string) error {
+	switch name {
+	case roomresource.FieldTurnID:
+		m.ClearTurnID()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomResource nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RoomResourceMutation) ResetField(name string) error {
+	switch name {
+	case roomresource.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case roomresource.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case roomresource.FieldArtifactID:
+		m.ResetArtifactID()
+		return nil
+	case roomresource.FieldDigest:
+		m.ResetDigest()
+		return nil
+	case roomresource.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomResource field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RoomResourceMutation) AddedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.conversation != nil {
+		edges = append(edges, roomresource.EdgeConversation)
+	}
+	if m.artifact != nil {
+		edges = append(edges, roomresource.EdgeArtifact)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RoomResourceMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case roomresource.EdgeConversation:
+		if id := m.conversation; id != nil {
+			return []ent.Value{*id}
+		}
+	case roomresource.EdgeArtifact:
+		if id := m.artifact; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RoomResourceMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 2)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RoomResourceMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RoomResourceMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 2)
+	if m.clearedconversation {
+		edges = append(edges, roomresource.EdgeConversation)
+	}
+	if m.clearedartifact {
+		edges = append(edges, roomresource.EdgeArtifact)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RoomResourceMutation) EdgeCleared(name string) bool {
+	switch name {
+	case roomresource.EdgeConversation:
+		return m.clearedconversation
+	case roomresource.EdgeArtifact:
+		return m.clearedartifact
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RoomResourceMutation) ClearEdge(name string) error {
+	switch name {
+	case roomresource.EdgeConversation:
+		m.ClearConversation()
+		return nil
+	case roomresource.EdgeArtifact:
+		m.ClearArtifact()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomResource unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RoomResourceMutation) ResetEdge(name string) error {
+	switch name {
+	case roomresource.EdgeConversation:
+		m.ResetConversation()
+		return nil
+	case roomresource.EdgeArtifact:
+		m.ResetArtifact()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomResource edge %s", name)
+}
+
+// TaskMutation represents an operation that mutates the Task nodes in the graph.
+type TaskMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	conversation_id *uuid.UUID
+	title           *string
+	status          *task.Status
+	updated_at      *time.Time
+	clearedFields   map[string]struct{}
+	owner           *uuid.UUID
+	clearedowner    bool
+	done            bool
+	oldValue        func(context.Context) (*Task, error)
+	predicates      []predicate.Task
+}
+
+var _ ent.Mutation = (*TaskMutation)(nil)
+
+// taskOption allows management of the mutation configuration using functional options.
+type taskOption func(*TaskMutation)
+
+// newTaskMutation creates new mutation for the Task entity.
+func newTaskMutation(c config, op Op, opts ...taskOption) *TaskMutation {
+	m := &TaskMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTask,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTaskID sets the ID field of the mutation.
+func withTaskID(id uuid.UUID) taskOption {
+	return func(m *TaskMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Task
+		)
+		m.oldValue = func(ctx context.Context) (*Task, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Task.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTask sets the old Task of the mutation.
+func withTask(node *Task) taskOption {
+	return func(m *TaskMutation) {
+		m.oldValue = func(context.Context) (*Task, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TaskMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TaskMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of Task entities.
+func (m *TaskMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TaskMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TaskMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Task.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *TaskMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *TaskMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *TaskMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetOwnerID sets the "owner_id" field.
+func (m *TaskMutation) SetOwnerID(u uuid.UUID) {
+	m.owner = &u
+}
+
+// OwnerID returns the value of the "owner_id" field in the mutation.
+func (m *TaskMutation) OwnerID() (r uuid.UUID, exists bool) {
+	v := m.owner
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOwnerID returns the old "owner_id" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldOwnerID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOwnerID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOwnerID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOwnerID: %w", err)
+	}
+	return oldValue.OwnerID, nil
+}
+
+// ResetOwnerID resets all changes to the "owner_id" field.
+func (m *TaskMutation) ResetOwnerID() {
+	m.owner = nil
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *TaskMutation) SetConversationID(u uuid.UUID) {
+	m.conversation_id = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *TaskMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ClearConversationID clears the value of the "conversation_id" field.
+func (m *TaskMutation) ClearConversationID() {
+	m.conversation_id = nil
+	m.clearedFields[task.FieldConversationID] = struct{}{}
+}
+
+// ConversationIDCleared returns if the "conversation_id" field was cleared in this mutation.
+func (m *TaskMutation) ConversationIDCleared() bool {
+	_, ok := m.clearedFields[task.FieldConversationID]
+	return ok
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *TaskMutation) ResetConversationID() {
+	m.conversation_id = nil
+	delete(m.clearedFields, task.FieldConversationID)
+}
+
+// SetTitle sets the "title" field.
+func (m *TaskMutation) SetTitle(s string) {
+	m.title = &s
+}
+
+// Title returns the value of the "title" field in the mutation.
+func (m *TaskMutation) Title() (r string, exists bool) {
+	v := m.title
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTitle returns the old "title" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldTitle(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTitle is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTitle requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTitle: %w", err)
+	}
+	return oldValue.Title, nil
+}
+
+// ResetTitle resets all changes to the "title" field.
+func (m *TaskMutation) ResetTitle() {
+	m.title = nil
+}
+
+// SetStatus sets the "status" field.
+func (m *TaskMutation) SetStatus(t task.Status) {
+	m.status = &t
+}
+
+// Status returns the value of the "status" field in the mutation.
+func (m *TaskMutation) Status() (r task.Status, exists bool) {
+	v := m.status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStatus returns the old "status" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldStatus(ctx context.Context) (v task.Status, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStatus: %w", err)
+	}
+	return oldValue.Status, nil
+}
+
+// ResetStatus resets all changes to the "status" field.
+func (m *TaskMutation) ResetStatus() {
+	m.status = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *TaskMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *TaskMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the Task entity.
+// If the Task object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TaskMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *TaskMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// ClearOwner clears the "owner" edge to the Member entity.
+func (m *TaskMutation) ClearOwner() {
+	m.clearedowner = true
+	m.clearedFields[task.FieldOwnerID] = struct{}{}
+}
+
+// OwnerCleared reports if the "owner" edge to the Member entity was cleared.
+func (m *TaskMutation) OwnerCleared() bool {
+	return m.clearedowner
+}
+
+// OwnerIDs returns the "owner" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// OwnerID instead. It exists only for internal usage by the builders.
+func (m *TaskMutation) OwnerIDs() (ids []uuid.UUID) {
+	if id := m.owner; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetOwner resets all changes to the "owner" edge.
+func (m *TaskMutation) ResetOwner() {
+	m.owner = nil
+	m.clearedowner = false
+}
+
+// Where appends a list predicates to the TaskMutation builder.
+func (m *TaskMutation) Where(ps ...predicate.Task) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TaskMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TaskMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Task, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TaskMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TaskMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Task).
+func (m *TaskMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TaskMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.created_at != nil {
+		fields = append(fields, task.FieldCreatedAt)
+	}
+	if m.owner != nil {
+		fields = append(fields, task.FieldOwnerID)
+	}
+	if m.conversation_id != nil {
+		fields = append(fields, task.FieldConversationID)
+	}
+	if m.title != nil {
+		fields = append(fields, task.FieldTitle)
+	}
+	if m.status != nil {
+		fields = append(fields, task.FieldStatus)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, task.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TaskMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case task.FieldCreatedAt:
+		return m.CreatedAt()
+	case task.FieldOwnerID:
+		return m.OwnerID()
+	case task.FieldConversationID:
+		return m.ConversationID()
+	case task.FieldTitle:
+		return m.Title()
+	case task.FieldStatus:
+		return m.Status()
+	case task.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TaskMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case task.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case task.FieldOwnerID:
+		return m.OldOwnerID(ctx)
+	case task.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case task.FieldTitle:
+		return m.OldTitle(ctx)
+	case task.FieldStatus:
+		return m.OldStatus(ctx)
+	case task.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown Task field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TaskMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case task.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case task.FieldOwnerID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOwnerID(v)
+		return nil
+	case task.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case task.FieldTitle:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTitle(v)
+		return nil
+	case task.FieldStatus:
+		v, ok := value.(task.Status)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStatus(v)
+		return nil
+	case task.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Task field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TaskMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TaskMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TaskMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown Task numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TaskMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(task.FieldConversationID) {
+		fields = append(fields, task.FieldConversationID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TaskMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TaskMutation) ClearField(name string) error {
+	switch name {
+	case task.FieldConversationID:
+		m.ClearConversationID()
+		return nil
+	}
+	return fmt.Errorf("unknown Task nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TaskMutation) ResetField(name string) error {
+	switch name {
+	case task.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case task.FieldOwnerID:
+		m.ResetOwnerID()
+		return nil
+	case task.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case task.FieldTitle:
+		m.ResetTitle()
+		return nil
+	case task.FieldStatus:
+		m.ResetStatus()
+		return nil
+	case task.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Task field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TaskMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.owner != nil {
+		edges = append(edges, task.EdgeOwner)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TaskMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case task.EdgeOwner:
+		if id := m.owner; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TaskMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TaskMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TaskMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedowner {
+		edges = append(edges, task.EdgeOwner)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TaskMutation) EdgeCleared(name string) bool {
+	switch name {
+	case task.EdgeOwner:
+		return m.clearedowner
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TaskMutation) ClearEdge(name string) error {
+	switch name {
+	case task.EdgeOwner:
+		m.ClearOwner()
+		return nil
+	}
+	return fmt.Errorf("unknown Task unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TaskMutation) ResetEdge(name string) error {
+	switch name {
+	case task.EdgeOwner:
+		m.ResetOwner()
+		return nil
+	}
+	return fmt.Errorf("unknown Task edge %s", name)
+}
+
 // TurnMutation represents an operation that mutates the Turn nodes in the graph.
 type TurnMutation struct {
 	config
@@ -6670,6 +12797,7 @@ type TurnMutation struct {
 	finished_at            *time.Time
 	checkpoint             *json.RawMessage
 	appendcheckpoint       json.RawMessage
+	specialist             *string
 	usage                  *json.RawMessage
 	appendusage            json.RawMessage
 	clearedFields          map[string]struct{}
@@ -6683,6 +12811,9 @@ type TurnMutation struct {
 	commands               map[uuid.UUID]struct{}
 	removedcommands        map[uuid.UUID]struct{}
 	clearedcommands        bool
+	approvals              map[uuid.UUID]struct{}
+	removedapprovals       map[uuid.UUID]struct{}
+	clearedapprovals       bool
 	done                   bool
 	oldValue               func(context.Context) (*Turn, error)
 	predicates             []predicate.Turn
@@ -7658,6 +13789,55 @@ func (m *TurnMutation) ResetCheckpoint() {
 	delete(m.clearedFields, turn.FieldCheckpoint)
 }
 
+// SetSpecialist sets the "specialist" field.
+func (m *TurnMutation) SetSpecialist(s string) {
+	m.specialist = &s
+}
+
+// Specialist returns the value of the "specialist" field in the mutation.
+func (m *TurnMutation) Specialist() (r string, exists bool) {
+	v := m.specialist
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecialist returns the old "specialist" field's value of the Turn entity.
+// If the Turn object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnMutation) OldSpecialist(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecialist is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecialist requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecialist: %w", err)
+	}
+	return oldValue.Specialist, nil
+}
+
+// ClearSpecialist clears the value of the "specialist" field.
+func (m *TurnMutation) ClearSpecialist() {
+	m.specialist = nil
+	m.clearedFields[turn.FieldSpecialist] = struct{}{}
+}
+
+// SpecialistCleared returns if the "specialist" field was cleared in this mutation.
+func (m *TurnMutation) SpecialistCleared() bool {
+	_, ok := m.clearedFields[turn.FieldSpecialist]
+	return ok
+}
+
+// ResetSpecialist resets all changes to the "specialist" field.
+func (m *TurnMutation) ResetSpecialist() {
+	m.specialist = nil
+	delete(m.clearedFields, turn.FieldSpecialist)
+}
+
 // SetUsage sets the "usage" field.
 func (m *TurnMutation) SetUsage(jm json.RawMessage) {
 	m.usage = &jm
@@ -7885,6 +14065,60 @@ func (m *TurnMutation) ResetCommands() {
 	m.removedcommands = nil
 }
 
+// AddApprovalIDs adds the "approvals" edge to the Approval entity by ids.
+func (m *TurnMutation) AddApprovalIDs(ids ...uuid.UUID) {
+	if m.approvals == nil {
+		m.approvals = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.approvals[ids[i]] = struct{}{}
+	}
+}
+
+// ClearApprovals clears the "approvals" edge to the Approval entity.
+func (m *TurnMutation) ClearApprovals() {
+	m.clearedapprovals = true
+}
+
+// ApprovalsCleared reports if the "approvals" edge to the Approval entity was cleared.
+func (m *TurnMutation) ApprovalsCleared() bool {
+	return m.clearedapprovals
+}
+
+// RemoveApprovalIDs removes the "approvals" edge to the Approval entity by IDs.
+func (m *TurnMutation) RemoveApprovalIDs(ids ...uuid.UUID) {
+	if m.removedapprovals == nil {
+		m.removedapprovals = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.approvals, ids[i])
+		m.removedapprovals[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedApprovals returns the removed IDs of the "approvals" edge to the Approval entity.
+func (m *TurnMutation) RemovedApprovalsIDs() (ids []uuid.UUID) {
+	for id := range m.removedapprovals {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ApprovalsIDs returns the "approvals" edge IDs in the mutation.
+func (m *TurnMutation) ApprovalsIDs() (ids []uuid.UUID) {
+	for id := range m.approvals {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetApprovals resets all changes to the "approvals" edge.
+func (m *TurnMutation) ResetApprovals() {
+	m.approvals = nil
+	m.clearedapprovals = false
+	m.removedapprovals = nil
+}
+
 // Where appends a list predicates to the TurnMutation builder.
 func (m *TurnMutation) Where(ps ...predicate.Turn) {
 	m.predicates = append(m.predicates, ps...)
@@ -7919,7 +14153,7 @@ func (m *TurnMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TurnMutation) Fields() []string {
-	fields := make([]string, 0, 20)
+	fields := make([]string, 0, 21)
 	if m.created_at != nil {
 		fields = append(fields, turn.FieldCreatedAt)
 	}
@@ -7977,6 +14211,9 @@ func (m *TurnMutation) Fields() []string {
 	if m.checkpoint != nil {
 		fields = append(fields, turn.FieldCheckpoint)
 	}
+	if m.specialist != nil {
+		fields = append(fields, turn.FieldSpecialist)
+	}
 	if m.usage != nil {
 		fields = append(fields, turn.FieldUsage)
 	}
@@ -8026,6 +14263,8 @@ func (m *TurnMutation) Field(name string) (ent.Value, bool) {
 		return m.FinishedAt()
 	case turn.FieldCheckpoint:
 		return m.Checkpoint()
+	case turn.FieldSpecialist:
+		return m.Specialist()
 	case turn.FieldUsage:
 		return m.Usage()
 	}
@@ -8075,6 +14314,8 @@ func (m *TurnMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldFinishedAt(ctx)
 	case turn.FieldCheckpoint:
 		return m.OldCheckpoint(ctx)
+	case turn.FieldSpecialist:
+		return m.OldSpecialist(ctx)
 	case turn.FieldUsage:
 		return m.OldUsage(ctx)
 	}
@@ -8219,6 +14460,13 @@ func (m *TurnMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCheckpoint(v)
 		return nil
+	case turn.FieldSpecialist:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecialist(v)
+		return nil
 	case turn.FieldUsage:
 		v, ok := value.(json.RawMessage)
 		if !ok {
@@ -8316,6 +14564,9 @@ func (m *TurnMutation) ClearedFields() []string {
 	if m.FieldCleared(turn.FieldCheckpoint) {
 		fields = append(fields, turn.FieldCheckpoint)
 	}
+	if m.FieldCleared(turn.FieldSpecialist) {
+		fields = append(fields, turn.FieldSpecialist)
+	}
 	if m.FieldCleared(turn.FieldUsage) {
 		fields = append(fields, turn.FieldUsage)
 	}
@@ -8353,6 +14604,9 @@ func (m *TurnMutation) ClearField(name string) error {
 		return nil
 	case turn.FieldCheckpoint:
 		m.ClearCheckpoint()
+		return nil
+	case turn.FieldSpecialist:
+		m.ClearSpecialist()
 		return nil
 	case turn.FieldUsage:
 		m.ClearUsage()
@@ -8422,6 +14676,9 @@ func (m *TurnMutation) ResetField(name string) error {
 	case turn.FieldCheckpoint:
 		m.ResetCheckpoint()
 		return nil
+	case turn.FieldSpecialist:
+		m.ResetSpecialist()
+		return nil
 	case turn.FieldUsage:
 		m.ResetUsage()
 		return nil
@@ -8431,7 +14688,7 @@ func (m *TurnMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *TurnMutation) AddedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.conversation != nil {
 		edges = append(edges, turn.EdgeConversation)
 	}
@@ -8443,6 +14700,9 @@ func (m *TurnMutation) AddedEdges() []string {
 	}
 	if m.commands != nil {
 		edges = append(edges, turn.EdgeCommands)
+	}
+	if m.approvals != nil {
+		edges = append(edges, turn.EdgeApprovals)
 	}
 	return edges
 }
@@ -8471,18 +14731,27 @@ func (m *TurnMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case turn.EdgeApprovals:
+		ids := make([]ent.Value, 0, len(m.approvals))
+		for id := range m.approvals {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *TurnMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.removedentries != nil {
 		edges = append(edges, turn.EdgeEntries)
 	}
 	if m.removedcommands != nil {
 		edges = append(edges, turn.EdgeCommands)
+	}
+	if m.removedapprovals != nil {
+		edges = append(edges, turn.EdgeApprovals)
 	}
 	return edges
 }
@@ -8503,13 +14772,19 @@ func (m *TurnMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case turn.EdgeApprovals:
+		ids := make([]ent.Value, 0, len(m.removedapprovals))
+		for id := range m.removedapprovals {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *TurnMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.clearedconversation {
 		edges = append(edges, turn.EdgeConversation)
 	}
@@ -8521,6 +14796,9 @@ func (m *TurnMutation) ClearedEdges() []string {
 	}
 	if m.clearedcommands {
 		edges = append(edges, turn.EdgeCommands)
+	}
+	if m.clearedapprovals {
+		edges = append(edges, turn.EdgeApprovals)
 	}
 	return edges
 }
@@ -8537,6 +14815,8 @@ func (m *TurnMutation) EdgeCleared(name string) bool {
 		return m.clearedentries
 	case turn.EdgeCommands:
 		return m.clearedcommands
+	case turn.EdgeApprovals:
+		return m.clearedapprovals
 	}
 	return false
 }
@@ -8570,6 +14850,9 @@ func (m *TurnMutation) ResetEdge(name string) error {
 		return nil
 	case turn.EdgeCommands:
 		m.ResetCommands()
+		return nil
+	case turn.EdgeApprovals:
+		m.ResetApprovals()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn edge %s", name)

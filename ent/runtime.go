@@ -8,13 +8,21 @@ import (
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
+	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/ent/artifact"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
+	"github.com/turngate/turngate/ent/document"
+	"github.com/turngate/turngate/ent/documentacl"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
+	"github.com/turngate/turngate/ent/roomresource"
 	"github.com/turngate/turngate/ent/schema"
+	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -80,6 +88,60 @@ func init() {
 	agentversionDescID := agentversionMixinFields0[0].Descriptor()
 	// agentversion.DefaultID holds the default value on creation for the id field.
 	agentversion.DefaultID = agentversionDescID.Default.(func() uuid.UUID)
+	approvalMixin := schema.Approval{}.Mixin()
+	approvalMixinFields0 := approvalMixin[0].Fields()
+	_ = approvalMixinFields0
+	approvalMixinFields1 := approvalMixin[1].Fields()
+	_ = approvalMixinFields1
+	approvalFields := schema.Approval{}.Fields()
+	_ = approvalFields
+	// approvalDescCreatedAt is the schema descriptor for created_at field.
+	approvalDescCreatedAt := approvalMixinFields1[0].Descriptor()
+	// approval.DefaultCreatedAt holds the default value on creation for the created_at field.
+	approval.DefaultCreatedAt = approvalDescCreatedAt.Default.(func() time.Time)
+	// approvalDescCallID is the schema descriptor for call_id field.
+	approvalDescCallID := approvalFields[2].Descriptor()
+	// approval.CallIDValidator is a validator for the "call_id" field. It is called by the builders before save.
+	approval.CallIDValidator = approvalDescCallID.Validators[0].(func(string) error)
+	// approvalDescTool is the schema descriptor for tool field.
+	approvalDescTool := approvalFields[3].Descriptor()
+	// approval.ToolValidator is a validator for the "tool" field. It is called by the builders before save.
+	approval.ToolValidator = approvalDescTool.Validators[0].(func(string) error)
+	// approvalDescID is the schema descriptor for id field.
+	approvalDescID := approvalMixinFields0[0].Descriptor()
+	// approval.DefaultID holds the default value on creation for the id field.
+	approval.DefaultID = approvalDescID.Default.(func() uuid.UUID)
+	artifactMixin := schema.Artifact{}.Mixin()
+	artifactMixinFields0 := artifactMixin[0].Fields()
+	_ = artifactMixinFields0
+	artifactMixinFields1 := artifactMixin[1].Fields()
+	_ = artifactMixinFields1
+	artifactFields := schema.Artifact{}.Fields()
+	_ = artifactFields
+	// artifactDescCreatedAt is the schema descriptor for created_at field.
+	artifactDescCreatedAt := artifactMixinFields1[0].Descriptor()
+	// artifact.DefaultCreatedAt holds the default value on creation for the created_at field.
+	artifact.DefaultCreatedAt = artifactDescCreatedAt.Default.(func() time.Time)
+	// artifactDescName is the schema descriptor for name field.
+	artifactDescName := artifactFields[2].Descriptor()
+	// artifact.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	artifact.NameValidator = artifactDescName.Validators[0].(func(string) error)
+	// artifactDescMediaType is the schema descriptor for media_type field.
+	artifactDescMediaType := artifactFields[3].Descriptor()
+	// artifact.MediaTypeValidator is a validator for the "media_type" field. It is called by the builders before save.
+	artifact.MediaTypeValidator = artifactDescMediaType.Validators[0].(func(string) error)
+	// artifactDescSize is the schema descriptor for size field.
+	artifactDescSize := artifactFields[4].Descriptor()
+	// artifact.SizeValidator is a validator for the "size" field. It is called by the builders before save.
+	artifact.SizeValidator = artifactDescSize.Validators[0].(func(int64) error)
+	// artifactDescSha256 is the schema descriptor for sha256 field.
+	artifactDescSha256 := artifactFields[5].Descriptor()
+	// artifact.Sha256Validator is a validator for the "sha256" field. It is called by the builders before save.
+	artifact.Sha256Validator = artifactDescSha256.Validators[0].(func(string) error)
+	// artifactDescID is the schema descriptor for id field.
+	artifactDescID := artifactMixinFields0[0].Descriptor()
+	// artifact.DefaultID holds the default value on creation for the id field.
+	artifact.DefaultID = artifactDescID.Default.(func() uuid.UUID)
 	commandMixin := schema.Command{}.Mixin()
 	commandMixinFields0 := commandMixin[0].Fields()
 	_ = commandMixinFields0
@@ -128,6 +190,42 @@ func init() {
 	conversationDescID := conversationMixinFields0[0].Descriptor()
 	// conversation.DefaultID holds the default value on creation for the id field.
 	conversation.DefaultID = conversationDescID.Default.(func() uuid.UUID)
+	documentMixin := schema.Document{}.Mixin()
+	documentMixinFields0 := documentMixin[0].Fields()
+	_ = documentMixinFields0
+	documentMixinFields1 := documentMixin[1].Fields()
+	_ = documentMixinFields1
+	documentFields := schema.Document{}.Fields()
+	_ = documentFields
+	// documentDescCreatedAt is the schema descriptor for created_at field.
+	documentDescCreatedAt := documentMixinFields1[0].Descriptor()
+	// document.DefaultCreatedAt holds the default value on creation for the created_at field.
+	document.DefaultCreatedAt = documentDescCreatedAt.Default.(func() time.Time)
+	// documentDescTitle is the schema descriptor for title field.
+	documentDescTitle := documentFields[0].Descriptor()
+	// document.TitleValidator is a validator for the "title" field. It is called by the builders before save.
+	document.TitleValidator = documentDescTitle.Validators[0].(func(string) error)
+	// documentDescDigest is the schema descriptor for digest field.
+	documentDescDigest := documentFields[2].Descriptor()
+	// document.DigestValidator is a validator for the "digest" field. It is called by the builders before save.
+	document.DigestValidator = documentDescDigest.Validators[0].(func(string) error)
+	// documentDescID is the schema descriptor for id field.
+	documentDescID := documentMixinFields0[0].Descriptor()
+	// document.DefaultID holds the default value on creation for the id field.
+	document.DefaultID = documentDescID.Default.(func() uuid.UUID)
+	documentaclMixin := schema.DocumentACL{}.Mixin()
+	documentaclMixinFields0 := documentaclMixin[0].Fields()
+	_ = documentaclMixinFields0
+	documentaclFields := schema.DocumentACL{}.Fields()
+	_ = documentaclFields
+	// documentaclDescPrincipal is the schema descriptor for principal field.
+	documentaclDescPrincipal := documentaclFields[1].Descriptor()
+	// documentacl.PrincipalValidator is a validator for the "principal" field. It is called by the builders before save.
+	documentacl.PrincipalValidator = documentaclDescPrincipal.Validators[0].(func(string) error)
+	// documentaclDescID is the schema descriptor for id field.
+	documentaclDescID := documentaclMixinFields0[0].Descriptor()
+	// documentacl.DefaultID holds the default value on creation for the id field.
+	documentacl.DefaultID = documentaclDescID.Default.(func() uuid.UUID)
 	journalentryMixin := schema.JournalEntry{}.Mixin()
 	journalentryMixinFields0 := journalentryMixin[0].Fields()
 	_ = journalentryMixinFields0
@@ -172,6 +270,21 @@ func init() {
 	memberDescID := memberMixinFields0[0].Descriptor()
 	// member.DefaultID holds the default value on creation for the id field.
 	member.DefaultID = memberDescID.Default.(func() uuid.UUID)
+	memberagentconfigMixin := schema.MemberAgentConfig{}.Mixin()
+	memberagentconfigMixinFields0 := memberagentconfigMixin[0].Fields()
+	_ = memberagentconfigMixinFields0
+	memberagentconfigMixinFields1 := memberagentconfigMixin[1].Fields()
+	_ = memberagentconfigMixinFields1
+	memberagentconfigFields := schema.MemberAgentConfig{}.Fields()
+	_ = memberagentconfigFields
+	// memberagentconfigDescCreatedAt is the schema descriptor for created_at field.
+	memberagentconfigDescCreatedAt := memberagentconfigMixinFields1[0].Descriptor()
+	// memberagentconfig.DefaultCreatedAt holds the default value on creation for the created_at field.
+	memberagentconfig.DefaultCreatedAt = memberagentconfigDescCreatedAt.Default.(func() time.Time)
+	// memberagentconfigDescID is the schema descriptor for id field.
+	memberagentconfigDescID := memberagentconfigMixinFields0[0].Descriptor()
+	// memberagentconfig.DefaultID holds the default value on creation for the id field.
+	memberagentconfig.DefaultID = memberagentconfigDescID.Default.(func() uuid.UUID)
 	memberpermissionMixin := schema.MemberPermission{}.Mixin()
 	memberpermissionMixinFields0 := memberpermissionMixin[0].Fields()
 	_ = memberpermissionMixinFields0
@@ -191,6 +304,19 @@ func init() {
 	memberpermissionDescID := memberpermissionMixinFields0[0].Descriptor()
 	// memberpermission.DefaultID holds the default value on creation for the id field.
 	memberpermission.DefaultID = memberpermissionDescID.Default.(func() uuid.UUID)
+	passageMixin := schema.Passage{}.Mixin()
+	passageMixinFields0 := passageMixin[0].Fields()
+	_ = passageMixinFields0
+	passageFields := schema.Passage{}.Fields()
+	_ = passageFields
+	// passageDescOrdinal is the schema descriptor for ordinal field.
+	passageDescOrdinal := passageFields[1].Descriptor()
+	// passage.OrdinalValidator is a validator for the "ordinal" field. It is called by the builders before save.
+	passage.OrdinalValidator = passageDescOrdinal.Validators[0].(func(int) error)
+	// passageDescID is the schema descriptor for id field.
+	passageDescID := passageMixinFields0[0].Descriptor()
+	// passage.DefaultID holds the default value on creation for the id field.
+	passage.DefaultID = passageDescID.Default.(func() uuid.UUID)
 	roommemberMixin := schema.RoomMember{}.Mixin()
 	roommemberMixinFields0 := roommemberMixin[0].Fields()
 	_ = roommemberMixinFields0
@@ -206,6 +332,50 @@ func init() {
 	roommemberDescID := roommemberMixinFields0[0].Descriptor()
 	// roommember.DefaultID holds the default value on creation for the id field.
 	roommember.DefaultID = roommemberDescID.Default.(func() uuid.UUID)
+	roomresourceMixin := schema.RoomResource{}.Mixin()
+	roomresourceMixinFields0 := roomresourceMixin[0].Fields()
+	_ = roomresourceMixinFields0
+	roomresourceMixinFields1 := roomresourceMixin[1].Fields()
+	_ = roomresourceMixinFields1
+	roomresourceFields := schema.RoomResource{}.Fields()
+	_ = roomresourceFields
+	// roomresourceDescCreatedAt is the schema descriptor for created_at field.
+	roomresourceDescCreatedAt := roomresourceMixinFields1[0].Descriptor()
+	// roomresource.DefaultCreatedAt holds the default value on creation for the created_at field.
+	roomresource.DefaultCreatedAt = roomresourceDescCreatedAt.Default.(func() time.Time)
+	// roomresourceDescDigest is the schema descriptor for digest field.
+	roomresourceDescDigest := roomresourceFields[2].Descriptor()
+	// roomresource.DigestValidator is a validator for the "digest" field. It is called by the builders before save.
+	roomresource.DigestValidator = roomresourceDescDigest.Validators[0].(func(string) error)
+	// roomresourceDescID is the schema descriptor for id field.
+	roomresourceDescID := roomresourceMixinFields0[0].Descriptor()
+	// roomresource.DefaultID holds the default value on creation for the id field.
+	roomresource.DefaultID = roomresourceDescID.Default.(func() uuid.UUID)
+	taskMixin := schema.Task{}.Mixin()
+	taskMixinFields0 := taskMixin[0].Fields()
+	_ = taskMixinFields0
+	taskMixinFields1 := taskMixin[1].Fields()
+	_ = taskMixinFields1
+	taskFields := schema.Task{}.Fields()
+	_ = taskFields
+	// taskDescCreatedAt is the schema descriptor for created_at field.
+	taskDescCreatedAt := taskMixinFields1[0].Descriptor()
+	// task.DefaultCreatedAt holds the default value on creation for the created_at field.
+	task.DefaultCreatedAt = taskDescCreatedAt.Default.(func() time.Time)
+	// taskDescTitle is the schema descriptor for title field.
+	taskDescTitle := taskFields[2].Descriptor()
+	// task.TitleValidator is a validator for the "title" field. It is called by the builders before save.
+	task.TitleValidator = taskDescTitle.Validators[0].(func(string) error)
+	// taskDescUpdatedAt is the schema descriptor for updated_at field.
+	taskDescUpdatedAt := taskFields[4].Descriptor()
+	// task.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	task.DefaultUpdatedAt = taskDescUpdatedAt.Default.(func() time.Time)
+	// task.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	task.UpdateDefaultUpdatedAt = taskDescUpdatedAt.UpdateDefault.(func() time.Time)
+	// taskDescID is the schema descriptor for id field.
+	taskDescID := taskMixinFields0[0].Descriptor()
+	// task.DefaultID holds the default value on creation for the id field.
+	task.DefaultID = taskDescID.Default.(func() uuid.UUID)
 	turnMixin := schema.Turn{}.Mixin()
 	turnMixinFields0 := turnMixin[0].Fields()
 	_ = turnMixinFields0

@@ -59,6 +59,8 @@ type Turn struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Checkpoint holds the value of the "checkpoint" field.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Specialist holds the value of the "specialist" field.
+	Specialist string `json:"specialist,omitempty"`
 	// Usage holds the value of the "usage" field.
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -77,9 +79,11 @@ type TurnEdges struct {
 	Entries []*JournalEntry `json:"entries,omitempty"`
 	// Commands holds the value of the commands edge.
 	Commands []*Command `json:"commands,omitempty"`
+	// Approvals holds the value of the approvals edge.
+	Approvals []*Approval `json:"approvals,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [4]bool
+	loadedTypes [5]bool
 }
 
 // ConversationOrErr returns the Conversation value or an error if the edge
@@ -122,6 +126,15 @@ func (e TurnEdges) CommandsOrErr() ([]*Command, error) {
 	return nil, &NotLoadedError{edge: "commands"}
 }
 
+// ApprovalsOrErr returns the Approvals value or an error if the edge
+// was not loaded in eager-loading.
+func (e TurnEdges) ApprovalsOrErr() ([]*Approval, error) {
+	if e.loadedTypes[4] {
+		return e.Approvals, nil
+	}
+	return nil, &NotLoadedError{edge: "approvals"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Turn) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
@@ -131,7 +144,7 @@ func (*Turn) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case turn.FieldPosition, turn.FieldLeaseToken, turn.FieldAttempt:
 			values[i] = new(sql.NullInt64)
-		case turn.FieldIdempotencyKey, turn.FieldInput, turn.FieldState, turn.FieldAuthorityDigest, turn.FieldLeaseOwner, turn.FieldTerminalReason, turn.FieldAnswer:
+		case turn.FieldIdempotencyKey, turn.FieldInput, turn.FieldState, turn.FieldAuthorityDigest, turn.FieldLeaseOwner, turn.FieldTerminalReason, turn.FieldAnswer, turn.FieldSpecialist:
 			values[i] = new(sql.NullString)
 		case turn.FieldCreatedAt, turn.FieldLeaseExpiresAt, turn.FieldStartedAt, turn.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
@@ -282,6 +295,12 @@ func (_m *Turn) assignValues(columns []string, values []any) error {
 					return fmt.Errorf("unmarshal field checkpoint: %w", err)
 				}
 			}
+		case turn.FieldSpecialist:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field specialist", values[i])
+			} else if value.Valid {
+				_m.Specialist = value.String
+			}
 		case turn.FieldUsage:
 			if value, ok := values[i].(*[]byte); !ok {
 				return fmt.Errorf("unexpected type %T for field usage", values[i])
@@ -321,6 +340,11 @@ func (_m *Turn) QueryEntries() *JournalEntryQuery {
 // QueryCommands queries the "commands" edge of the Turn entity.
 func (_m *Turn) QueryCommands() *CommandQuery {
 	return NewTurnClient(_m.config).QueryCommands(_m)
+}
+
+// QueryApprovals queries the "approvals" edge of the Turn entity.
+func (_m *Turn) QueryApprovals() *ApprovalQuery {
+	return NewTurnClient(_m.config).QueryApprovals(_m)
 }
 
 // Update returns a builder for updating this Turn.
@@ -414,6 +438,9 @@ func (_m *Turn) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("checkpoint=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Checkpoint))
+	builder.WriteString(", ")
+	builder.WriteString("specialist=")
+	builder.WriteString(_m.Specialist)
 	builder.WriteString(", ")
 	builder.WriteString("usage=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Usage))

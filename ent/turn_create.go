@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
@@ -223,6 +224,20 @@ func (_c *TurnCreate) SetCheckpoint(v json.RawMessage) *TurnCreate {
 	return _c
 }
 
+// SetSpecialist sets the "specialist" field.
+func (_c *TurnCreate) SetSpecialist(v string) *TurnCreate {
+	_c.mutation.SetSpecialist(v)
+	return _c
+}
+
+// SetNillableSpecialist sets the "specialist" field if the given value is not nil.
+func (_c *TurnCreate) SetNillableSpecialist(v *string) *TurnCreate {
+	if v != nil {
+		_c.SetSpecialist(*v)
+	}
+	return _c
+}
+
 // SetUsage sets the "usage" field.
 func (_c *TurnCreate) SetUsage(v json.RawMessage) *TurnCreate {
 	_c.mutation.SetUsage(v)
@@ -281,6 +296,21 @@ func (_c *TurnCreate) AddCommands(v ...*Command) *TurnCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddCommandIDs(ids...)
+}
+
+// AddApprovalIDs adds the "approvals" edge to the Approval entity by IDs.
+func (_c *TurnCreate) AddApprovalIDs(ids ...uuid.UUID) *TurnCreate {
+	_c.mutation.AddApprovalIDs(ids...)
+	return _c
+}
+
+// AddApprovals adds the "approvals" edges to the Approval entity.
+func (_c *TurnCreate) AddApprovals(v ...*Approval) *TurnCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddApprovalIDs(ids...)
 }
 
 // Mutation returns the TurnMutation object of the builder.
@@ -503,6 +533,10 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 		_spec.SetField(turn.FieldCheckpoint, field.TypeJSON, value)
 		_node.Checkpoint = value
 	}
+	if value, ok := _c.mutation.Specialist(); ok {
+		_spec.SetField(turn.FieldSpecialist, field.TypeString, value)
+		_node.Specialist = value
+	}
 	if value, ok := _c.mutation.Usage(); ok {
 		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
 		_node.Usage = value
@@ -566,6 +600,22 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(command.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.ApprovalsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -860,6 +910,9 @@ func (u *TurnUpsertOne) UpdateNewValues() *TurnUpsertOne {
 		}
 		if _, exists := u.create.mutation.AuthorityDigest(); exists {
 			s.SetIgnore(turn.FieldAuthorityDigest)
+		}
+		if _, exists := u.create.mutation.Specialist(); exists {
+			s.SetIgnore(turn.FieldSpecialist)
 		}
 	}))
 	return u
@@ -1325,6 +1378,9 @@ func (u *TurnUpsertBulk) UpdateNewValues() *TurnUpsertBulk {
 			}
 			if _, exists := b.mutation.AuthorityDigest(); exists {
 				s.SetIgnore(turn.FieldAuthorityDigest)
+			}
+			if _, exists := b.mutation.Specialist(); exists {
+				s.SetIgnore(turn.FieldSpecialist)
 			}
 		}
 	}))

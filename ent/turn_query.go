@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
@@ -33,6 +34,7 @@ type TurnQuery struct {
 	withAuthor       *MemberQuery
 	withEntries      *JournalEntryQuery
 	withCommands     *CommandQuery
+	withApprovals    *ApprovalQuery
 	modifiers        []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -151,6 +153,28 @@ func (_q *TurnQuery) QueryCommands() *CommandQuery {
 			sqlgraph.From(turn.Table, turn.FieldID, selector),
 			sqlgraph.To(command.Table, command.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, turn.CommandsTable, turn.CommandsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryApprovals chains the current query on the "approvals" edge.
+func (_q *TurnQuery) QueryApprovals() *ApprovalQuery {
+	query := (&ApprovalClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(turn.Table, turn.FieldID, selector),
+			sqlgraph.To(approval.Table, approval.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, turn.ApprovalsTable, turn.ApprovalsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -354,6 +378,7 @@ func (_q *TurnQuery) Clone() *TurnQuery {
 		withAuthor:       _q.withAuthor.Clone(),
 		withEntries:      _q.withEntries.Clone(),
 		withCommands:     _q.withCommands.Clone(),
+		withApprovals:    _q.withApprovals.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -401,6 +426,17 @@ func (_q *TurnQuery) WithCommands(opts ...func(*CommandQuery)) *TurnQuery {
 		opt(query)
 	}
 	_q.withCommands = query
+	return _q
+}
+
+// WithApprovals tells the query-builder to eager-load the nodes that are connected to
+// the "approvals" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *TurnQuery) WithApprovals(opts ...func(*ApprovalQuery)) *TurnQuery {
+	query := (&ApprovalClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withApprovals = query
 	return _q
 }
 
@@ -482,11 +518,12 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 	var (
 		nodes       = []*Turn{}
 		_spec       = _q.querySpec()
-		loadedTypes = [4]bool{
+		loadedTypes = [5]bool{
 			_q.withConversation != nil,
 			_q.withAuthor != nil,
 			_q.withEntries != nil,
 			_q.withCommands != nil,
+			_q.withApprovals != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -533,6 +570,13 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 		if err := _q.loadCommands(ctx, query, nodes,
 			func(n *Turn) { n.Edges.Commands = []*Command{} },
 			func(n *Turn, e *Command) { n.Edges.Commands = append(n.Edges.Commands, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withApprovals; query != nil {
+		if err := _q.loadApprovals(ctx, query, nodes,
+			func(n *Turn) { n.Edges.Approvals = []*Approval{} },
+			func(n *Turn, e *Approval) { n.Edges.Approvals = append(n.Edges.Approvals, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -645,6 +689,36 @@ func (_q *TurnQuery) loadCommands(ctx context.Context, query *CommandQuery, node
 	}
 	query.Where(predicate.Command(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(turn.CommandsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.TurnID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "turn_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *TurnQuery) loadApprovals(ctx context.Context, query *ApprovalQuery, nodes []*Turn, init func(*Turn), assign func(*Turn, *Approval)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Turn)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(approval.FieldTurnID)
+	}
+	query.Where(predicate.Approval(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(turn.ApprovalsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/predicate"
@@ -275,6 +276,21 @@ func (_u *TurnUpdate) AddCommands(v ...*Command) *TurnUpdate {
 	return _u.AddCommandIDs(ids...)
 }
 
+// AddApprovalIDs adds the "approvals" edge to the Approval entity by IDs.
+func (_u *TurnUpdate) AddApprovalIDs(ids ...uuid.UUID) *TurnUpdate {
+	_u.mutation.AddApprovalIDs(ids...)
+	return _u
+}
+
+// AddApprovals adds the "approvals" edges to the Approval entity.
+func (_u *TurnUpdate) AddApprovals(v ...*Approval) *TurnUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddApprovalIDs(ids...)
+}
+
 // Mutation returns the TurnMutation object of the builder.
 func (_u *TurnUpdate) Mutation() *TurnMutation {
 	return _u.mutation
@@ -320,6 +336,27 @@ func (_u *TurnUpdate) RemoveCommands(v ...*Command) *TurnUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveCommandIDs(ids...)
+}
+
+// ClearApprovals clears all "approvals" edges to the Approval entity.
+func (_u *TurnUpdate) ClearApprovals() *TurnUpdate {
+	_u.mutation.ClearApprovals()
+	return _u
+}
+
+// RemoveApprovalIDs removes the "approvals" edge to Approval entities by IDs.
+func (_u *TurnUpdate) RemoveApprovalIDs(ids ...uuid.UUID) *TurnUpdate {
+	_u.mutation.RemoveApprovalIDs(ids...)
+	return _u
+}
+
+// RemoveApprovals removes "approvals" edges to Approval entities.
+func (_u *TurnUpdate) RemoveApprovals(v ...*Approval) *TurnUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveApprovalIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -439,6 +476,9 @@ func (_u *TurnUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.CheckpointCleared() {
 		_spec.ClearField(turn.FieldCheckpoint, field.TypeJSON)
 	}
+	if _u.mutation.SpecialistCleared() {
+		_spec.ClearField(turn.FieldSpecialist, field.TypeString)
+	}
 	if value, ok := _u.mutation.Usage(); ok {
 		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
 	}
@@ -533,6 +573,51 @@ func (_u *TurnUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(command.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ApprovalsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedApprovalsIDs(); len(nodes) > 0 && !_u.mutation.ApprovalsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ApprovalsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -802,6 +887,21 @@ func (_u *TurnUpdateOne) AddCommands(v ...*Command) *TurnUpdateOne {
 	return _u.AddCommandIDs(ids...)
 }
 
+// AddApprovalIDs adds the "approvals" edge to the Approval entity by IDs.
+func (_u *TurnUpdateOne) AddApprovalIDs(ids ...uuid.UUID) *TurnUpdateOne {
+	_u.mutation.AddApprovalIDs(ids...)
+	return _u
+}
+
+// AddApprovals adds the "approvals" edges to the Approval entity.
+func (_u *TurnUpdateOne) AddApprovals(v ...*Approval) *TurnUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddApprovalIDs(ids...)
+}
+
 // Mutation returns the TurnMutation object of the builder.
 func (_u *TurnUpdateOne) Mutation() *TurnMutation {
 	return _u.mutation
@@ -847,6 +947,27 @@ func (_u *TurnUpdateOne) RemoveCommands(v ...*Command) *TurnUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveCommandIDs(ids...)
+}
+
+// ClearApprovals clears all "approvals" edges to the Approval entity.
+func (_u *TurnUpdateOne) ClearApprovals() *TurnUpdateOne {
+	_u.mutation.ClearApprovals()
+	return _u
+}
+
+// RemoveApprovalIDs removes the "approvals" edge to Approval entities by IDs.
+func (_u *TurnUpdateOne) RemoveApprovalIDs(ids ...uuid.UUID) *TurnUpdateOne {
+	_u.mutation.RemoveApprovalIDs(ids...)
+	return _u
+}
+
+// RemoveApprovals removes "approvals" edges to Approval entities.
+func (_u *TurnUpdateOne) RemoveApprovals(v ...*Approval) *TurnUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveApprovalIDs(ids...)
 }
 
 // Where appends a list predicates to the TurnUpdate builder.
@@ -996,6 +1117,9 @@ func (_u *TurnUpdateOne) sqlSave(ctx context.Context) (_node *Turn, err error) {
 	if _u.mutation.CheckpointCleared() {
 		_spec.ClearField(turn.FieldCheckpoint, field.TypeJSON)
 	}
+	if _u.mutation.SpecialistCleared() {
+		_spec.ClearField(turn.FieldSpecialist, field.TypeString)
+	}
 	if value, ok := _u.mutation.Usage(); ok {
 		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
 	}
@@ -1090,6 +1214,51 @@ func (_u *TurnUpdateOne) sqlSave(ctx context.Context) (_node *Turn, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(command.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ApprovalsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedApprovalsIDs(); len(nodes) > 0 && !_u.mutation.ApprovalsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ApprovalsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ApprovalsTable,
+			Columns: []string{turn.ApprovalsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

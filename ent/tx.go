@@ -18,18 +18,34 @@ type Tx struct {
 	Agent *AgentClient
 	// AgentVersion is the client for interacting with the AgentVersion builders.
 	AgentVersion *AgentVersionClient
+	// Approval is the client for interacting with the Approval builders.
+	Approval *ApprovalClient
+	// Artifact is the client for interacting with the Artifact builders.
+	Artifact *ArtifactClient
 	// Command is the client for interacting with the Command builders.
 	Command *CommandClient
 	// Conversation is the client for interacting with the Conversation builders.
 	Conversation *ConversationClient
+	// Document is the client for interacting with the Document builders.
+	Document *DocumentClient
+	// DocumentACL is the client for interacting with the DocumentACL builders.
+	DocumentACL *DocumentACLClient
 	// JournalEntry is the client for interacting with the JournalEntry builders.
 	JournalEntry *JournalEntryClient
 	// Member is the client for interacting with the Member builders.
 	Member *MemberClient
+	// MemberAgentConfig is the client for interacting with the MemberAgentConfig builders.
+	MemberAgentConfig *MemberAgentConfigClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
+	// Passage is the client for interacting with the Passage builders.
+	Passage *PassageClient
 	// RoomMember is the client for interacting with the RoomMember builders.
 	RoomMember *RoomMemberClient
+	// RoomResource is the client for interacting with the RoomResource builders.
+	RoomResource *RoomResourceClient
+	// Task is the client for interacting with the Task builders.
+	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
 	Turn *TurnClient
 
@@ -165,12 +181,20 @@ func (tx *Tx) Client() *Client {
 func (tx *Tx) init() {
 	tx.Agent = NewAgentClient(tx.config)
 	tx.AgentVersion = NewAgentVersionClient(tx.config)
+	tx.Approval = NewApprovalClient(tx.config)
+	tx.Artifact = NewArtifactClient(tx.config)
 	tx.Command = NewCommandClient(tx.config)
 	tx.Conversation = NewConversationClient(tx.config)
+	tx.Document = NewDocumentClient(tx.config)
+	tx.DocumentACL = NewDocumentACLClient(tx.config)
 	tx.JournalEntry = NewJournalEntryClient(tx.config)
 	tx.Member = NewMemberClient(tx.config)
+	tx.MemberAgentConfig = NewMemberAgentConfigClient(tx.config)
 	tx.MemberPermission = NewMemberPermissionClient(tx.config)
+	tx.Passage = NewPassageClient(tx.config)
 	tx.RoomMember = NewRoomMemberClient(tx.config)
+	tx.RoomResource = NewRoomResourceClient(tx.config)
+	tx.Task = NewTaskClient(tx.config)
 	tx.Turn = NewTurnClient(tx.config)
 }
 

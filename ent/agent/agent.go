@@ -23,6 +23,8 @@ const (
 	FieldName = "name"
 	// EdgeVersions holds the string denoting the versions edge name in mutations.
 	EdgeVersions = "versions"
+	// EdgeMemberConfigs holds the string denoting the member_configs edge name in mutations.
+	EdgeMemberConfigs = "member_configs"
 	// Table holds the table name of the agent in the database.
 	Table = "agents"
 	// VersionsTable is the table that holds the versions relation/edge.
@@ -32,6 +34,13 @@ const (
 	VersionsInverseTable = "agent_versions"
 	// VersionsColumn is the table column denoting the versions relation/edge.
 	VersionsColumn = "agent_id"
+	// MemberConfigsTable is the table that holds the member_configs relation/edge.
+	MemberConfigsTable = "member_agent_configs"
+	// MemberConfigsInverseTable is the table name for the MemberAgentConfig entity.
+	// It exists in this package in order to avoid circular dependency with the "memberagentconfig" package.
+	MemberConfigsInverseTable = "member_agent_configs"
+	// MemberConfigsColumn is the table column denoting the member_configs relation/edge.
+	MemberConfigsColumn = "agent_id"
 )
 
 // Columns holds all SQL columns for agent fields.
@@ -99,10 +108,31 @@ func ByVersions(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newVersionsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByMemberConfigsCount orders the results by member_configs count.
+func ByMemberConfigsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newMemberConfigsStep(), opts...)
+	}
+}
+
+// ByMemberConfigs orders the results by member_configs terms.
+func ByMemberConfigs(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newMemberConfigsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newVersionsStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(VersionsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, VersionsTable, VersionsColumn),
+	)
+}
+func newMemberConfigsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(MemberConfigsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, MemberConfigsTable, MemberConfigsColumn),
 	)
 }

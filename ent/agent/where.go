@@ -264,6 +264,29 @@ func HasVersionsWith(preds ...predicate.AgentVersion) predicate.Agent {
 	})
 }
 
+// HasMemberConfigs applies the HasEdge predicate on the "member_configs" edge.
+func HasMemberConfigs() predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, MemberConfigsTable, MemberConfigsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasMemberConfigsWith applies the HasEdge predicate on the "member_configs" edge with a given conditions (other predicates).
+func HasMemberConfigsWith(preds ...predicate.MemberAgentConfig) predicate.Agent {
+	return predicate.Agent(func(s *sql.Selector) {
+		step := newMemberConfigsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Agent) predicate.Agent {
 	return predicate.Agent(sql.AndPredicates(predicates...))

@@ -48,6 +48,8 @@ const (
 	EdgeTurns = "turns"
 	// EdgeEntries holds the string denoting the entries edge name in mutations.
 	EdgeEntries = "entries"
+	// EdgeResources holds the string denoting the resources edge name in mutations.
+	EdgeResources = "resources"
 	// Table holds the table name of the conversation in the database.
 	Table = "conversations"
 	// OwnerTable is the table that holds the owner relation/edge.
@@ -92,6 +94,13 @@ const (
 	EntriesInverseTable = "journal_entries"
 	// EntriesColumn is the table column denoting the entries relation/edge.
 	EntriesColumn = "conversation_id"
+	// ResourcesTable is the table that holds the resources relation/edge.
+	ResourcesTable = "room_resources"
+	// ResourcesInverseTable is the table name for the RoomResource entity.
+	// It exists in this package in order to avoid circular dependency with the "roomresource" package.
+	ResourcesInverseTable = "room_resources"
+	// ResourcesColumn is the table column denoting the resources relation/edge.
+	ResourcesColumn = "conversation_id"
 )
 
 // Columns holds all SQL columns for conversation fields.
@@ -279,6 +288,20 @@ func ByEntries(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newEntriesStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByResourcesCount orders the results by resources count.
+func ByResourcesCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newResourcesStep(), opts...)
+	}
+}
+
+// ByResources orders the results by resources terms.
+func ByResources(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newResourcesStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newOwnerStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -319,5 +342,12 @@ func newEntriesStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(EntriesInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, EntriesTable, EntriesColumn),
+	)
+}
+func newResourcesStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(ResourcesInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, ResourcesTable, ResourcesColumn),
 	)
 }

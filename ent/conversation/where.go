@@ -644,6 +644,29 @@ func HasEntriesWith(preds ...predicate.JournalEntry) predicate.Conversation {
 	})
 }
 
+// HasResources applies the HasEdge predicate on the "resources" edge.
+func HasResources() predicate.Conversation {
+	return predicate.Conversation(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, ResourcesTable, ResourcesColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasResourcesWith applies the HasEdge predicate on the "resources" edge with a given conditions (other predicates).
+func HasResourcesWith(preds ...predicate.RoomResource) predicate.Conversation {
+	return predicate.Conversation(func(s *sql.Selector) {
+		step := newResourcesStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Conversation) predicate.Conversation {
 	return predicate.Conversation(sql.AndPredicates(predicates...))

@@ -33,6 +33,30 @@ func (f AgentVersionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AgentVersionMutation", m)
 }
 
+// The ApprovalFunc type is an adapter to allow the use of ordinary
+// function as Approval mutator.
+type ApprovalFunc func(context.Context, *ent.ApprovalMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ApprovalFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ApprovalMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ApprovalMutation", m)
+}
+
+// The ArtifactFunc type is an adapter to allow the use of ordinary
+// function as Artifact mutator.
+type ArtifactFunc func(context.Context, *ent.ArtifactMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ArtifactFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ArtifactMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ArtifactMutation", m)
+}
+
 // The CommandFunc type is an adapter to allow the use of ordinary
 // function as Command mutator.
 type CommandFunc func(context.Context, *ent.CommandMutation) (ent.Value, error)
@@ -55,6 +79,30 @@ func (f ConversationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ConversationMutation", m)
+}
+
+// The DocumentFunc type is an adapter to allow the use of ordinary
+// function as Document mutator.
+type DocumentFunc func(context.Context, *ent.DocumentMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DocumentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DocumentMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DocumentMutation", m)
+}
+
+// The DocumentACLFunc type is an adapter to allow the use of ordinary
+// function as DocumentACL mutator.
+type DocumentACLFunc func(context.Context, *ent.DocumentACLMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DocumentACLFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DocumentACLMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DocumentACLMutation", m)
 }
 
 // The JournalEntryFunc type is an adapter to allow the use of ordinary
@@ -81,6 +129,18 @@ func (f MemberFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberMutation", m)
 }
 
+// The MemberAgentConfigFunc type is an adapter to allow the use of ordinary
+// function as MemberAgentConfig mutator.
+type MemberAgentConfigFunc func(context.Context, *ent.MemberAgentConfigMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberAgentConfigFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberAgentConfigMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberAgentConfigMutation", m)
+}
+
 // The MemberPermissionFunc type is an adapter to allow the use of ordinary
 // function as MemberPermission mutator.
 type MemberPermissionFunc func(context.Context, *ent.MemberPermissionMutation) (ent.Value, error)
@@ -93,6 +153,18 @@ func (f MemberPermissionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberPermissionMutation", m)
 }
 
+// The PassageFunc type is an adapter to allow the use of ordinary
+// function as Passage mutator.
+type PassageFunc func(context.Context, *ent.PassageMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PassageFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PassageMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PassageMutation", m)
+}
+
 // The RoomMemberFunc type is an adapter to allow the use of ordinary
 // function as RoomMember mutator.
 type RoomMemberFunc func(context.Context, *ent.RoomMemberMutation) (ent.Value, error)
@@ -103,6 +175,30 @@ func (f RoomMemberFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, 
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RoomMemberMutation", m)
+}
+
+// The RoomResourceFunc type is an adapter to allow the use of ordinary
+// function as RoomResource mutator.
+type RoomResourceFunc func(context.Context, *ent.RoomResourceMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RoomResourceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RoomResourceMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RoomResourceMutation", m)
+}
+
+// The TaskFunc type is an adapter to allow the use of ordinary
+// function as Task mutator.
+type TaskFunc func(context.Context, *ent.TaskMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TaskFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TaskMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TaskMutation", m)
 }
 
 // The TurnFunc type is an adapter to allow the use of ordinary

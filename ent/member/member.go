@@ -31,6 +31,12 @@ const (
 	EdgeOwnedConversations = "owned_conversations"
 	// EdgeTurns holds the string denoting the turns edge name in mutations.
 	EdgeTurns = "turns"
+	// EdgeArtifacts holds the string denoting the artifacts edge name in mutations.
+	EdgeArtifacts = "artifacts"
+	// EdgeTasks holds the string denoting the tasks edge name in mutations.
+	EdgeTasks = "tasks"
+	// EdgeAgentConfigs holds the string denoting the agent_configs edge name in mutations.
+	EdgeAgentConfigs = "agent_configs"
 	// Table holds the table name of the member in the database.
 	Table = "members"
 	// PermissionsTable is the table that holds the permissions relation/edge.
@@ -61,6 +67,27 @@ const (
 	TurnsInverseTable = "turns"
 	// TurnsColumn is the table column denoting the turns relation/edge.
 	TurnsColumn = "author_id"
+	// ArtifactsTable is the table that holds the artifacts relation/edge.
+	ArtifactsTable = "artifacts"
+	// ArtifactsInverseTable is the table name for the Artifact entity.
+	// It exists in this package in order to avoid circular dependency with the "artifact" package.
+	ArtifactsInverseTable = "artifacts"
+	// ArtifactsColumn is the table column denoting the artifacts relation/edge.
+	ArtifactsColumn = "owner_id"
+	// TasksTable is the table that holds the tasks relation/edge.
+	TasksTable = "tasks"
+	// TasksInverseTable is the table name for the Task entity.
+	// It exists in this package in order to avoid circular dependency with the "task" package.
+	TasksInverseTable = "tasks"
+	// TasksColumn is the table column denoting the tasks relation/edge.
+	TasksColumn = "owner_id"
+	// AgentConfigsTable is the table that holds the agent_configs relation/edge.
+	AgentConfigsTable = "member_agent_configs"
+	// AgentConfigsInverseTable is the table name for the MemberAgentConfig entity.
+	// It exists in this package in order to avoid circular dependency with the "memberagentconfig" package.
+	AgentConfigsInverseTable = "member_agent_configs"
+	// AgentConfigsColumn is the table column denoting the agent_configs relation/edge.
+	AgentConfigsColumn = "member_id"
 )
 
 // Columns holds all SQL columns for member fields.
@@ -178,6 +205,48 @@ func ByTurns(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newTurnsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByArtifactsCount orders the results by artifacts count.
+func ByArtifactsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newArtifactsStep(), opts...)
+	}
+}
+
+// ByArtifacts orders the results by artifacts terms.
+func ByArtifacts(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newArtifactsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
+// ByTasksCount orders the results by tasks count.
+func ByTasksCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newTasksStep(), opts...)
+	}
+}
+
+// ByTasks orders the results by tasks terms.
+func ByTasks(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newTasksStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
+
+// ByAgentConfigsCount orders the results by agent_configs count.
+func ByAgentConfigsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newAgentConfigsStep(), opts...)
+	}
+}
+
+// ByAgentConfigs orders the results by agent_configs terms.
+func ByAgentConfigs(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newAgentConfigsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newPermissionsStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -204,5 +273,26 @@ func newTurnsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(TurnsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, TurnsTable, TurnsColumn),
+	)
+}
+func newArtifactsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(ArtifactsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, ArtifactsTable, ArtifactsColumn),
+	)
+}
+func newTasksStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(TasksInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, TasksTable, TasksColumn),
+	)
+}
+func newAgentConfigsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(AgentConfigsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, AgentConfigsTable, AgentConfigsColumn),
 	)
 }

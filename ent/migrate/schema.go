@@ -57,6 +57,69 @@ var (
 			},
 		},
 	}
+	// ApprovalsColumns holds the columns for the "approvals" table.
+	ApprovalsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "conversation_id", Type: field.TypeUUID},
+		{Name: "call_id", Type: field.TypeString},
+		{Name: "tool", Type: field.TypeString},
+		{Name: "arguments", Type: field.TypeJSON},
+		{Name: "state", Type: field.TypeEnum, Enums: []string{"pending", "approved", "rejected", "expired"}, Default: "pending"},
+		{Name: "decided_by", Type: field.TypeUUID, Nullable: true},
+		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
+		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "executed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "result", Type: field.TypeJSON, Nullable: true},
+		{Name: "turn_id", Type: field.TypeUUID},
+	}
+	// ApprovalsTable holds the schema information for the "approvals" table.
+	ApprovalsTable = &schema.Table{
+		Name:       "approvals",
+		Columns:    ApprovalsColumns,
+		PrimaryKey: []*schema.Column{ApprovalsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "approvals_turns_approvals",
+				Columns:    []*schema.Column{ApprovalsColumns[12]},
+				RefColumns: []*schema.Column{TurnsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "approval_turn_id_call_id",
+				Unique:  true,
+				Columns: []*schema.Column{ApprovalsColumns[12], ApprovalsColumns[3]},
+			},
+		},
+	}
+	// ArtifactsColumns holds the columns for the "artifacts" table.
+	ArtifactsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "turn_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "name", Type: field.TypeString},
+		{Name: "media_type", Type: field.TypeString},
+		{Name: "size", Type: field.TypeInt64},
+		{Name: "sha256", Type: field.TypeString},
+		{Name: "content", Type: field.TypeBytes},
+		{Name: "owner_id", Type: field.TypeUUID},
+	}
+	// ArtifactsTable holds the schema information for the "artifacts" table.
+	ArtifactsTable = &schema.Table{
+		Name:       "artifacts",
+		Columns:    ArtifactsColumns,
+		PrimaryKey: []*schema.Column{ArtifactsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "artifacts_members_artifacts",
+				Columns:    []*schema.Column{ArtifactsColumns[8]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+	}
 	// CommandsColumns holds the columns for the "commands" table.
 	CommandsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -134,6 +197,52 @@ var (
 			},
 		},
 	}
+	// DocumentsColumns holds the columns for the "documents" table.
+	DocumentsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "title", Type: field.TypeString},
+		{Name: "body", Type: field.TypeString, Size: 2147483647},
+		{Name: "digest", Type: field.TypeString},
+	}
+	// DocumentsTable holds the schema information for the "documents" table.
+	DocumentsTable = &schema.Table{
+		Name:       "documents",
+		Columns:    DocumentsColumns,
+		PrimaryKey: []*schema.Column{DocumentsColumns[0]},
+	}
+	// DocumentAclsColumns holds the columns for the "document_acls" table.
+	DocumentAclsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "principal", Type: field.TypeString},
+		{Name: "document_id", Type: field.TypeUUID},
+	}
+	// DocumentAclsTable holds the schema information for the "document_acls" table.
+	DocumentAclsTable = &schema.Table{
+		Name:       "document_acls",
+		Columns:    DocumentAclsColumns,
+		PrimaryKey: []*schema.Column{DocumentAclsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "document_acls_documents_acl",
+				Columns:    []*schema.Column{DocumentAclsColumns[2]},
+				RefColumns: []*schema.Column{DocumentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "documentacl_document_id_principal",
+				Unique:  true,
+				Columns: []*schema.Column{DocumentAclsColumns[2], DocumentAclsColumns[1]},
+			},
+			{
+				Name:    "documentacl_principal_document_id",
+				Unique:  false,
+				Columns: []*schema.Column{DocumentAclsColumns[1], DocumentAclsColumns[2]},
+			},
+		},
+	}
 	// JournalEntriesColumns holds the columns for the "journal_entries" table.
 	JournalEntriesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -200,6 +309,41 @@ var (
 		Columns:    MembersColumns,
 		PrimaryKey: []*schema.Column{MembersColumns[0]},
 	}
+	// MemberAgentConfigsColumns holds the columns for the "member_agent_configs" table.
+	MemberAgentConfigsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "specialists", Type: field.TypeJSON, Nullable: true},
+		{Name: "agent_id", Type: field.TypeUUID},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberAgentConfigsTable holds the schema information for the "member_agent_configs" table.
+	MemberAgentConfigsTable = &schema.Table{
+		Name:       "member_agent_configs",
+		Columns:    MemberAgentConfigsColumns,
+		PrimaryKey: []*schema.Column{MemberAgentConfigsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_agent_configs_agents_member_configs",
+				Columns:    []*schema.Column{MemberAgentConfigsColumns[3]},
+				RefColumns: []*schema.Column{AgentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "member_agent_configs_members_agent_configs",
+				Columns:    []*schema.Column{MemberAgentConfigsColumns[4]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "memberagentconfig_member_id_agent_id",
+				Unique:  true,
+				Columns: []*schema.Column{MemberAgentConfigsColumns[4], MemberAgentConfigsColumns[3]},
+			},
+		},
+	}
 	// MemberPermissionsColumns holds the columns for the "member_permissions" table.
 	MemberPermissionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -225,6 +369,43 @@ var (
 				Name:    "memberpermission_member_id_permission",
 				Unique:  true,
 				Columns: []*schema.Column{MemberPermissionsColumns[3], MemberPermissionsColumns[2]},
+			},
+		},
+	}
+	// PassagesColumns holds the columns for the "passages" table.
+	PassagesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "ordinal", Type: field.TypeInt},
+		{Name: "text", Type: field.TypeString, Size: 2147483647},
+		{Name: "tsv", Type: field.TypeString, Nullable: true, SchemaType: map[string]string{"postgres": "tsvector"}},
+		{Name: "document_id", Type: field.TypeUUID},
+	}
+	// PassagesTable holds the schema information for the "passages" table.
+	PassagesTable = &schema.Table{
+		Name:       "passages",
+		Columns:    PassagesColumns,
+		PrimaryKey: []*schema.Column{PassagesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "passages_documents_passages",
+				Columns:    []*schema.Column{PassagesColumns[4]},
+				RefColumns: []*schema.Column{DocumentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "passage_document_id_ordinal",
+				Unique:  true,
+				Columns: []*schema.Column{PassagesColumns[4], PassagesColumns[1]},
+			},
+			{
+				Name:    "passage_tsv",
+				Unique:  false,
+				Columns: []*schema.Column{PassagesColumns[3]},
+				Annotation: &entsql.IndexAnnotation{
+					Type: "GIN",
+				},
 			},
 		},
 	}
@@ -268,6 +449,73 @@ var (
 			},
 		},
 	}
+	// RoomResourcesColumns holds the columns for the "room_resources" table.
+	RoomResourcesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "digest", Type: field.TypeString},
+		{Name: "turn_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "artifact_id", Type: field.TypeUUID},
+		{Name: "conversation_id", Type: field.TypeUUID},
+	}
+	// RoomResourcesTable holds the schema information for the "room_resources" table.
+	RoomResourcesTable = &schema.Table{
+		Name:       "room_resources",
+		Columns:    RoomResourcesColumns,
+		PrimaryKey: []*schema.Column{RoomResourcesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "room_resources_artifacts_references",
+				Columns:    []*schema.Column{RoomResourcesColumns[4]},
+				RefColumns: []*schema.Column{ArtifactsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+			{
+				Symbol:     "room_resources_conversations_resources",
+				Columns:    []*schema.Column{RoomResourcesColumns[5]},
+				RefColumns: []*schema.Column{ConversationsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "roomresource_conversation_id_artifact_id",
+				Unique:  true,
+				Columns: []*schema.Column{RoomResourcesColumns[5], RoomResourcesColumns[4]},
+			},
+		},
+	}
+	// TasksColumns holds the columns for the "tasks" table.
+	TasksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "conversation_id", Type: field.TypeUUID, Nullable: true},
+		{Name: "title", Type: field.TypeString},
+		{Name: "status", Type: field.TypeEnum, Enums: []string{"open", "done"}, Default: "open"},
+		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "owner_id", Type: field.TypeUUID},
+	}
+	// TasksTable holds the schema information for the "tasks" table.
+	TasksTable = &schema.Table{
+		Name:       "tasks",
+		Columns:    TasksColumns,
+		PrimaryKey: []*schema.Column{TasksColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "tasks_members_tasks",
+				Columns:    []*schema.Column{TasksColumns[6]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "task_owner_id_status",
+				Unique:  false,
+				Columns: []*schema.Column{TasksColumns[6], TasksColumns[4]},
+			},
+		},
+	}
 	// TurnsColumns holds the columns for the "turns" table.
 	TurnsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -288,6 +536,7 @@ var (
 		{Name: "started_at", Type: field.TypeTime, Nullable: true},
 		{Name: "finished_at", Type: field.TypeTime, Nullable: true},
 		{Name: "checkpoint", Type: field.TypeJSON, Nullable: true},
+		{Name: "specialist", Type: field.TypeString, Nullable: true},
 		{Name: "usage", Type: field.TypeJSON, Nullable: true},
 		{Name: "conversation_id", Type: field.TypeUUID},
 		{Name: "author_id", Type: field.TypeUUID},
@@ -300,13 +549,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "turns_conversations_turns",
-				Columns:    []*schema.Column{TurnsColumns[19]},
+				Columns:    []*schema.Column{TurnsColumns[20]},
 				RefColumns: []*schema.Column{ConversationsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "turns_members_turns",
-				Columns:    []*schema.Column{TurnsColumns[20]},
+				Columns:    []*schema.Column{TurnsColumns[21]},
 				RefColumns: []*schema.Column{MembersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -315,12 +564,12 @@ var (
 			{
 				Name:    "turn_conversation_id_author_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[19], TurnsColumns[20], TurnsColumns[2]},
+				Columns: []*schema.Column{TurnsColumns[20], TurnsColumns[21], TurnsColumns[2]},
 			},
 			{
 				Name:    "turn_one_running_per_room",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[19]},
+				Columns: []*schema.Column{TurnsColumns[20]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "state = 'running'",
 				},
@@ -328,7 +577,7 @@ var (
 			{
 				Name:    "turn_conversation_id_position",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[19], TurnsColumns[4]},
+				Columns: []*schema.Column{TurnsColumns[20], TurnsColumns[4]},
 			},
 			{
 				Name:    "turn_running_lease_expiry",
@@ -344,31 +593,63 @@ var (
 	Tables = []*schema.Table{
 		AgentsTable,
 		AgentVersionsTable,
+		ApprovalsTable,
+		ArtifactsTable,
 		CommandsTable,
 		ConversationsTable,
+		DocumentsTable,
+		DocumentAclsTable,
 		JournalEntriesTable,
 		MembersTable,
+		MemberAgentConfigsTable,
 		MemberPermissionsTable,
+		PassagesTable,
 		RoomMembersTable,
+		RoomResourcesTable,
+		TasksTable,
 		TurnsTable,
 	}
 )
 
 func init() {
 	AgentVersionsTable.ForeignKeys[0].RefTable = AgentsTable
+	ApprovalsTable.ForeignKeys[0].RefTable = TurnsTable
+	ApprovalsTable.Annotation = &entsql.Annotation{}
+	ApprovalsTable.Annotation.Checks = map[string]string{
+		"approvals_decided_check":  "(state = 'pending') = (decided_at IS NULL)",
+		"approvals_executed_check": "executed_at IS NULL OR state = 'approved'",
+	}
+	ArtifactsTable.ForeignKeys[0].RefTable = MembersTable
+	ArtifactsTable.Annotation = &entsql.Annotation{}
+	ArtifactsTable.Annotation.Checks = map[string]string{
+		"artifacts_size_check": "size = octet_length(content)",
+	}
 	CommandsTable.ForeignKeys[0].RefTable = TurnsTable
 	ConversationsTable.ForeignKeys[0].RefTable = AgentsTable
 	ConversationsTable.ForeignKeys[1].RefTable = TurnsTable
 	ConversationsTable.ForeignKeys[2].RefTable = MembersTable
+	DocumentAclsTable.ForeignKeys[0].RefTable = DocumentsTable
+	DocumentAclsTable.Annotation = &entsql.Annotation{
+		Table: "document_acls",
+	}
+	DocumentAclsTable.Annotation.Checks = map[string]string{
+		"document_acls_principal_lower": "principal = lower(principal)",
+	}
 	JournalEntriesTable.ForeignKeys[0].RefTable = ConversationsTable
 	JournalEntriesTable.ForeignKeys[1].RefTable = TurnsTable
 	JournalEntriesTable.Annotation = &entsql.Annotation{}
 	JournalEntriesTable.Annotation.Checks = map[string]string{
 		"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', 'approval_requested', 'approval_decided', 'steer_delivered', 'checkpoint', 'compaction', 'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
 	}
+	MemberAgentConfigsTable.ForeignKeys[0].RefTable = AgentsTable
+	MemberAgentConfigsTable.ForeignKeys[1].RefTable = MembersTable
 	MemberPermissionsTable.ForeignKeys[0].RefTable = MembersTable
+	PassagesTable.ForeignKeys[0].RefTable = DocumentsTable
 	RoomMembersTable.ForeignKeys[0].RefTable = ConversationsTable
 	RoomMembersTable.ForeignKeys[1].RefTable = MembersTable
+	RoomResourcesTable.ForeignKeys[0].RefTable = ArtifactsTable
+	RoomResourcesTable.ForeignKeys[1].RefTable = ConversationsTable
+	TasksTable.ForeignKeys[0].RefTable = MembersTable
 	TurnsTable.ForeignKeys[0].RefTable = ConversationsTable
 	TurnsTable.ForeignKeys[1].RefTable = MembersTable
 	TurnsTable.Annotation = &entsql.Annotation{}

@@ -12,11 +12,23 @@ type Agent func(*sql.Selector)
 // AgentVersion is the predicate function for agentversion builders.
 type AgentVersion func(*sql.Selector)
 
+// Approval is the predicate function for approval builders.
+type Approval func(*sql.Selector)
+
+// Artifact is the predicate function for artifact builders.
+type Artifact func(*sql.Selector)
+
 // Command is the predicate function for command builders.
 type Command func(*sql.Selector)
 
 // Conversation is the predicate function for conversation builders.
 type Conversation func(*sql.Selector)
+
+// Document is the predicate function for document builders.
+type Document func(*sql.Selector)
+
+// DocumentACL is the predicate function for documentacl builders.
+type DocumentACL func(*sql.Selector)
 
 // JournalEntry is the predicate function for journalentry builders.
 type JournalEntry func(*sql.Selector)
@@ -24,11 +36,23 @@ type JournalEntry func(*sql.Selector)
 // Member is the predicate function for member builders.
 type Member func(*sql.Selector)
 
+// MemberAgentConfig is the predicate function for memberagentconfig builders.
+type MemberAgentConfig func(*sql.Selector)
+
 // MemberPermission is the predicate function for memberpermission builders.
 type MemberPermission func(*sql.Selector)
 
+// Passage is the predicate function for passage builders.
+type Passage func(*sql.Selector)
+
 // RoomMember is the predicate function for roommember builders.
 type RoomMember func(*sql.Selector)
+
+// RoomResource is the predicate function for roomresource builders.
+type RoomResource func(*sql.Selector)
+
+// Task is the predicate function for task builders.
+type Task func(*sql.Selector)
 
 // Turn is the predicate function for turn builders.
 type Turn func(*sql.Selector)

@@ -24,6 +24,7 @@ func (Agent) Fields() []ent.Field {
 func (Agent) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.To("versions", AgentVersion.Type),
+		edge.To("member_configs", MemberAgentConfig.Type),
 	}
 }
 

@@ -37,5 +37,6 @@ func (Conversation) Edges() []ent.Edge {
 		edge.To("members", RoomMember.Type),
 		edge.To("turns", Turn.Type),
 		edge.To("entries", JournalEntry.Type),
+		edge.To("resources", RoomResource.Type),
 	}
 }

@@ -26,5 +26,8 @@ func (Member) Edges() []ent.Edge {
 		edge.To("rooms", RoomMember.Type),
 		edge.To("owned_conversations", Conversation.Type),
 		edge.To("turns", Turn.Type),
+		edge.To("artifacts", Artifact.Type),
+		edge.To("tasks", Task.Type),
+		edge.To("agent_configs", MemberAgentConfig.Type),
 	}
 }

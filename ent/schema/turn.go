@@ -53,6 +53,9 @@ func (Turn) Fields() []ent.Field {
 		// checkpoint is the run's last durable checkpoint, written fenced by
 		// the lease token; a replacement attempt resumes from it.
 		field.JSON("checkpoint", json.RawMessage{}).Optional(),
+		// specialist is the one-turn specialist route chosen at submit,
+		// from the effective roster.
+		field.String("specialist").Optional().Immutable(),
 		// usage is settled once, in the terminal's transaction.
 		field.JSON("usage", json.RawMessage{}).Optional(),
 	}
@@ -74,6 +77,7 @@ func (Turn) Edges() []ent.Edge {
 		edge.From("author", Member.Type).Ref("turns").Field("author_id").Unique().Required().Immutable(),
 		edge.To("entries", JournalEntry.Type),
 		edge.To("commands", Command.Type),
+		edge.To("approvals", Approval.Type),
 	}
 }
 

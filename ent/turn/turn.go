@@ -54,6 +54,8 @@ const (
 	FieldFinishedAt = "finished_at"
 	// FieldCheckpoint holds the string denoting the checkpoint field in the database.
 	FieldCheckpoint = "checkpoint"
+	// FieldSpecialist holds the string denoting the specialist field in the database.
+	FieldSpecialist = "specialist"
 	// FieldUsage holds the string denoting the usage field in the database.
 	FieldUsage = "usage"
 	// EdgeConversation holds the string denoting the conversation edge name in mutations.
@@ -64,6 +66,8 @@ const (
 	EdgeEntries = "entries"
 	// EdgeCommands holds the string denoting the commands edge name in mutations.
 	EdgeCommands = "commands"
+	// EdgeApprovals holds the string denoting the approvals edge name in mutations.
+	EdgeApprovals = "approvals"
 	// Table holds the table name of the turn in the database.
 	Table = "turns"
 	// ConversationTable is the table that holds the conversation relation/edge.
@@ -94,6 +98,13 @@ const (
 	CommandsInverseTable = "commands"
 	// CommandsColumn is the table column denoting the commands relation/edge.
 	CommandsColumn = "turn_id"
+	// ApprovalsTable is the table that holds the approvals relation/edge.
+	ApprovalsTable = "approvals"
+	// ApprovalsInverseTable is the table name for the Approval entity.
+	// It exists in this package in order to avoid circular dependency with the "approval" package.
+	ApprovalsInverseTable = "approvals"
+	// ApprovalsColumn is the table column denoting the approvals relation/edge.
+	ApprovalsColumn = "turn_id"
 )
 
 // Columns holds all SQL columns for turn fields.
@@ -118,6 +129,7 @@ var Columns = []string{
 	FieldStartedAt,
 	FieldFinishedAt,
 	FieldCheckpoint,
+	FieldSpecialist,
 	FieldUsage,
 }
 
@@ -268,6 +280,11 @@ func ByFinishedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldFinishedAt, opts...).ToFunc()
 }
 
+// BySpecialist orders the results by the specialist field.
+func BySpecialist(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSpecialist, opts...).ToFunc()
+}
+
 // ByConversationField orders the results by conversation field.
 func ByConversationField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
@@ -309,6 +326,20 @@ func ByCommands(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newCommandsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByApprovalsCount orders the results by approvals count.
+func ByApprovalsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newApprovalsStep(), opts...)
+	}
+}
+
+// ByApprovals orders the results by approvals terms.
+func ByApprovals(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newApprovalsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newConversationStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -335,5 +366,12 @@ func newCommandsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(CommandsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, CommandsTable, CommandsColumn),
+	)
+}
+func newApprovalsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(ApprovalsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, ApprovalsTable, ApprovalsColumn),
 	)
 }

@@ -136,6 +136,11 @@ func FinishedAt(v time.Time) predicate.Turn {
 	return predicate.Turn(sql.FieldEQ(FieldFinishedAt, v))
 }
 
+// Specialist applies equality check predicate on the "specialist" field. It's identical to SpecialistEQ.
+func Specialist(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldEQ(FieldSpecialist, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Turn {
 	return predicate.Turn(sql.FieldEQ(FieldCreatedAt, v))
@@ -976,6 +981,81 @@ func CheckpointNotNil() predicate.Turn {
 	return predicate.Turn(sql.FieldNotNull(FieldCheckpoint))
 }
 
+// SpecialistEQ applies the EQ predicate on the "specialist" field.
+func SpecialistEQ(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldEQ(FieldSpecialist, v))
+}
+
+// SpecialistNEQ applies the NEQ predicate on the "specialist" field.
+func SpecialistNEQ(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldNEQ(FieldSpecialist, v))
+}
+
+// SpecialistIn applies the In predicate on the "specialist" field.
+func SpecialistIn(vs ...string) predicate.Turn {
+	return predicate.Turn(sql.FieldIn(FieldSpecialist, vs...))
+}
+
+// SpecialistNotIn applies the NotIn predicate on the "specialist" field.
+func SpecialistNotIn(vs ...string) predicate.Turn {
+	return predicate.Turn(sql.FieldNotIn(FieldSpecialist, vs...))
+}
+
+// SpecialistGT applies the GT predicate on the "specialist" field.
+func SpecialistGT(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldGT(FieldSpecialist, v))
+}
+
+// SpecialistGTE applies the GTE predicate on the "specialist" field.
+func SpecialistGTE(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldGTE(FieldSpecialist, v))
+}
+
+// SpecialistLT applies the LT predicate on the "specialist" field.
+func SpecialistLT(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldLT(FieldSpecialist, v))
+}
+
+// SpecialistLTE applies the LTE predicate on the "specialist" field.
+func SpecialistLTE(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldLTE(FieldSpecialist, v))
+}
+
+// SpecialistContains applies the Contains predicate on the "specialist" field.
+func SpecialistContains(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldContains(FieldSpecialist, v))
+}
+
+// SpecialistHasPrefix applies the HasPrefix predicate on the "specialist" field.
+func SpecialistHasPrefix(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldHasPrefix(FieldSpecialist, v))
+}
+
+// SpecialistHasSuffix applies the HasSuffix predicate on the "specialist" field.
+func SpecialistHasSuffix(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldHasSuffix(FieldSpecialist, v))
+}
+
+// SpecialistIsNil applies the IsNil predicate on the "specialist" field.
+func SpecialistIsNil() predicate.Turn {
+	return predicate.Turn(sql.FieldIsNull(FieldSpecialist))
+}
+
+// SpecialistNotNil applies the NotNil predicate on the "specialist" field.
+func SpecialistNotNil() predicate.Turn {
+	return predicate.Turn(sql.FieldNotNull(FieldSpecialist))
+}
+
+// SpecialistEqualFold applies the EqualFold predicate on the "specialist" field.
+func SpecialistEqualFold(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldEqualFold(FieldSpecialist, v))
+}
+
+// SpecialistContainsFold applies the ContainsFold predicate on the "specialist" field.
+func SpecialistContainsFold(v string) predicate.Turn {
+	return predicate.Turn(sql.FieldContainsFold(FieldSpecialist, v))
+}
+
 // UsageIsNil applies the IsNil predicate on the "usage" field.
 func UsageIsNil() predicate.Turn {
 	return predicate.Turn(sql.FieldIsNull(FieldUsage))
@@ -1070,6 +1150,29 @@ func HasCommands() predicate.Turn {
 func HasCommandsWith(preds ...predicate.Command) predicate.Turn {
 	return predicate.Turn(func(s *sql.Selector) {
 		step := newCommandsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
+// HasApprovals applies the HasEdge predicate on the "approvals" edge.
+func HasApprovals() predicate.Turn {
+	return predicate.Turn(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, ApprovalsTable, ApprovalsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasApprovalsWith applies the HasEdge predicate on the "approvals" edge with a given conditions (other predicates).
+func HasApprovalsWith(preds ...predicate.Approval) predicate.Turn {
+	return predicate.Turn(func(s *sql.Selector) {
+		step := newApprovalsStep()
 		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
 			for _, p := range preds {
 				p(s)
