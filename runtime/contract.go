@@ -180,6 +180,15 @@ type Completion struct {
 	Answer string `json:"answer"`
 }
 
+// CorrectionNeeded is the backend declining a completion once, with the
+// instruction for one correction step: the controller asks the model for
+// a corrected answer (PurposeCorrection, no tools) and completes with it.
+type CorrectionNeeded struct {
+	Prompt string `json:"prompt"`
+}
+
+func (e *CorrectionNeeded) Error() string { return "the answer needs one correction: " + e.Prompt }
+
 // Callbacks is the runtime's only door to the backend.
 type Callbacks interface {
 	// Model runs one model step through the backend's model gateway,
@@ -193,6 +202,7 @@ type Callbacks interface {
 	// Steering claims the member steering waiting for this run.
 	Steering(ctx context.Context, run RunRef) ([]Steer, error)
 	// Complete hands the backend the run's final answer. A run completes
-	// at most once.
+	// at most once; the backend may decline one answer with
+	// *CorrectionNeeded.
 	Complete(ctx context.Context, c Completion) error
 }

@@ -125,6 +125,7 @@ type host struct {
 	toolCalls   int
 	tokens      int
 	synthesised bool
+	corrected   bool
 	done        bool
 }
 
@@ -170,6 +171,14 @@ func (h *host) Model(ctx context.Context, req ModelRequest, onDelta func(ModelDe
 	switch req.Purpose {
 	case PurposeCompaction:
 		// Compaction spends tokens, not steps.
+	case PurposeCorrection:
+		// One correction, asked for by the backend, whatever the budgets.
+		if h.corrected {
+			h.mu.Unlock()
+			return ModelResult{}, ErrBudgetExhausted
+		}
+		h.corrected = true
+		req.Tools = nil
 	case PurposeSynthesis:
 		forced, h.synthesised = true, true
 	default:
@@ -194,8 +203,8 @@ func (h *host) Model(ctx context.Context, req ModelRequest, onDelta func(ModelDe
 	h.mu.Lock()
 	h.tokens += res.InputTokens + res.OutputTokens
 	h.mu.Unlock()
-	if forced {
-		res.Forced, res.ToolCalls = true, nil
+	if forced || req.Purpose == PurposeCorrection {
+		res.Forced, res.ToolCalls = forced, nil
 	}
 	return res, nil
 }
@@ -206,10 +215,6 @@ func (h *host) Tool(ctx context.Context, req ToolRequest) (ToolResult, error) {
 	case h.done:
 		h.mu.Unlock()
 		return ToolResult{}, ErrAlreadyCompleted
-	case !slices.Contains(h.tools, req.Call.Name):
-		h.mu.Unlock()
-		return ToolResult{CallID: req.Call.ID, Name: req.Call.Name, Error: "tool_not_offered",
-			Content: fmt.Sprintf("The tool %q is not available in this turn.", req.Call.Name)}, nil
 	case h.toolCalls >= h.budgets.MaxToolCalls:
 		h.mu.Unlock()
 		return ToolResult{CallID: req.Call.ID, Name: req.Call.Name, Error: "tool_budget_exhausted",
@@ -217,6 +222,8 @@ func (h *host) Tool(ctx context.Context, req ToolRequest) (ToolResult, error) {
 	}
 	h.toolCalls++
 	h.mu.Unlock()
+	// A tool the contract does not offer goes to the backend like any
+	// other: its loop guard refuses it and stops the loop, with a reason.
 	return h.next.Tool(ctx, req)
 }
 
@@ -251,5 +258,13 @@ func (h *host) Complete(ctx context.Context, c Completion) error {
 	}
 	h.done = true
 	h.mu.Unlock()
-	return h.next.Complete(ctx, c)
+	err := h.next.Complete(ctx, c)
+	var cn *CorrectionNeeded
+	if errors.As(err, &cn) {
+		// Declined for correction: the run may complete once more.
+		h.mu.Lock()
+		h.done = false
+		h.mu.Unlock()
+	}
+	return err
 }

@@ -308,3 +308,54 @@ func TestSteeringIsAppliedOnceAtTheNextStepBoundary(t *testing.T) {
 		t.Fatalf("checkpoint steers = %v", cp.Steers)
 	}
 }
+
+// declining declines the first completion for correction.
+type declining struct {
+	*scripted
+	declined bool
+}
+
+func (d *declining) Complete(ctx context.Context, c Completion) error {
+	if !d.declined {
+		d.declined = true
+		return &CorrectionNeeded{Prompt: "cite your sources"}
+	}
+	return d.scripted.Complete(ctx, c)
+}
+
+// When the backend declines an answer for correction, the controller asks
+// for one corrected answer — no tools, the instruction last and bare — and
+// completes with it; a second correction step is refused.
+func TestOneCorrectionStep(t *testing.T) {
+	t.Parallel()
+	s := &scripted{model: func(n int, req ModelRequest) ModelResult {
+		if req.Purpose == PurposeCorrection {
+			return ModelResult{Text: "corrected [doc:1]"}
+		}
+		return ModelResult{Text: "first"}
+	}}
+	d := &declining{scripted: s}
+	if err := Run(context.Background(), reactContract(Budgets{}), d); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.completions) != 1 || s.completions[0].Answer != "corrected [doc:1]" {
+		t.Fatalf("completions = %+v", s.completions)
+	}
+	corr := s.requests[len(s.requests)-1]
+	if corr.Purpose != PurposeCorrection || len(corr.Tools) != 0 {
+		t.Fatalf("last request %q with %d tools", corr.Purpose, len(corr.Tools))
+	}
+	msgs := corr.Messages
+	if last := msgs[len(msgs)-1]; last.Content != "cite your sources" || last.Origin != "" || msgs[len(msgs)-2].Content != "first" {
+		t.Fatalf("correction ends with %+v", msgs[len(msgs)-2:])
+	}
+	h := newHost(reactContract(Budgets{}).withBudgets(), s, time.Now)
+	if _, err := h.Model(context.Background(), ModelRequest{Purpose: PurposeCorrection}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Model(context.Background(), ModelRequest{Purpose: PurposeCorrection}, nil); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("a second correction = %v, want refused", err)
+	}
+}
+
+func (c Contract) withBudgets() Contract { c.Budgets = c.Budgets.withDefaults(); return c }

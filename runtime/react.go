@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"fmt"
 	"strings"
 )
@@ -94,7 +96,7 @@ func (react) Run(ctx context.Context, c Contract, cb Callbacks) error {
 			return err
 		}
 		if len(res.ToolCalls) == 0 {
-			return cb.Complete(ctx, Completion{Run: c.Run, Answer: res.Text})
+			return complete(ctx, cb, c.Run, s.prompt(), res.Text)
 		}
 		s.messages = append(s.messages, Message{Role: RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		for _, call := range res.ToolCalls {
@@ -112,6 +114,25 @@ func (react) Run(ctx context.Context, c Contract, cb Callbacks) error {
 			return err
 		}
 	}
+}
+
+// complete hands the answer to the backend and, when the backend declines
+// it for correction, asks for one corrected answer — the answer and the
+// backend's instruction appended, no tools — and completes with that.
+func complete(ctx context.Context, cb Callbacks, run RunRef, msgs []Message, answer string) error {
+	err := cb.Complete(ctx, Completion{Run: run, Answer: answer})
+	var cn *CorrectionNeeded
+	if !errors.As(err, &cn) {
+		return err
+	}
+	msgs = append(slices.Clip(msgs),
+		Message{Role: RoleAssistant, Content: answer},
+		Message{Role: RoleUser, Content: cn.Prompt})
+	res, err := cb.Model(ctx, ModelRequest{Run: run, Purpose: PurposeCorrection, Messages: msgs}, nil)
+	if err != nil {
+		return err
+	}
+	return cb.Complete(ctx, Completion{Run: run, Answer: res.Text})
 }
 
 // compact asks for a summary of everything before the last tool round

@@ -24,5 +24,5 @@ func (single) Run(ctx context.Context, c Contract, cb Callbacks) error {
 	if err != nil {
 		return err
 	}
-	return cb.Complete(ctx, Completion{Run: c.Run, Answer: res.Text})
+	return complete(ctx, cb, c.Run, msgs, res.Text)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -37,8 +38,20 @@ type callbackHost struct {
 	// it is never stored.
 	turnContext string
 
+	// evidence is what this turn's tools retrieved, by citation id, with
+	// its lineage; loop guards the tool calls; stopped is set when it
+	// stopped the loop: no more tools are offered.
+	evidence guard.Evidence
+	lineage  map[string]tools.Citation
+	loop     *guard.LoopGuard
+
 	mu        sync.Mutex
 	committed bool
+	stopped   string
+	corrected bool
+	// artifacts are the files the turn's tools made, as the answer will
+	// reference them.
+	artifacts []AnswerArtifact
 	// usage is what the turn has spent: what its last checkpoint recorded
 	// plus this attempt's work.
 	usage Usage
@@ -65,6 +78,12 @@ func (h *callbackHost) terminalCommitted() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.committed
+}
+
+// redact applies the configured redaction patterns.
+func (h *callbackHost) redact(s string) string {
+	out, _ := h.r.cfg.Redactor.Redact(s)
+	return out
 }
 
 func (h *callbackHost) usageNow() Usage {
@@ -100,9 +119,18 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 		TokenBudget: h.maxTokens - h.usage.InputTokens - h.usage.OutputTokens}
 	h.mu.Unlock()
 
+	h.mu.Lock()
+	if h.stopped != "" {
+		// The loop guard stopped the tool loop: the model answers now.
+		step.Request.Tools = nil
+	}
+	h.mu.Unlock()
 	var res gateway.Result
 	var err error
-	if req.Purpose == runtime.PurposeCompaction {
+	// Compaction is the controller's own text and a correction replaces
+	// the answer wholesale (the final turn_answer carries it): neither
+	// streams.
+	if req.Purpose == runtime.PurposeCompaction || req.Purpose == runtime.PurposeCorrection {
 		res, err = h.r.cfg.Gateway.Run(ctx, step, nil)
 	} else {
 		res, err = h.streamAnswer(ctx, step, onDelta)
@@ -155,7 +183,7 @@ func (h *callbackHost) streamAnswer(ctx context.Context, step gateway.Step, onDe
 	h.mu.Lock()
 	offset := h.offset
 	h.mu.Unlock()
-	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, offset, func(text string, offset int) error {
+	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, offset, h.redact, func(text string, offset int) error {
 		err := h.appendDelta(sctx, text, offset)
 		if err != nil {
 			stop(err)
@@ -237,10 +265,28 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 		return err
 	}
 	c := h.claim
-	answer := comp.Answer
+	// Citation discipline: only sources retrieved in this turn may be
+	// cited; an answer that cites none of the evidence gathered gets one
+	// correction step.
+	checked := guard.CheckCitations(comp.Answer, &h.evidence)
+	h.mu.Lock()
+	correct := checked.NeedsCorrection && !h.corrected
+	h.corrected = h.corrected || correct
+	artifacts := append([]AnswerArtifact(nil), h.artifacts...)
+	h.mu.Unlock()
+	if correct {
+		return &runtime.CorrectionNeeded{Prompt: guard.CorrectionPrompt(h.evidence.IDs())}
+	}
+	answer := h.redact(checked.Text)
+	citations := make([]AnswerCitation, 0, len(checked.Cited))
+	for _, id := range checked.Cited {
+		l := h.lineage[id]
+		citations = append(citations, AnswerCitation{ID: id, Document: l.Document, Source: h.redact(l.Source), Passage: h.redact(l.Passage), Digest: l.Digest})
+	}
 	usage := h.usageNow()
 	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
 		State: "completed", Reason: ReasonCompleted, Answer: &answer, Usage: &usage,
+		Citations: citations, Artifacts: artifacts,
 		RenewFor: h.r.cfg.Owner, Before: h.takeHeld(),
 	}); err != nil {
 		return err

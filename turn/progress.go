@@ -11,6 +11,7 @@ import (
 
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
 )
 
 // storedCheckpoint is what a turn's checkpoint column holds: the
@@ -18,6 +19,11 @@ import (
 type storedCheckpoint struct {
 	State runtime.Checkpoint `json:"state"`
 	Usage Usage              `json:"usage"`
+	// Evidence and Artifacts are what the turn's tools gathered and made
+	// up to the checkpoint: an answer of a replacement attempt may cite
+	// and reference them.
+	Evidence  []tools.Citation `json:"evidence,omitempty"`
+	Artifacts []AnswerArtifact `json:"artifacts,omitempty"`
 }
 
 // CheckpointPayload is the payload of a checkpoint entry.
@@ -52,7 +58,13 @@ func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) er
 	if err := h.check(cp.Run); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(storedCheckpoint{State: cp, Usage: h.usageNow()})
+	h.mu.Lock()
+	stored := storedCheckpoint{State: cp, Usage: h.usage, Artifacts: h.artifacts}
+	for _, id := range h.evidence.IDs() {
+		stored.Evidence = append(stored.Evidence, h.lineage[id])
+	}
+	h.mu.Unlock()
+	raw, err := json.Marshal(stored)
 	if err != nil {
 		return err
 	}
@@ -175,6 +187,8 @@ func (h *callbackHost) resume(ctx context.Context, contract *runtime.Contract) e
 		state.Run = contract.Run
 		contract.Resume = &state
 		h.usage = sc.Usage
+		h.remember(sc.Evidence)
+		h.artifacts = sc.Artifacts
 		applied = state.Steers
 	}
 	if t.Attempt <= 1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -155,7 +156,8 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 	}
 	ref := runtime.RunRef{TurnID: c.Turn.ID.String(), Attempt: c.Turn.Attempt, LeaseToken: c.Fence.LeaseToken, BundleDigest: c.Turn.AuthorityDigest}
 	h := &callbackHost{r: r, claim: c, ref: ref, bundle: b, route: av.ModelRoute, effort: av.Effort,
-		maxTokens: int(av.Budgets["max_tokens"]), tools: map[string]tools.Tool{},
+		maxTokens: int(av.Budgets["max_tokens"]), tools: map[string]tools.Tool{}, lineage: map[string]tools.Citation{},
+		loop: guard.NewLoopGuard(r.cfg.MaxRepeats, av.Tools),
 		// One snapshot for the whole turn, taken when the run starts, so
 		// every model call of the turn carries the same clock.
 		turnContext: gateway.TurnContext(r.cfg.Now(), b.DisplayName)}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/tools"
 )
@@ -31,6 +32,12 @@ type RunnerConfig struct {
 	MaxToolResult int
 	// ToolTimeout bounds one tool call. Default 30s.
 	ToolTimeout time.Duration
+	// Redactor is applied to every tool result the model reads and to
+	// every answer, streamed or final. Default guard.DefaultPatterns().
+	Redactor *guard.Redactor
+	// MaxRepeats is how often a run may repeat the identical tool call.
+	// Default 2.
+	MaxRepeats int
 	// Owner names this runner in leases; unique per process.
 	Owner string
 	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
@@ -123,6 +130,12 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.ToolTimeout <= 0 {
 		cfg.ToolTimeout = 30 * time.Second
+	}
+	if cfg.Redactor == nil {
+		cfg.Redactor, _ = guard.NewRedactor(guard.DefaultPatterns())
+	}
+	if cfg.MaxRepeats <= 0 {
+		cfg.MaxRepeats = guard.DefaultMaxRepeats
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = "runner-" + uuid.NewString()

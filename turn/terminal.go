@@ -31,6 +31,9 @@ type Outcome struct {
 	// Usage is what the run spent, settled with the terminal. Nil settles
 	// what the turn's last checkpoint recorded.
 	Usage *Usage
+	// Citations and Artifacts go with the answer.
+	Citations []AnswerCitation
+	Artifacts []AnswerArtifact
 }
 
 // Usage is what a turn spent over all its attempts' recorded work.
@@ -41,10 +44,33 @@ type Usage struct {
 	ToolCalls    int `json:"toolCalls"`
 }
 
-// AnswerPayload is the payload of a turn_answer entry.
+// AnswerPayload is the payload of a turn_answer entry: the answer, the
+// sources it cites and the artifacts it references.
 type AnswerPayload struct {
-	Text      string   `json:"text"`
-	Citations []string `json:"citations"`
+	Text      string           `json:"text"`
+	Citations []AnswerCitation `json:"citations"`
+	Artifacts []AnswerArtifact `json:"artifacts"`
+}
+
+// AnswerCitation is one source an answer cites, with its lineage.
+type AnswerCitation struct {
+	ID       string    `json:"id"`
+	Document uuid.UUID `json:"document,omitempty"`
+	Source   string    `json:"source"`
+	Passage  string    `json:"passage"`
+	Digest   string    `json:"digest,omitempty"`
+}
+
+// AnswerArtifact is one artifact an answer references: in a shared room
+// the immutable room resource reference, in a private one the member's
+// own artifact.
+type AnswerArtifact struct {
+	ArtifactID uuid.UUID `json:"artifactId"`
+	ResourceID uuid.UUID `json:"resourceId,omitempty"`
+	Name       string    `json:"name"`
+	MediaType  string    `json:"mediaType"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
 }
 
 // TerminalPayload is the payload of a turn_terminal entry.
@@ -157,7 +183,7 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 		// A refused publication (checkAudience) drops its deltas too.
 		drafts = append(drafts, out.Before...)
 		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: turnID, Attempt: attempt,
-			Payload: AnswerPayload{Text: *out.Answer, Citations: []string{}}})
+			Payload: AnswerPayload{Text: *out.Answer, Citations: nonNil(out.Citations), Artifacts: nonNil(out.Artifacts)}})
 	}
 	drafts = append(drafts, journal.Draft{Kind: journal.KindTurnTerminal, TurnID: turnID, Attempt: attempt,
 		Payload: TerminalPayload{Outcome: out.State, Reason: out.Reason}})
@@ -175,6 +201,13 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 	}
 	hub.Committed(room, entries[len(entries)-1].Seq)
 	return nil
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
 }
 
 // checkAudience re-checks, before an answer is published, that its author

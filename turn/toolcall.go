@@ -2,11 +2,15 @@ package turn
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -63,13 +67,21 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 	h.usage.ToolCalls++
 	h.mu.Unlock()
 
-	out := runtime.ToolResult{CallID: call.ID, Name: call.Name, Content: clipBytes(res.Content, h.r.cfg.MaxToolResult)}
+	// The projection the model reads: redacted, then bounded.
+	content, _ := guard.Chain{Redactor: h.r.cfg.Redactor, MaxResultBytes: h.r.cfg.MaxToolResult}.Result(res.Content)
+	out := runtime.ToolResult{CallID: call.ID, Name: call.Name, Content: content}
 	if status != ToolOK {
 		out.Error = status
 	}
 	cites := make([]string, 0, len(res.Citations))
 	for _, c := range res.Citations {
 		cites = append(cites, c.ID)
+	}
+	if status == ToolOK {
+		h.remember(res.Citations)
+		if err := h.settleArtifacts(ctx, res.Artifacts); err != nil {
+			return runtime.ToolResult{}, err
+		}
 	}
 	if err := h.append(ctx, journal.Draft{Kind: journal.KindToolCompleted, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
 		Payload: ToolCompletedPayload{CallID: call.ID, Name: call.Name, Status: status, Bytes: len(out.Content), Citations: cites}}); err != nil {
@@ -80,6 +92,14 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 
 // execute runs the tool as the member and says how it went.
 func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
+	// Loop control: a tool outside the agent version's list, or the same
+	// call repeated past the bound, stops the tool loop.
+	if v := h.loop.Check(call.Name, call.Arguments); !v.Allowed {
+		h.mu.Lock()
+		h.stopped = v.Reason
+		h.mu.Unlock()
+		return v.Reason, tools.Result{Content: v.Message + " No more tools are offered in this turn: answer from what you have."}
+	}
 	t, ok := h.tools[call.Name]
 	if !ok {
 		return ToolRefused, tools.Result{Content: fmt.Sprintf("The tool %q is not available in this turn.", call.Name)}
@@ -115,6 +135,77 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 		return ToolFailed, tools.Result{Content: "The tool failed."}
 	}
 	return ToolOK, res
+}
+
+// remember adds what a tool retrieved to the turn's evidence, with its
+// lineage.
+func (h *callbackHost) remember(cs []tools.Citation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cs {
+		h.evidence.Add(c.ID)
+		h.lineage[c.ID] = c
+	}
+}
+
+// settleArtifacts makes the files a tool made part of the answer. In a
+// shared room each becomes an immutable room resource reference (room,
+// artifact, digest) — made only after the initiating member's access to
+// the room is re-checked under the room's lock, in the transaction that
+// makes it; the files themselves stay the member's own records. A member
+// no longer in the room gets no reference: the file stays theirs alone.
+func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	c := h.claim
+	var made []AnswerArtifact
+	if h.bundle.ConversationKind != "shared" {
+		for _, a := range refs {
+			made = append(made, AnswerArtifact{ArtifactID: a.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
+		}
+	} else {
+		tx, err := h.r.cfg.Client.Tx(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR SHARE`, c.Turn.ConversationID); err != nil {
+			return err
+		}
+		var member bool
+		if err := queryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
+			[]any{c.Turn.ConversationID, h.bundle.MemberID}, &member); err != nil {
+			return err
+		}
+		if member {
+			for _, a := range refs {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO room_resources (id, conversation_id, artifact_id, digest, turn_id)
+SELECT $1, $2, a.id, a.sha256, $4 FROM artifacts a WHERE a.id = $3 AND a.owner_id = $5 AND a.sha256 = $6
+ON CONFLICT (conversation_id, artifact_id) DO NOTHING`, uuid.New(), c.Turn.ConversationID, a.ID, c.Turn.ID, h.bundle.MemberID, a.SHA256); err != nil {
+					return fmt.Errorf("room resource for %s: %w", a.ID, err)
+				}
+				// The reference (new, or one a retried call made before).
+				var id uuid.UUID
+				err := queryRow(ctx, tx, `SELECT id FROM room_resources WHERE conversation_id = $1 AND artifact_id = $2 AND digest = $3`,
+					[]any{c.Turn.ConversationID, a.ID, a.SHA256}, &id)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue // not the member's artifact as described: no reference
+				}
+				if err != nil {
+					return fmt.Errorf("room resource for %s: %w", a.ID, err)
+				}
+				made = append(made, AnswerArtifact{ArtifactID: a.ID, ResourceID: id, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.artifacts = append(h.artifacts, made...)
+	h.mu.Unlock()
+	return nil
 }
 
 // holds reports whether the member holds a permission at this moment.
