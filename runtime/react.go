@@ -3,8 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"strings"
 )
 
