@@ -40,6 +40,8 @@ type Approval struct {
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 	// ExpiresAt holds the value of the "expires_at" field.
 	ExpiresAt time.Time `json:"expires_at,omitempty"`
+	// ExecutionLease holds the value of the "execution_lease" field.
+	ExecutionLease *int64 `json:"execution_lease,omitempty"`
 	// ExecutedAt holds the value of the "executed_at" field.
 	ExecutedAt *time.Time `json:"executed_at,omitempty"`
 	// Result holds the value of the "result" field.
@@ -79,6 +81,8 @@ func (*Approval) scanValues(columns []string) ([]any, error) {
 			values[i] = &sql.NullScanner{S: new(uuid.UUID)}
 		case approval.FieldArguments, approval.FieldResult:
 			values[i] = new([]byte)
+		case approval.FieldExecutionLease:
+			values[i] = new(sql.NullInt64)
 		case approval.FieldCallID, approval.FieldTool, approval.FieldState:
 			values[i] = new(sql.NullString)
 		case approval.FieldCreatedAt, approval.FieldDecidedAt, approval.FieldExpiresAt, approval.FieldExecutedAt:
@@ -170,6 +174,13 @@ func (_m *Approval) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ExpiresAt = value.Time
 			}
+		case approval.FieldExecutionLease:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field execution_lease", values[i])
+			} else if value.Valid {
+				_m.ExecutionLease = new(int64)
+				*_m.ExecutionLease = value.Int64
+			}
 		case approval.FieldExecutedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field executed_at", values[i])
@@ -259,6 +270,11 @@ func (_m *Approval) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("expires_at=")
 	builder.WriteString(_m.ExpiresAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	if v := _m.ExecutionLease; v != nil {
+		builder.WriteString("execution_lease=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
 	builder.WriteString(", ")
 	if v := _m.ExecutedAt; v != nil {
 		builder.WriteString("executed_at=")

@@ -118,6 +118,20 @@ func (_c *ApprovalCreate) SetExpiresAt(v time.Time) *ApprovalCreate {
 	return _c
 }
 
+// SetExecutionLease sets the "execution_lease" field.
+func (_c *ApprovalCreate) SetExecutionLease(v int64) *ApprovalCreate {
+	_c.mutation.SetExecutionLease(v)
+	return _c
+}
+
+// SetNillableExecutionLease sets the "execution_lease" field if the given value is not nil.
+func (_c *ApprovalCreate) SetNillableExecutionLease(v *int64) *ApprovalCreate {
+	if v != nil {
+		_c.SetExecutionLease(*v)
+	}
+	return _c
+}
+
 // SetExecutedAt sets the "executed_at" field.
 func (_c *ApprovalCreate) SetExecutedAt(v time.Time) *ApprovalCreate {
 	_c.mutation.SetExecutedAt(v)
@@ -322,6 +336,10 @@ func (_c *ApprovalCreate) createSpec() (*Approval, *sqlgraph.CreateSpec) {
 		_spec.SetField(approval.FieldExpiresAt, field.TypeTime, value)
 		_node.ExpiresAt = value
 	}
+	if value, ok := _c.mutation.ExecutionLease(); ok {
+		_spec.SetField(approval.FieldExecutionLease, field.TypeInt64, value)
+		_node.ExecutionLease = &value
+	}
 	if value, ok := _c.mutation.ExecutedAt(); ok {
 		_spec.SetField(approval.FieldExecutedAt, field.TypeTime, value)
 		_node.ExecutedAt = &value
@@ -456,6 +474,30 @@ func (u *ApprovalUpsert) SetExpiresAt(v time.Time) *ApprovalUpsert {
 // UpdateExpiresAt sets the "expires_at" field to the value that was provided on create.
 func (u *ApprovalUpsert) UpdateExpiresAt() *ApprovalUpsert {
 	u.SetExcluded(approval.FieldExpiresAt)
+	return u
+}
+
+// SetExecutionLease sets the "execution_lease" field.
+func (u *ApprovalUpsert) SetExecutionLease(v int64) *ApprovalUpsert {
+	u.Set(approval.FieldExecutionLease, v)
+	return u
+}
+
+// UpdateExecutionLease sets the "execution_lease" field to the value that was provided on create.
+func (u *ApprovalUpsert) UpdateExecutionLease() *ApprovalUpsert {
+	u.SetExcluded(approval.FieldExecutionLease)
+	return u
+}
+
+// AddExecutionLease adds v to the "execution_lease" field.
+func (u *ApprovalUpsert) AddExecutionLease(v int64) *ApprovalUpsert {
+	u.Add(approval.FieldExecutionLease, v)
+	return u
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (u *ApprovalUpsert) ClearExecutionLease() *ApprovalUpsert {
+	u.SetNull(approval.FieldExecutionLease)
 	return u
 }
 
@@ -628,6 +670,34 @@ func (u *ApprovalUpsertOne) SetExpiresAt(v time.Time) *ApprovalUpsertOne {
 func (u *ApprovalUpsertOne) UpdateExpiresAt() *ApprovalUpsertOne {
 	return u.Update(func(s *ApprovalUpsert) {
 		s.UpdateExpiresAt()
+	})
+}
+
+// SetExecutionLease sets the "execution_lease" field.
+func (u *ApprovalUpsertOne) SetExecutionLease(v int64) *ApprovalUpsertOne {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.SetExecutionLease(v)
+	})
+}
+
+// AddExecutionLease adds v to the "execution_lease" field.
+func (u *ApprovalUpsertOne) AddExecutionLease(v int64) *ApprovalUpsertOne {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.AddExecutionLease(v)
+	})
+}
+
+// UpdateExecutionLease sets the "execution_lease" field to the value that was provided on create.
+func (u *ApprovalUpsertOne) UpdateExecutionLease() *ApprovalUpsertOne {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.UpdateExecutionLease()
+	})
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (u *ApprovalUpsertOne) ClearExecutionLease() *ApprovalUpsertOne {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.ClearExecutionLease()
 	})
 }
 
@@ -973,6 +1043,34 @@ func (u *ApprovalUpsertBulk) SetExpiresAt(v time.Time) *ApprovalUpsertBulk {
 func (u *ApprovalUpsertBulk) UpdateExpiresAt() *ApprovalUpsertBulk {
 	return u.Update(func(s *ApprovalUpsert) {
 		s.UpdateExpiresAt()
+	})
+}
+
+// SetExecutionLease sets the "execution_lease" field.
+func (u *ApprovalUpsertBulk) SetExecutionLease(v int64) *ApprovalUpsertBulk {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.SetExecutionLease(v)
+	})
+}
+
+// AddExecutionLease adds v to the "execution_lease" field.
+func (u *ApprovalUpsertBulk) AddExecutionLease(v int64) *ApprovalUpsertBulk {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.AddExecutionLease(v)
+	})
+}
+
+// UpdateExecutionLease sets the "execution_lease" field to the value that was provided on create.
+func (u *ApprovalUpsertBulk) UpdateExecutionLease() *ApprovalUpsertBulk {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.UpdateExecutionLease()
+	})
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (u *ApprovalUpsertBulk) ClearExecutionLease() *ApprovalUpsertBulk {
+	return u.Update(func(s *ApprovalUpsert) {
+		s.ClearExecutionLease()
 	})
 }
 

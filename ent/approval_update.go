@@ -99,6 +99,33 @@ func (_u *ApprovalUpdate) SetNillableExpiresAt(v *time.Time) *ApprovalUpdate {
 	return _u
 }
 
+// SetExecutionLease sets the "execution_lease" field.
+func (_u *ApprovalUpdate) SetExecutionLease(v int64) *ApprovalUpdate {
+	_u.mutation.ResetExecutionLease()
+	_u.mutation.SetExecutionLease(v)
+	return _u
+}
+
+// SetNillableExecutionLease sets the "execution_lease" field if the given value is not nil.
+func (_u *ApprovalUpdate) SetNillableExecutionLease(v *int64) *ApprovalUpdate {
+	if v != nil {
+		_u.SetExecutionLease(*v)
+	}
+	return _u
+}
+
+// AddExecutionLease adds value to the "execution_lease" field.
+func (_u *ApprovalUpdate) AddExecutionLease(v int64) *ApprovalUpdate {
+	_u.mutation.AddExecutionLease(v)
+	return _u
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (_u *ApprovalUpdate) ClearExecutionLease() *ApprovalUpdate {
+	_u.mutation.ClearExecutionLease()
+	return _u
+}
+
 // SetExecutedAt sets the "executed_at" field.
 func (_u *ApprovalUpdate) SetExecutedAt(v time.Time) *ApprovalUpdate {
 	_u.mutation.SetExecutedAt(v)
@@ -212,6 +239,15 @@ func (_u *ApprovalUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(approval.FieldExpiresAt, field.TypeTime, value)
 	}
+	if value, ok := _u.mutation.ExecutionLease(); ok {
+		_spec.SetField(approval.FieldExecutionLease, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedExecutionLease(); ok {
+		_spec.AddField(approval.FieldExecutionLease, field.TypeInt64, value)
+	}
+	if _u.mutation.ExecutionLeaseCleared() {
+		_spec.ClearField(approval.FieldExecutionLease, field.TypeInt64)
+	}
 	if value, ok := _u.mutation.ExecutedAt(); ok {
 		_spec.SetField(approval.FieldExecutedAt, field.TypeTime, value)
 	}
@@ -314,6 +350,33 @@ func (_u *ApprovalUpdateOne) SetNillableExpiresAt(v *time.Time) *ApprovalUpdateO
 	if v != nil {
 		_u.SetExpiresAt(*v)
 	}
+	return _u
+}
+
+// SetExecutionLease sets the "execution_lease" field.
+func (_u *ApprovalUpdateOne) SetExecutionLease(v int64) *ApprovalUpdateOne {
+	_u.mutation.ResetExecutionLease()
+	_u.mutation.SetExecutionLease(v)
+	return _u
+}
+
+// SetNillableExecutionLease sets the "execution_lease" field if the given value is not nil.
+func (_u *ApprovalUpdateOne) SetNillableExecutionLease(v *int64) *ApprovalUpdateOne {
+	if v != nil {
+		_u.SetExecutionLease(*v)
+	}
+	return _u
+}
+
+// AddExecutionLease adds value to the "execution_lease" field.
+func (_u *ApprovalUpdateOne) AddExecutionLease(v int64) *ApprovalUpdateOne {
+	_u.mutation.AddExecutionLease(v)
+	return _u
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (_u *ApprovalUpdateOne) ClearExecutionLease() *ApprovalUpdateOne {
+	_u.mutation.ClearExecutionLease()
 	return _u
 }
 
@@ -459,6 +522,15 @@ func (_u *ApprovalUpdateOne) sqlSave(ctx context.Context) (_node *Approval, err 
 	}
 	if value, ok := _u.mutation.ExpiresAt(); ok {
 		_spec.SetField(approval.FieldExpiresAt, field.TypeTime, value)
+	}
+	if value, ok := _u.mutation.ExecutionLease(); ok {
+		_spec.SetField(approval.FieldExecutionLease, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedExecutionLease(); ok {
+		_spec.AddField(approval.FieldExecutionLease, field.TypeInt64, value)
+	}
+	if _u.mutation.ExecutionLeaseCleared() {
+		_spec.ClearField(approval.FieldExecutionLease, field.TypeInt64)
 	}
 	if value, ok := _u.mutation.ExecutedAt(); ok {
 		_spec.SetField(approval.FieldExecutedAt, field.TypeTime, value)

@@ -1682,28 +1682,30 @@ func (m *AgentVersionMutation) ResetEdge(name string) error {
 // ApprovalMutation represents an operation that mutates the Approval nodes in the graph.
 type ApprovalMutation struct {
 	config
-	op              Op
-	typ             string
-	id              *uuid.UUID
-	created_at      *time.Time
-	conversation_id *uuid.UUID
-	call_id         *string
-	tool            *string
-	arguments       *json.RawMessage
-	appendarguments json.RawMessage
-	state           *approval.State
-	decided_by      *uuid.UUID
-	decided_at      *time.Time
-	expires_at      *time.Time
-	executed_at     *time.Time
-	result          *json.RawMessage
-	appendresult    json.RawMessage
-	clearedFields   map[string]struct{}
-	turn            *uuid.UUID
-	clearedturn     bool
-	done            bool
-	oldValue        func(context.Context) (*Approval, error)
-	predicates      []predicate.Approval
+	op                 Op
+	typ                string
+	id                 *uuid.UUID
+	created_at         *time.Time
+	conversation_id    *uuid.UUID
+	call_id            *string
+	tool               *string
+	arguments          *json.RawMessage
+	appendarguments    json.RawMessage
+	state              *approval.State
+	decided_by         *uuid.UUID
+	decided_at         *time.Time
+	expires_at         *time.Time
+	execution_lease    *int64
+	addexecution_lease *int64
+	executed_at        *time.Time
+	result             *json.RawMessage
+	appendresult       json.RawMessage
+	clearedFields      map[string]struct{}
+	turn               *uuid.UUID
+	clearedturn        bool
+	done               bool
+	oldValue           func(context.Context) (*Approval, error)
+	predicates         []predicate.Approval
 }
 
 var _ ent.Mutation = (*ApprovalMutation)(nil)
@@ -2211,6 +2213,76 @@ func (m *ApprovalMutation) ResetExpiresAt() {
 	m.expires_at = nil
 }
 
+// SetExecutionLease sets the "execution_lease" field.
+func (m *ApprovalMutation) SetExecutionLease(i int64) {
+	m.execution_lease = &i
+	m.addexecution_lease = nil
+}
+
+// ExecutionLease returns the value of the "execution_lease" field in the mutation.
+func (m *ApprovalMutation) ExecutionLease() (r int64, exists bool) {
+	v := m.execution_lease
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExecutionLease returns the old "execution_lease" field's value of the Approval entity.
+// If the Approval object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ApprovalMutation) OldExecutionLease(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExecutionLease is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExecutionLease requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExecutionLease: %w", err)
+	}
+	return oldValue.ExecutionLease, nil
+}
+
+// AddExecutionLease adds i to the "execution_lease" field.
+func (m *ApprovalMutation) AddExecutionLease(i int64) {
+	if m.addexecution_lease != nil {
+		*m.addexecution_lease += i
+	} else {
+		m.addexecution_lease = &i
+	}
+}
+
+// AddedExecutionLease returns the value that was added to the "execution_lease" field in this mutation.
+func (m *ApprovalMutation) AddedExecutionLease() (r int64, exists bool) {
+	v := m.addexecution_lease
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearExecutionLease clears the value of the "execution_lease" field.
+func (m *ApprovalMutation) ClearExecutionLease() {
+	m.execution_lease = nil
+	m.addexecution_lease = nil
+	m.clearedFields[approval.FieldExecutionLease] = struct{}{}
+}
+
+// ExecutionLeaseCleared returns if the "execution_lease" field was cleared in this mutation.
+func (m *ApprovalMutation) ExecutionLeaseCleared() bool {
+	_, ok := m.clearedFields[approval.FieldExecutionLease]
+	return ok
+}
+
+// ResetExecutionLease resets all changes to the "execution_lease" field.
+func (m *ApprovalMutation) ResetExecutionLease() {
+	m.execution_lease = nil
+	m.addexecution_lease = nil
+	delete(m.clearedFields, approval.FieldExecutionLease)
+}
+
 // SetExecutedAt sets the "executed_at" field.
 func (m *ApprovalMutation) SetExecutedAt(t time.Time) {
 	m.executed_at = &t
@@ -2386,7 +2458,7 @@ func (m *ApprovalMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ApprovalMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.created_at != nil {
 		fields = append(fields, approval.FieldCreatedAt)
 	}
@@ -2416,6 +2488,9 @@ func (m *ApprovalMutation) Fields() []string {
 	}
 	if m.expires_at != nil {
 		fields = append(fields, approval.FieldExpiresAt)
+	}
+	if m.execution_lease != nil {
+		fields = append(fields, approval.FieldExecutionLease)
 	}
 	if m.executed_at != nil {
 		fields = append(fields, approval.FieldExecutedAt)
@@ -2451,6 +2526,8 @@ func (m *ApprovalMutation) Field(name string) (ent.Value, bool) {
 		return m.DecidedAt()
 	case approval.FieldExpiresAt:
 		return m.ExpiresAt()
+	case approval.FieldExecutionLease:
+		return m.ExecutionLease()
 	case approval.FieldExecutedAt:
 		return m.ExecutedAt()
 	case approval.FieldResult:
@@ -2484,6 +2561,8 @@ func (m *ApprovalMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldDecidedAt(ctx)
 	case approval.FieldExpiresAt:
 		return m.OldExpiresAt(ctx)
+	case approval.FieldExecutionLease:
+		return m.OldExecutionLease(ctx)
 	case approval.FieldExecutedAt:
 		return m.OldExecutedAt(ctx)
 	case approval.FieldResult:
@@ -2567,6 +2646,13 @@ func (m *ApprovalMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetExpiresAt(v)
 		return nil
+	case approval.FieldExecutionLease:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExecutionLease(v)
+		return nil
 	case approval.FieldExecutedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -2588,13 +2674,21 @@ func (m *ApprovalMutation) SetField(name string, value ent.Value) error {
 // AddedFields returns all numeric fields that were incremented/decremented during
 // this mutation.
 func (m *ApprovalMutation) AddedFields() []string {
-	return nil
+	var fields []string
+	if m.addexecution_lease != nil {
+		fields = append(fields, approval.FieldExecutionLease)
+	}
+	return fields
 }
 
 // AddedField returns the numeric value that was incremented/decremented on a field
 // with the given name. The second boolean return value indicates that this field
 // was not set, or was not defined in the schema.
 func (m *ApprovalMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case approval.FieldExecutionLease:
+		return m.AddedExecutionLease()
+	}
 	return nil, false
 }
 
@@ -2603,6 +2697,13 @@ func (m *ApprovalMutation) AddedField(name string) (ent.Value, bool) {
 // type.
 func (m *ApprovalMutation) AddField(name string, value ent.Value) error {
 	switch name {
+	case approval.FieldExecutionLease:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddExecutionLease(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Approval numeric field %s", name)
 }
@@ -2616,6 +2717,9 @@ func (m *ApprovalMutation) ClearedFields() []string {
 	}
 	if m.FieldCleared(approval.FieldDecidedAt) {
 		fields = append(fields, approval.FieldDecidedAt)
+	}
+	if m.FieldCleared(approval.FieldExecutionLease) {
+		fields = append(fields, approval.FieldExecutionLease)
 	}
 	if m.FieldCleared(approval.FieldExecutedAt) {
 		fields = append(fields, approval.FieldExecutedAt)
@@ -2642,6 +2746,9 @@ func (m *ApprovalMutation) ClearField(name string) error {
 		return nil
 	case approval.FieldDecidedAt:
 		m.ClearDecidedAt()
+		return nil
+	case approval.FieldExecutionLease:
+		m.ClearExecutionLease()
 		return nil
 	case approval.FieldExecutedAt:
 		m.ClearExecutedAt()
@@ -2686,6 +2793,9 @@ func (m *ApprovalMutation) ResetField(name string) error {
 		return nil
 	case approval.FieldExpiresAt:
 		m.ResetExpiresAt()
+		return nil
+	case approval.FieldExecutionLease:
+		m.ResetExecutionLease()
 		return nil
 	case approval.FieldExecutedAt:
 		m.ResetExecutedAt()

@@ -36,6 +36,8 @@ const (
 	FieldDecidedAt = "decided_at"
 	// FieldExpiresAt holds the string denoting the expires_at field in the database.
 	FieldExpiresAt = "expires_at"
+	// FieldExecutionLease holds the string denoting the execution_lease field in the database.
+	FieldExecutionLease = "execution_lease"
 	// FieldExecutedAt holds the string denoting the executed_at field in the database.
 	FieldExecutedAt = "executed_at"
 	// FieldResult holds the string denoting the result field in the database.
@@ -66,6 +68,7 @@ var Columns = []string{
 	FieldDecidedBy,
 	FieldDecidedAt,
 	FieldExpiresAt,
+	FieldExecutionLease,
 	FieldExecutedAt,
 	FieldResult,
 }
@@ -170,6 +173,11 @@ func ByDecidedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByExpiresAt orders the results by the expires_at field.
 func ByExpiresAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldExpiresAt, opts...).ToFunc()
+}
+
+// ByExecutionLease orders the results by the execution_lease field.
+func ByExecutionLease(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldExecutionLease, opts...).ToFunc()
 }
 
 // ByExecutedAt orders the results by the executed_at field.

@@ -96,6 +96,11 @@ func ExpiresAt(v time.Time) predicate.Approval {
 	return predicate.Approval(sql.FieldEQ(FieldExpiresAt, v))
 }
 
+// ExecutionLease applies equality check predicate on the "execution_lease" field. It's identical to ExecutionLeaseEQ.
+func ExecutionLease(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldEQ(FieldExecutionLease, v))
+}
+
 // ExecutedAt applies equality check predicate on the "executed_at" field. It's identical to ExecutedAtEQ.
 func ExecutedAt(v time.Time) predicate.Approval {
 	return predicate.Approval(sql.FieldEQ(FieldExecutedAt, v))
@@ -489,6 +494,56 @@ func ExpiresAtLT(v time.Time) predicate.Approval {
 // ExpiresAtLTE applies the LTE predicate on the "expires_at" field.
 func ExpiresAtLTE(v time.Time) predicate.Approval {
 	return predicate.Approval(sql.FieldLTE(FieldExpiresAt, v))
+}
+
+// ExecutionLeaseEQ applies the EQ predicate on the "execution_lease" field.
+func ExecutionLeaseEQ(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldEQ(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseNEQ applies the NEQ predicate on the "execution_lease" field.
+func ExecutionLeaseNEQ(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldNEQ(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseIn applies the In predicate on the "execution_lease" field.
+func ExecutionLeaseIn(vs ...int64) predicate.Approval {
+	return predicate.Approval(sql.FieldIn(FieldExecutionLease, vs...))
+}
+
+// ExecutionLeaseNotIn applies the NotIn predicate on the "execution_lease" field.
+func ExecutionLeaseNotIn(vs ...int64) predicate.Approval {
+	return predicate.Approval(sql.FieldNotIn(FieldExecutionLease, vs...))
+}
+
+// ExecutionLeaseGT applies the GT predicate on the "execution_lease" field.
+func ExecutionLeaseGT(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldGT(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseGTE applies the GTE predicate on the "execution_lease" field.
+func ExecutionLeaseGTE(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldGTE(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseLT applies the LT predicate on the "execution_lease" field.
+func ExecutionLeaseLT(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldLT(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseLTE applies the LTE predicate on the "execution_lease" field.
+func ExecutionLeaseLTE(v int64) predicate.Approval {
+	return predicate.Approval(sql.FieldLTE(FieldExecutionLease, v))
+}
+
+// ExecutionLeaseIsNil applies the IsNil predicate on the "execution_lease" field.
+func ExecutionLeaseIsNil() predicate.Approval {
+	return predicate.Approval(sql.FieldIsNull(FieldExecutionLease))
+}
+
+// ExecutionLeaseNotNil applies the NotNil predicate on the "execution_lease" field.
+func ExecutionLeaseNotNil() predicate.Approval {
+	return predicate.Approval(sql.FieldNotNull(FieldExecutionLease))
 }
 
 // ExecutedAtEQ applies the EQ predicate on the "executed_at" field.

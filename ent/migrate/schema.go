@@ -69,6 +69,7 @@ var (
 		{Name: "decided_by", Type: field.TypeUUID, Nullable: true},
 		{Name: "decided_at", Type: field.TypeTime, Nullable: true},
 		{Name: "expires_at", Type: field.TypeTime},
+		{Name: "execution_lease", Type: field.TypeInt64, Nullable: true},
 		{Name: "executed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "result", Type: field.TypeJSON, Nullable: true},
 		{Name: "turn_id", Type: field.TypeUUID},
@@ -81,7 +82,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "approvals_turns_approvals",
-				Columns:    []*schema.Column{ApprovalsColumns[12]},
+				Columns:    []*schema.Column{ApprovalsColumns[13]},
 				RefColumns: []*schema.Column{TurnsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -90,7 +91,7 @@ var (
 			{
 				Name:    "approval_turn_id_call_id",
 				Unique:  true,
-				Columns: []*schema.Column{ApprovalsColumns[12], ApprovalsColumns[3]},
+				Columns: []*schema.Column{ApprovalsColumns[13], ApprovalsColumns[3]},
 			},
 		},
 	}

@@ -49,8 +49,9 @@ func (Approval) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("turn_id", uuid.UUID{}).Immutable(),
 		field.UUID("conversation_id", uuid.UUID{}).Immutable(),
-		// call_id is the tool call asking for the effect; one approval per
-		// call of a turn, whatever attempt asks.
+		// call_id keys the call asking for the effect: the tool and its
+		// canonical arguments. One approval per such call of a turn,
+		// whichever attempt asks.
 		field.String("call_id").NotEmpty().Immutable(),
 		field.String("tool").NotEmpty().Immutable(),
 		field.JSON("arguments", json.RawMessage{}).Immutable(),
@@ -58,6 +59,10 @@ func (Approval) Fields() []ent.Field {
 		field.UUID("decided_by", uuid.UUID{}).Optional().Nillable(),
 		field.Time("decided_at").Optional().Nillable(),
 		field.Time("expires_at"),
+		// execution_lease is the lease token of the run that claimed the
+		// execution, fenced: only the turn's current run may claim it, and
+		// a later run may take over from a dead one.
+		field.Int64("execution_lease").Optional().Nillable(),
 		// executed_at is set once, when the effect was carried out; result
 		// is what it returned.
 		field.Time("executed_at").Optional().Nillable(),

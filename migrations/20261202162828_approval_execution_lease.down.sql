@@ -1,0 +1,2 @@
+-- reverse: modify "approvals" table
+ALTER TABLE "approvals" DROP COLUMN "execution_lease";
