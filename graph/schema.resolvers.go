@@ -17,8 +17,19 @@ import (
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
+
+// Text is the resolver for the text field.
+func (r *artifactResolver) Text(ctx context.Context, obj *model.Artifact) (*string, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Read again, as the viewer, now: re-authorised and digest-verified.
+	return artifactText(ctx, r.Client, m.ID, obj)
+}
 
 // Owner is the resolver for the owner field.
 func (r *conversationResolver) Owner(ctx context.Context, obj *model.Conversation) (*model.Member, error) {
@@ -321,6 +332,45 @@ func (r *queryResolver) Journal(ctx context.Context, conversationID string, afte
 	return page, nil
 }
 
+// Artifact is the resolver for the artifact field.
+func (r *queryResolver) Artifact(ctx context.Context, id string) (*model.Artifact, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	aid, err := uuid.Parse(id)
+	if err != nil {
+		return nil, errcode.Invalid("id", "id must be an artifact UUID")
+	}
+	// An artifact is visible to its owner and to the current members of a
+	// room that references it; anyone else gets the same NOT_FOUND as for
+	// an artifact that does not exist.
+	ref, err := tools.StatArtifact(ctx, r.Client, m.ID, aid)
+	if err != nil {
+		return nil, artifactError(id, err)
+	}
+	return toArtifact(ref), nil
+}
+
+// Documents is the resolver for the documents field.
+func (r *queryResolver) Documents(ctx context.Context, first *int64, query *string) ([]*model.Document, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := documentsInput{First: 20}
+	if first != nil {
+		in.First = *first
+	}
+	if query != nil {
+		in.Query = *query
+	}
+	if err := check(in); err != nil {
+		return nil, err
+	}
+	return documentsFor(ctx, r.Client, m.Email, in.Query, int(in.First))
+}
+
 // Journal is the resolver for the journal field.
 func (r *subscriptionResolver) Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error) {
 	m, err := r.Members.Current(ctx)
@@ -425,6 +475,9 @@ func (r *turnResolver) Usage(ctx context.Context, obj *model.Turn) (*model.Usage
 	return toUsage(obj.UsageJSON)
 }
 
+// Artifact returns generated.ArtifactResolver implementation.
+func (r *Resolver) Artifact() generated.ArtifactResolver { return &artifactResolver{r} }
+
 // Conversation returns generated.ConversationResolver implementation.
 func (r *Resolver) Conversation() generated.ConversationResolver { return &conversationResolver{r} }
 
@@ -441,6 +494,7 @@ func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subsc
 func (r *Resolver) Turn() generated.TurnResolver { return &turnResolver{r} }
 
 type (
+	artifactResolver     struct{ *Resolver }
 	conversationResolver struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -10,18 +14,21 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
+	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/web"
 )
 
 // routes builds the HTTP surface: GraphQL (POST, graphql-transport-ws and
-// SSE on one path), GraphiQL at /, and /healthz. Every request passes the
-// envelope middleware; nothing else supplies identity.
+// SSE on one path), artifact downloads at /artifacts/{id}, GraphiQL at /,
+// and /healthz. Every request passes the envelope middleware; nothing else
+// supplies identity.
 func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *authority.Verifier) (http.Handler, error) {
 	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: resolver}))
 	gql.AddTransport(transport.Websocket{
@@ -54,6 +61,7 @@ func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *au
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", gql)
 	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /artifacts/{id}", a.downloadArtifact)
 	explorer := web.Config{Endpoint: "/graphql", Headers: map[string]string{}, Title: "turngate"}
 	if a.signer != nil {
 		// Dev mode: the explorer opens signed in as the first demo
@@ -81,4 +89,74 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok\n"))
+}
+
+// downloadArtifact serves an artifact's content to a caller who may read
+// it now: the identity comes from the envelope header, as for /graphql,
+// and every request is re-authorised and digest-verified before a byte is
+// written. An artifact the caller may not read is the same 404 as one
+// that does not exist; content that fails its digest check is a 409.
+func (a *App) downloadArtifact(w http.ResponseWriter, r *http.Request) {
+	m, err := a.members.Current(r.Context())
+	if err != nil {
+		if errors.Is(err, authority.ErrUnauthenticated) {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		a.log.ErrorContext(r.Context(), "artifact download: resolve member", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.Error(w, "artifact not found", http.StatusNotFound)
+		return
+	}
+	ref, content, err := tools.ReadArtifact(r.Context(), a.client, m.ID, id)
+	switch {
+	case errors.Is(err, tools.ErrArtifactNotFound):
+		http.Error(w, "artifact not found", http.StatusNotFound)
+		return
+	case errors.Is(err, tools.ErrDigestMismatch):
+		a.log.ErrorContext(r.Context(), "artifact download refused", "artifact", id, "err", err)
+		http.Error(w, "artifact content failed its digest check; it is not served", http.StatusConflict)
+		return
+	case err != nil:
+		a.log.ErrorContext(r.Context(), "artifact download", "artifact", id, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	etag := `"` + ref.SHA256 + `"`
+	h.Set("ETag", etag)
+	// Cached copies are revalidated, so every read is re-authorised.
+	h.Set("Cache-Control", "private, no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	mediaType := ref.MediaType
+	if _, _, err := mime.ParseMediaType(mediaType); err != nil {
+		mediaType = "application/octet-stream"
+	}
+	h.Set("Content-Type", mediaType)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": ref.Name}))
+	h.Set("Content-Length", strconv.Itoa(len(content)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(content)
+	}
+}
+
+// etagMatches reports whether an If-None-Match header names etag.
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
 }

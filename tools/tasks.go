@@ -3,8 +3,8 @@ package tools
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 

@@ -44,6 +44,9 @@ type Call struct {
 	DB journal.Querier
 	// Now is the backend's clock for the call (the sandbox's only clock).
 	Now time.Time
+	// IdempotencyKey identifies the one execution of an effectful call:
+	// its approval's id.
+	IdempotencyKey string
 }
 
 // Citation is a source a result may be cited by: its id (as the answer
@@ -133,7 +136,7 @@ func NewRegistry(ts ...Tool) *Registry {
 
 // Default is the registry of the tools turngate ships.
 func Default() *Registry {
-	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{})
+	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{}, RunCode{}, CreateArtifactTool{})
 }
 
 // Get returns a tool by name.

@@ -28,6 +28,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Artifact() ArtifactResolver
 	Conversation() ConversationResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
@@ -45,6 +46,16 @@ type ComplexityRoot struct {
 		Seq     func(childComplexity int) int
 		Text    func(childComplexity int) int
 		TurnID  func(childComplexity int) int
+	}
+
+	Artifact struct {
+		DownloadURL func(childComplexity int) int
+		ID          func(childComplexity int) int
+		MediaType   func(childComplexity int) int
+		Name        func(childComplexity int) int
+		SHA256      func(childComplexity int) int
+		Size        func(childComplexity int) int
+		Text        func(childComplexity int) int
 	}
 
 	Conversation struct {
@@ -69,6 +80,12 @@ type ComplexityRoot struct {
 	ConversationEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	Document struct {
+		Digest func(childComplexity int) int
+		ID     func(childComplexity int) int
+		Title  func(childComplexity int) int
 	}
 
 	JournalEntry struct {
@@ -111,8 +128,10 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		Artifact      func(childComplexity int, id string) int
 		Conversation  func(childComplexity int, id string) int
 		Conversations func(childComplexity int, first *int64, after *string) int
+		Documents     func(childComplexity int, first *int64, query *string) int
 		Journal       func(childComplexity int, conversationID string, after *int64, first *int64) int
 		Me            func(childComplexity int) int
 		Turn          func(childComplexity int, id string) int
@@ -164,6 +183,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type ArtifactResolver interface {
+	Text(ctx context.Context, obj *model.Artifact) (*string, error)
+}
 type ConversationResolver interface {
 	Owner(ctx context.Context, obj *model.Conversation) (*model.Member, error)
 
@@ -185,6 +207,8 @@ type QueryResolver interface {
 	Conversations(ctx context.Context, first *int64, after *string) (*model.ConversationConnection, error)
 	Turn(ctx context.Context, id string) (*model.Turn, error)
 	Journal(ctx context.Context, conversationID string, after *int64, first *int64) (*model.JournalPage, error)
+	Artifact(ctx context.Context, id string) (*model.Artifact, error)
+	Documents(ctx context.Context, first *int64, query *string) ([]*model.Document, error)
 }
 type SubscriptionResolver interface {
 	Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error)
@@ -244,6 +268,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AnswerDelta.TurnID(childComplexity), true
+
+	case "Artifact.downloadUrl":
+		if e.ComplexityRoot.Artifact.DownloadURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.DownloadURL(childComplexity), true
+	case "Artifact.id":
+		if e.ComplexityRoot.Artifact.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.ID(childComplexity), true
+	case "Artifact.mediaType":
+		if e.ComplexityRoot.Artifact.MediaType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.MediaType(childComplexity), true
+	case "Artifact.name":
+		if e.ComplexityRoot.Artifact.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Name(childComplexity), true
+	case "Artifact.sha256":
+		if e.ComplexityRoot.Artifact.SHA256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.SHA256(childComplexity), true
+	case "Artifact.size":
+		if e.ComplexityRoot.Artifact.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Size(childComplexity), true
+	case "Artifact.text":
+		if e.ComplexityRoot.Artifact.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Text(childComplexity), true
 
 	case "Conversation.activeTurn":
 		if e.ComplexityRoot.Conversation.ActiveTurn == nil {
@@ -337,6 +404,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ConversationEdge.Node(childComplexity), true
+
+	case "Document.digest":
+		if e.ComplexityRoot.Document.Digest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Document.Digest(childComplexity), true
+	case "Document.id":
+		if e.ComplexityRoot.Document.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Document.ID(childComplexity), true
+	case "Document.title":
+		if e.ComplexityRoot.Document.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Document.Title(childComplexity), true
 
 	case "JournalEntry.actorId":
 		if e.ComplexityRoot.JournalEntry.ActorID == nil {
@@ -522,6 +608,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.artifact":
+		if e.ComplexityRoot.Query.Artifact == nil {
+			break
+		}
+
+		args, err := ec.field_Query_artifact_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Artifact(childComplexity, args["id"].(string)), true
 	case "Query.conversation":
 		if e.ComplexityRoot.Query.Conversation == nil {
 			break
@@ -544,6 +641,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Conversations(childComplexity, args["first"].(*int64), args["after"].(*string)), true
+	case "Query.documents":
+		if e.ComplexityRoot.Query.Documents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_documents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Documents(childComplexity, args["first"].(*int64), args["query"].(*string)), true
 
 	case "Query.journal":
 		if e.ComplexityRoot.Query.Journal == nil {
@@ -879,6 +987,18 @@ type Query {
   turn(id: ID!): Turn
   "A page of a conversation's journal: entries with position > after."
   journal(conversationId: ID!, after: Int = 0, first: Int = 100): JournalPage!
+  """
+  An artifact the caller may read now: one they own, or one referenced in
+  a room they are a current member of. Anything else is NOT_FOUND, like an
+  artifact that does not exist.
+  """
+  artifact(id: ID!): Artifact
+  """
+  The documents the caller may read now (their ACL holds the caller's
+  email), at most first (1 to 100). With a query, only those whose text
+  matches it (web-search syntax), best match first; otherwise by title.
+  """
+  documents(first: Int = 20, query: String): [Document!]!
 }
 
 type Mutation {
@@ -1085,6 +1205,40 @@ type AnswerDelta {
   text: String!
 }
 
+"""
+A file a member owns, made by a tool in one of their turns. Immutable: its
+content is checked against its sha256 before any read returns it.
+"""
+type Artifact {
+  id: ID!
+  "A plain file name: A-Z a-z 0-9 . _ -"
+  name: String!
+  mediaType: String!
+  "Bytes."
+  size: Int!
+  "The hex SHA-256 of the content."
+  sha256: String!
+  """
+  Where to download the content: GET it with the same identity envelope
+  header as /graphql. Relative to the server's origin.
+  """
+  downloadUrl: String!
+  """
+  The content, for text artifacts (text/* or application/json, valid UTF-8)
+  of at most 64 KiB; null otherwise. Re-authorised and digest-verified on
+  every read.
+  """
+  text: String
+}
+
+"A document the caller may read."
+type Document {
+  id: ID!
+  title: String!
+  "The hex SHA-256 of the document's body, as citations carry it."
+  digest: String!
+}
+
 input CreateConversationInput {
   title: String!
   kind: ConversationKind!
@@ -1146,6 +1300,26 @@ func (ec *executionContext) childFields_AnswerDelta(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type AnswerDelta", field.Name)
 }
 
+func (ec *executionContext) childFields_Artifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Artifact_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Artifact_name(ctx, field)
+	case "mediaType":
+		return ec.fieldContext_Artifact_mediaType(ctx, field)
+	case "size":
+		return ec.fieldContext_Artifact_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_Artifact_sha256(ctx, field)
+	case "downloadUrl":
+		return ec.fieldContext_Artifact_downloadUrl(ctx, field)
+	case "text":
+		return ec.fieldContext_Artifact_text(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Artifact", field.Name)
+}
+
 func (ec *executionContext) childFields_Conversation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1192,6 +1366,18 @@ func (ec *executionContext) childFields_ConversationEdge(ctx context.Context, fi
 		return ec.fieldContext_ConversationEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ConversationEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_Document(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Document_id(ctx, field)
+	case "title":
+		return ec.fieldContext_Document_title(ctx, field)
+	case "digest":
+		return ec.fieldContext_Document_digest(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Document", field.Name)
 }
 
 func (ec *executionContext) childFields_JournalEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1552,6 +1738,20 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_artifact_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_conversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1585,6 +1785,28 @@ func (ec *executionContext) field_Query_conversations_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_documents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "query",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["query"] = arg1
 	return args, nil
 }
 
@@ -1863,6 +2085,167 @@ func (ec *executionContext) _AnswerDelta_text(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_AnswerDelta_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AnswerDelta", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_id(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Artifact_name(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_mediaType(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_mediaType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MediaType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_mediaType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_size(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Artifact_sha256(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SHA256, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_downloadUrl(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_downloadUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DownloadURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_text(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Artifact().Text(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
 }
 
 func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
@@ -2262,6 +2645,75 @@ func (ec *executionContext) fieldContext_ConversationEdge_node(_ context.Context
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Document_id(ctx context.Context, field graphql.CollectedField, obj *model.Document) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Document_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Document_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Document", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Document_title(ctx context.Context, field graphql.CollectedField, obj *model.Document) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Document_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Title, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Document_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Document", field, false, false, "String")
+}
+
+func (ec *executionContext) _Document_digest(ctx context.Context, field graphql.CollectedField, obj *model.Document) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Document_digest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Digest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Document_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Document", field, false, false, "String")
 }
 
 func (ec *executionContext) _JournalEntry_conversationId(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
@@ -3174,6 +3626,94 @@ func (ec *executionContext) fieldContext_Query_journal(ctx context.Context, fiel
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_journal_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_artifact(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_artifact(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Artifact(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Artifact) graphql.Marshaler {
+			return ec.marshalOArtifact2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐArtifact(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_artifact(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Artifact(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_artifact_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_documents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_documents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Documents(ctx, fc.Args["first"].(*int64), fc.Args["query"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Document) graphql.Marshaler {
+			return ec.marshalNDocument2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_documents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Document(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_documents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -5374,6 +5914,70 @@ func (ec *executionContext) _AnswerDelta(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var artifactImplementors = []string{"Artifact"}
+
+func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet, obj *model.Artifact) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, artifactImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Artifact")
+		case "id":
+			out.Values[i] = ec._Artifact_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._Artifact_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "mediaType":
+			out.Values[i] = ec._Artifact_mediaType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._Artifact_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sha256":
+			out.Values[i] = ec._Artifact_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "downloadUrl":
+			out.Values[i] = ec._Artifact_downloadUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "text":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Artifact_text(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var conversationImplementors = []string{"Conversation"}
 
 func (ec *executionContext) _Conversation(ctx context.Context, sel ast.SelectionSet, obj *model.Conversation) graphql.Marshaler {
@@ -5516,6 +6120,49 @@ func (ec *executionContext) _ConversationEdge(ctx context.Context, sel ast.Selec
 			}
 		case "node":
 			out.Values[i] = ec._ConversationEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var documentImplementors = []string{"Document"}
+
+func (ec *executionContext) _Document(ctx context.Context, sel ast.SelectionSet, obj *model.Document) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, documentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Document")
+		case "id":
+			out.Values[i] = ec._Document_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "title":
+			out.Values[i] = ec._Document_title(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "digest":
+			out.Values[i] = ec._Document_digest(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -5866,6 +6513,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_journal(ctx, field)
+				})
+		case "artifact":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_artifact(ctx, field)
+				})
+		case "documents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_documents(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -6608,6 +7267,30 @@ func (ec *executionContext) unmarshalNCreateConversationInput2githubᚗcomᚋtur
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNDocument2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Document) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocument(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocument(ctx context.Context, sel ast.SelectionSet, v *model.Document) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Document!")
+		return graphql.Null
+	}
+	return ec._Document(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -6956,6 +7639,13 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 		graphql.AddInvalidNullFromMarshaler(ctx, "__TypeKind!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalOArtifact2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐArtifact(ctx context.Context, sel ast.SelectionSet, v *model.Artifact) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Artifact(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

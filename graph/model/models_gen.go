@@ -42,6 +42,14 @@ type CreateConversationInput struct {
 	Agent *string `json:"agent,omitempty"`
 }
 
+// A document the caller may read.
+type Document struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// The hex SHA-256 of the document's body, as citations carry it.
+	Digest string `json:"digest"`
+}
+
 type JournalEntry struct {
 	ConversationID string `json:"conversationId"`
 	// Position in the conversation's journal, dense from 1.

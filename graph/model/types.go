@@ -48,3 +48,14 @@ type RoomMember struct {
 	Role     RoomRole  `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
 }
+
+// Artifact carries an artifact's record; its text is resolved (and
+// re-authorised) only when asked for.
+type Artifact struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	MediaType   string `json:"mediaType"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+	DownloadURL string `json:"downloadUrl"`
+}

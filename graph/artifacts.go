@@ -1,0 +1,133 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph/model"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
+)
+
+// MaxArtifactText bounds the artifacts whose content Artifact.text
+// carries, in bytes.
+const MaxArtifactText = 64 << 10
+
+// ArtifactPath is where an artifact's content is downloaded.
+func ArtifactPath(id uuid.UUID) string { return "/artifacts/" + id.String() }
+
+func toArtifact(ref tools.ArtifactRef) *model.Artifact {
+	return &model.Artifact{
+		ID:          ref.ID.String(),
+		Name:        ref.Name,
+		MediaType:   ref.MediaType,
+		Size:        ref.Size,
+		SHA256:      ref.SHA256,
+		DownloadURL: ArtifactPath(ref.ID),
+	}
+}
+
+// artifactError maps an artifact read's failure to what a client sees:
+// one not visible is the same NOT_FOUND as one that does not exist, and
+// content that fails its digest check is refused, not shown.
+func artifactError(id string, err error) error {
+	switch {
+	case errors.Is(err, tools.ErrArtifactNotFound):
+		return errcode.New(errcode.NotFound, "artifact %s not found", id)
+	case errors.Is(err, tools.ErrDigestMismatch):
+		return errcode.New(errcode.Conflict, "artifact %s failed its digest check; its content is not served", id)
+	}
+	return err
+}
+
+// isTextMedia reports whether a media type is text a client may be
+// shown inline: text/* or application/json.
+func isTextMedia(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(mt, "text/") || mt == "application/json"
+}
+
+// artifactText is an artifact's content as text, read (re-authorised and
+// digest-verified) for viewer; nil when it is not a text artifact or is
+// too big.
+func artifactText(ctx context.Context, q journal.Querier, viewer uuid.UUID, a *model.Artifact) (*string, error) {
+	if !isTextMedia(a.MediaType) || a.Size > MaxArtifactText {
+		return nil, nil
+	}
+	id, err := uuid.Parse(a.ID)
+	if err != nil {
+		return nil, fmt.Errorf("artifact id %q: %w", a.ID, err)
+	}
+	ref, data, err := tools.ReadArtifact(ctx, q, viewer, id)
+	if err != nil {
+		return nil, artifactError(a.ID, err)
+	}
+	if ref.Size > MaxArtifactText || !utf8.Valid(data) {
+		return nil, nil
+	}
+	s := string(data)
+	return &s, nil
+}
+
+// documentsInput is documents' arguments as validated.
+type documentsInput struct {
+	First int64  `json:"first" validate:"min=1,max=100"`
+	Query string `json:"query" validate:"maxbytes=500"`
+}
+
+// A document is listed when its ACL holds the viewer's email ($1) now.
+const documentACL = `EXISTS (SELECT 1 FROM document_acls a WHERE a.document_id = d.id AND a.principal = $1)`
+
+const listDocuments = `
+SELECT d.id, d.title, d.digest FROM documents d
+WHERE ` + documentACL + `
+ORDER BY d.title, d.id
+LIMIT $2`
+
+// searchDocuments ranks a document by its best-matching passage.
+const searchDocuments = `
+SELECT d.id, d.title, d.digest
+FROM documents d
+JOIN LATERAL (
+  SELECT max(ts_rank(p.tsv, q)) AS rank
+  FROM passages p, websearch_to_tsquery('english', $3) q
+  WHERE p.document_id = d.id AND p.tsv @@ q
+) m ON m.rank IS NOT NULL
+WHERE ` + documentACL + `
+ORDER BY m.rank DESC, d.title, d.id
+LIMIT $2`
+
+// documentsFor lists up to first documents email may read now, filtered
+// by a full-text query over their passages when query is not blank.
+func documentsFor(ctx context.Context, q journal.Querier, email, query string, first int) ([]*model.Document, error) {
+	sqlText, args := listDocuments, []any{strings.ToLower(email), first}
+	if strings.TrimSpace(query) != "" {
+		sqlText, args = searchDocuments, append(args, query)
+	}
+	rows, err := q.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	defer rows.Close()
+	out := []*model.Document{}
+	for rows.Next() {
+		var id uuid.UUID
+		d := &model.Document{}
+		if err := rows.Scan(&id, &d.Title, &d.Digest); err != nil {
+			return nil, err
+		}
+		d.ID = id.String()
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
