@@ -133,7 +133,9 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 		SetAgentID(a.ID).
 		SetVersion(1).
 		SetController("react").
-		SetTools([]string{tools.RetrievalName, tools.ReadDocumentName, tools.HistorySearchName}).
+		SetTools([]string{tools.RetrievalName, tools.ReadDocumentName, tools.HistorySearchName,
+			tools.RunCodeName, tools.CreateArtifactName, tools.CreateTaskName, tools.ListTasksName, tools.UpdateTaskName,
+			tools.SendWebhookName}).
 		SetModelRoute("builtin").
 		SetEffort("medium").
 		SetSystemPrompt("You are turngate's assistant. Answer from the conversation and from what your tools find, and cite what you use by its [id].").

@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -105,7 +106,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	gw := gateway.New(providers)
 	a.runner = turn.NewRunner(turn.RunnerConfig{
-		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Logger: log,
+		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, ApprovalTimeout: cfg.ApprovalTimeout,
+		Tools: tools.Default().With(tools.SendWebhook{Endpoints: cfg.Webhooks}), LeaseTTL: cfg.LeaseTTL, Logger: log,
 		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
 	})
 	if !cfg.NoRunner {

@@ -42,6 +42,12 @@ type Config struct {
 	// TURNGATE_OPENAI_EFFORT for endpoints that take reasoning effort).
 	// It is offered when a base URL or key is set.
 	OpenAI gateway.OpenAIConfig
+	// Webhooks are the endpoints send_webhook may post to, by name
+	// (TURNGATE_WEBHOOKS: name=url,name=url). None: it refuses every call.
+	Webhooks map[string]string
+	// ApprovalTimeout bounds how long a proposed external effect waits
+	// for a member's decision (TURNGATE_APPROVAL_TIMEOUT).
+	ApprovalTimeout time.Duration
 	// AgentRoute, when set, is the default agent's model route
 	// (TURNGATE_AGENT_ROUTE): "builtin", "openai" or "openai:<model>".
 	AgentRoute string
@@ -108,6 +114,21 @@ func ConfigFromEnv() (Config, error) {
 	if v := os.Getenv("TURNGATE_MODEL_PACE"); v != "" {
 		if c.ModelPace, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_MODEL_PACE: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_WEBHOOKS"); v != "" {
+		c.Webhooks = map[string]string{}
+		for _, pair := range strings.Split(v, ",") {
+			name, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || name == "" || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
+				return c, fmt.Errorf("TURNGATE_WEBHOOKS: want name=http(s)://url pairs, got %q", pair)
+			}
+			c.Webhooks[name] = url
+		}
+	}
+	if v := os.Getenv("TURNGATE_APPROVAL_TIMEOUT"); v != "" {
+		if c.ApprovalTimeout, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_APPROVAL_TIMEOUT: %w", err)
 		}
 	}
 	if v := os.Getenv("TURNGATE_OPENAI_EFFORT"); v != "" {

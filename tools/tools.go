@@ -136,7 +136,19 @@ func NewRegistry(ts ...Tool) *Registry {
 
 // Default is the registry of the tools turngate ships.
 func Default() *Registry {
-	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{}, RunCode{}, CreateArtifactTool{})
+	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{}, RunCode{}, CreateArtifactTool{},
+		CreateTask{}, ListTasks{}, UpdateTask{}, SendWebhook{})
+}
+
+// With returns a copy of the registry with t added, or replacing the tool
+// of the same name.
+func (r *Registry) With(t Tool) *Registry {
+	out := &Registry{tools: make(map[string]Tool, len(r.tools)+1)}
+	for n, x := range r.tools {
+		out.tools[n] = x
+	}
+	out.tools[t.Spec().Name] = t
+	return out
 }
 
 // Get returns a tool by name.

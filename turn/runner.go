@@ -38,6 +38,9 @@ type RunnerConfig struct {
 	// MaxRepeats is how often a run may repeat the identical tool call.
 	// Default 2.
 	MaxRepeats int
+	// ApprovalTimeout bounds how long a proposed external effect waits
+	// for a member's decision before it expires. Default 10m.
+	ApprovalTimeout time.Duration
 	// Owner names this runner in leases; unique per process.
 	Owner string
 	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
@@ -133,6 +136,9 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	}
 	if cfg.Redactor == nil {
 		cfg.Redactor, _ = guard.NewRedactor(guard.DefaultPatterns())
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = 10 * time.Minute
 	}
 	if cfg.MaxRepeats <= 0 {
 		cfg.MaxRepeats = guard.DefaultMaxRepeats

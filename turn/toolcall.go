@@ -113,14 +113,33 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 			return ToolForbidden, tools.Result{Content: fmt.Sprintf("FORBIDDEN: the member does not hold the %q permission now, so %s was not run.", perm, call.Name)}
 		}
 	}
+	if e, ok := t.(tools.Effectful); ok && e.NeedsApproval() {
+		// The write guard passed (the permission, now); the approval gate
+		// decides the rest.
+		status, res, err := h.gate(ctx, call, t)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrFenced) {
+				h.r.log.Warn("approval gate failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+			}
+			return ToolFailed, tools.Result{Content: "The approval for this call could not be completed."}
+		}
+		return status, res
+	}
+	return h.run(ctx, call, t, "")
+}
+
+// run executes a tool as the member, bounded in time, and maps its
+// failure to what the model is told.
+func (h *callbackHost) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, idempotencyKey string) (string, tools.Result) {
 	tctx, cancel := context.WithTimeout(ctx, h.r.cfg.ToolTimeout)
 	defer cancel()
 	res, err := t.Run(tctx, tools.Call{
 		Actor: tools.Actor{MemberID: h.bundle.MemberID, Email: h.bundle.Email,
 			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest},
-		Arguments: json.RawMessage(call.Arguments),
-		DB:        h.r.cfg.Client,
-		Now:       h.r.cfg.Now(),
+		Arguments:      json.RawMessage(call.Arguments),
+		DB:             h.r.cfg.Client,
+		Now:            h.r.cfg.Now(),
+		IdempotencyKey: idempotencyKey,
 	})
 	var refusal *tools.Refusal
 	switch {

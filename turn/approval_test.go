@@ -1,0 +1,162 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/turn"
+)
+
+// receiver is a webhook endpoint that counts deliveries.
+type receiver struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.keys = append(r.keys, req.Header.Get("Idempotency-Key"))
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *receiver) deliveries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keys...)
+}
+
+// webhookWorld is a room whose agent proposes one webhook and then
+// answers.
+func webhookWorld(t *testing.T, timeout time.Duration) (*testkit.Env, *receiver) {
+	t.Helper()
+	env := testkit.New(t)
+	rec := &receiver{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	env.Agent(t, "react", []string{tools.SendWebhookName}, nil)
+	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if n == 1 {
+			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
+				{ID: "call_1", Name: tools.SendWebhookName, Arguments: `{"endpoint":"ops","payload":{"deploy":"v2"}}`}}}, nil
+		}
+		return &gateway.Result{Text: "Done.", FinishReason: "stop"}, nil
+	}}
+	env.Runner(t, turn.RunnerConfig{
+		Gateway:         model.gateway(),
+		Tools:           tools.NewRegistry(tools.SendWebhook{Endpoints: map[string]string{"ops": srv.URL}}),
+		ApprovalTimeout: timeout,
+	})
+	return env, rec
+}
+
+func approvalOf(t *testing.T, env *testkit.Env, turnID uuid.UUID) uuid.UUID {
+	t.Helper()
+	env.WaitTurn(t, turnID, func(*turnState) bool {
+		return len(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)) == 1
+	})
+	var p turn.ApprovalRequestedPayload
+	if err := json.Unmarshal(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)[0].Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.ApprovalID
+}
+
+// The assistant proposes; only the turn's author (or the shared room's
+// owner) decides. Approved, the effect is executed exactly once, keyed by
+// the approval's id; the decision converges on retry and cannot be
+// changed.
+func TestApprovedEffectRunsOnceAfterTheAuthorDecides(t *testing.T) {
+	t.Parallel()
+	env, rec := webhookWorld(t, time.Minute)
+	ctx := context.Background()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "tell ops to deploy v2")
+	id := approvalOf(t, env, tt.ID)
+	mallory := env.NewMember(t, "mallory@example.com")
+	for who, actor := range map[string]authority.Member{"a non-member": mallory, "a member who is neither author nor owner": env.Bob} {
+		if _, err := env.Turns.DecideApproval(ctx, actor, id, turn.DecisionApprove); codeOf(err) != string(errcode.Forbidden) {
+			t.Fatalf("%s deciding = %v, want FORBIDDEN", who, err)
+		}
+	}
+	if n := len(rec.deliveries()); n != 0 {
+		t.Fatalf("%d deliveries before any decision", n)
+	}
+	if _, err := env.Turns.DecideApproval(ctx, env.Alice, id, turn.DecisionApprove); err != nil {
+		t.Fatal(err)
+	}
+	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
+		t.Fatalf("turn ended %s", done.State)
+	}
+	if got := rec.deliveries(); len(got) != 1 || got[0] != id.String() {
+		t.Fatalf("deliveries %v, want one keyed by the approval %s", got, id)
+	}
+	if a, err := env.Turns.DecideApproval(ctx, env.Alice, id, turn.DecisionApprove); err != nil || !a.Executed {
+		t.Fatalf("retrying the decision = %+v, %v; want it to converge", a, err)
+	}
+	if _, err := env.Turns.DecideApproval(ctx, env.Alice, id, turn.DecisionReject); codeOf(err) != string(errcode.Conflict) {
+		t.Fatalf("changing the decision = %v, want CONFLICT", err)
+	}
+	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindApprovalDecided)); n != 1 {
+		t.Fatalf("%d approval_decided entries, want 1", n)
+	}
+}
+
+// Rejected or expired, the effect never happens and the model is told.
+func TestRejectedOrExpiredEffectNeverRuns(t *testing.T) {
+	t.Parallel()
+	t.Run("rejected", func(t *testing.T) {
+		t.Parallel()
+		env, rec := webhookWorld(t, time.Minute)
+		// Bob may send webhooks; his proposal is decided by the room's owner.
+		if _, err := env.DB.Exec(`INSERT INTO member_permissions (id, member_id, permission) VALUES ($1, $2, 'tasks.write')`, uuid.New(), env.Bob.ID); err != nil {
+			t.Fatal(err)
+		}
+		tt := env.Submit(t, env.Bob, env.Shared.ID, "tell ops to deploy v2")
+		id := approvalOf(t, env, tt.ID)
+		// The shared room's owner decides another member's proposal too.
+		if _, err := env.Turns.DecideApproval(context.Background(), env.Alice, id, turn.DecisionReject); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitTerminal(t, tt.ID)
+		assertToolStatus(t, env, tt.ID, turn.ToolRejected)
+		if n := len(rec.deliveries()); n != 0 {
+			t.Fatalf("%d deliveries after a rejection", n)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		t.Parallel()
+		env, rec := webhookWorld(t, 300*time.Millisecond)
+		tt := env.Submit(t, env.Alice, env.Shared.ID, "tell ops to deploy v2")
+		id := approvalOf(t, env, tt.ID)
+		env.WaitTerminal(t, tt.ID)
+		assertToolStatus(t, env, tt.ID, turn.ToolExpired)
+		if n := len(rec.deliveries()); n != 0 {
+			t.Fatalf("%d deliveries after expiry", n)
+		}
+		if _, err := env.Turns.DecideApproval(context.Background(), env.Alice, id, turn.DecisionApprove); codeOf(err) != string(errcode.Conflict) {
+			t.Fatalf("approving an expired approval = %v, want CONFLICT", err)
+		}
+	})
+}
+
+func assertToolStatus(t *testing.T, env *testkit.Env, turnID uuid.UUID, want string) {
+	t.Helper()
+	completed := entriesOf(t, env, env.Shared.ID, turnID, journal.KindToolCompleted)
+	var p turn.ToolCompletedPayload
+	if len(completed) != 1 || json.Unmarshal(completed[0].Payload, &p) != nil || p.Status != want {
+		t.Fatalf("tool_completed %+v, want status %s", p, want)
+	}
+}
