@@ -36,8 +36,13 @@ type Bundle struct {
 	AgentVersion    int       `json:"agentVersion"`
 	Controller      string    `json:"controller"`
 	ModelRoute      string    `json:"modelRoute"`
-	// Specialist is the one-turn specialist route, when one was chosen.
+	// Specialist is the one-turn specialist route, when one was chosen:
+	// the agent fields above then name the specialist's version.
 	Specialist string `json:"specialist,omitempty"`
+	// Roster is the effective roster: the agent version's specialists ∩
+	// the member's configured ones. A specialist route, or a delegation,
+	// names one of these or nothing.
+	Roster []string `json:"roster,omitempty"`
 	// Manifest pins the exact resources the turn may see.
 	Manifest Manifest `json:"manifest"`
 }

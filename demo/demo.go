@@ -53,6 +53,11 @@ ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, p); err != ni
 		ms = append(ms, m)
 	}
 	alice, bob := ms[0], ms[1]
+	if _, err := client.ExecContext(ctx, `INSERT INTO member_agent_configs (id, member_id, agent_id, specialists)
+SELECT $1, $2, a.id, $3 FROM agents a WHERE a.slug = $4
+ON CONFLICT (member_id, agent_id) DO NOTHING`, uuid.New(), alice.ID, `["`+Researcher+`"]`, room.DefaultAgent); err != nil {
+		return fmt.Errorf("seed roster: %w", err)
+	}
 	// The demo rooms are seeded once: their presence says so.
 	n, err := client.Conversation.Query().Where(entconv.OwnerID(alice.ID)).Count(ctx)
 	if err != nil || n > 0 {
@@ -135,7 +140,8 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 		SetController("react").
 		SetTools([]string{tools.RetrievalName, tools.ReadDocumentName, tools.HistorySearchName,
 			tools.RunCodeName, tools.CreateArtifactName, tools.CreateTaskName, tools.ListTasksName, tools.UpdateTaskName,
-			tools.SendWebhookName}).
+			tools.SendWebhookName, tools.DelegateName}).
+		SetSpecialists([]string{Researcher}).
 		SetModelRoute("builtin").
 		SetEffort("medium").
 		SetSystemPrompt("You are turngate's assistant. Answer from the conversation and from what your tools find, and cite what you use by its [id].").
@@ -143,8 +149,24 @@ func SeedAgent(ctx context.Context, client *ent.Client) error {
 		Save(ctx); err != nil {
 		return fmt.Errorf("seed agent version: %w", err)
 	}
+	r, err := tx.Agent.Create().SetSlug(Researcher).SetName("Researcher").Save(ctx)
+	if err != nil {
+		return fmt.Errorf("seed specialist: %w", err)
+	}
+	if _, err := tx.AgentVersion.Create().
+		SetAgentID(r.ID).SetVersion(1).SetController("react").SetModelRoute("builtin").SetEffort("high").
+		SetTools([]string{tools.RetrievalName, tools.ReadDocumentName}).
+		SetSystemPrompt("You are a research specialist: search the member's documents, quote what answers the task and cite it by its [id].").
+		SetBudgets(map[string]int64{"max_steps": 4, "max_tool_calls": 6}).
+		Save(ctx); err != nil {
+		return fmt.Errorf("seed specialist version: %w", err)
+	}
 	return tx.Commit()
 }
+
+// Researcher is the demo's specialist: the default agent's roster holds
+// it, and alice's configured roster does too (bob's is empty).
+const Researcher = "researcher"
 
 // TeamRoomTitle is the title of the demo's shared room.
 const TeamRoomTitle = "Team room"

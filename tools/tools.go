@@ -137,7 +137,7 @@ func NewRegistry(ts ...Tool) *Registry {
 // Default is the registry of the tools turngate ships.
 func Default() *Registry {
 	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{}, RunCode{}, CreateArtifactTool{},
-		CreateTask{}, ListTasks{}, UpdateTask{}, SendWebhook{})
+		CreateTask{}, ListTasks{}, UpdateTask{}, SendWebhook{}, Delegate{})
 }
 
 // With returns a copy of the registry with t added, or replacing the tool

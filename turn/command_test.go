@@ -167,8 +167,11 @@ func TestCancelRacesCompletion(t *testing.T) {
 }
 
 // Cancel racing recovery: turns whose runner died mid-run are cancelled
-// while a live runner salvages them. Each ends cancelled — a durable
-// cancel is never lost to a takeover — with exactly one terminal, and no
+// while a live runner salvages them. A cancel stored before the takeover is
+// never lost to it: that turn ends cancelled. One racing the recovered run
+// either stops it (cancelled, the command delivered) or comes too late for
+// its terminal (completed, the command rejected — or refused as CONFLICT
+// once the turn has ended). Each turn has exactly one terminal, and no
 // command is left pending.
 func TestCancelRacesRecovery(t *testing.T) {
 	t.Parallel()
@@ -187,29 +190,43 @@ func TestCancelRacesRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cancel := func(i int) {
+		if _, err := env.Turns.Cancel(ctx, env.Alice, uuid.New(), ids[i]); err != nil && codeOf(err) != string(errcode.Conflict) {
+			t.Errorf("cancel %d: %v", i, err)
+		}
+	}
+	// The first half is cancelled before any runner is up.
+	for i := range n / 2 {
+		cancel(i)
+	}
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := n / 2; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := env.Turns.Cancel(ctx, env.Alice, uuid.New(), ids[i]); err != nil && codeOf(err) != string(errcode.Conflict) {
-				t.Errorf("cancel %d: %v", i, err)
-			}
+			cancel(i)
 		}()
 	}
 	env.Runner(t, turn.RunnerConfig{LeaseTTL: 200 * time.Millisecond, Poll: 20 * time.Millisecond})
 	wg.Wait()
-	for _, id := range ids {
+	for i, id := range ids {
 		got := env.WaitTerminal(t, id)
-		if got.State != "cancelled" {
-			t.Errorf("turn %s ended %s (%v), want cancelled", id, got.State, got.TerminalReason)
-		}
 		var terminals int
 		if err := env.DB.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil {
 			t.Fatal(err)
 		}
 		if terminals != 1 {
 			t.Fatalf("turn %s has %d terminals", id, terminals)
+		}
+		var delivered int
+		if err := env.DB.QueryRow(`SELECT count(*) FROM commands WHERE turn_id = $1 AND state = 'delivered'`, id).Scan(&delivered); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i < n/2 && got.State != "cancelled":
+			t.Errorf("turn %s, cancelled before the takeover, ended %s", id, got.State)
+		case (got.State == "cancelled") != (delivered == 1):
+			t.Errorf("turn %s ended %s with %d delivered cancels", id, got.State, delivered)
 		}
 	}
 	var pending int

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -186,6 +187,9 @@ func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
+	if len(b.Manifest.Artifacts) > 0 {
+		contract.System += r.attachments(ctx, b)
+	}
 	if err := h.resume(ctx, &contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
@@ -221,6 +225,30 @@ func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, e
 	}
 	slices.Reverse(prev)
 	return prev, nil
+}
+
+// maxAttachments bounds the attachment lines a prompt gets.
+const maxAttachments = 20
+
+// attachments describes the artifacts the member selected as input:
+// bounded metadata, re-authorised now — never their bytes (run_code reads
+// those, digest-verified).
+func (r *Runner) attachments(ctx context.Context, b authority.Bundle) string {
+	var sb strings.Builder
+	sb.WriteString("\n\nFiles the member attached to their message (run_code can read them with read_input(name)):")
+	for i, id := range b.Manifest.Artifacts {
+		if i == maxAttachments {
+			fmt.Fprintf(&sb, "\n- and %d more", len(b.Manifest.Artifacts)-i)
+			break
+		}
+		ref, err := tools.StatArtifact(ctx, r.cfg.Client, b.MemberID, id)
+		if err != nil {
+			fmt.Fprintf(&sb, "\n- artifact:%s (no longer available)", id)
+			continue
+		}
+		fmt.Fprintf(&sb, "\n- %s (%s, %d bytes, sha256 %.12s, artifact:%s)", clipBytes(ref.Name, 128), ref.MediaType, ref.Size, ref.SHA256, ref.ID)
+	}
+	return sb.String()
 }
 
 // agentVersion reads an agent version. Versions are immutable (the

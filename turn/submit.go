@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
 )
 
 // Service accepts turns and answers questions about them.
@@ -59,6 +63,15 @@ type Submission struct {
 	ConversationID uuid.UUID
 	Text           string
 	IdempotencyKey string
+	// Specialist routes this one turn to a specialist of the effective
+	// roster; anything else is FORBIDDEN.
+	Specialist string
+	// Documents, when given, are exactly the documents the turn may see
+	// (each must be readable by the member now).
+	Documents []uuid.UUID
+	// Artifacts are retained artifacts selected as the turn's input: the
+	// member's own, or referenced in a room they are in.
+	Artifacts []uuid.UUID
 }
 
 // AcceptedPayload is the payload of a turn_accepted entry.
@@ -85,26 +98,98 @@ SELECT room.next_seq, room.kind, room.audience_version, room.agent_id,
        COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}'),
        room.active_turn_id IS NULL AND NOT EXISTS (
          SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
-       now()
+       now(),
+       COALESCE((SELECT array_agg(s ORDER BY s) FROM jsonb_array_elements_text(COALESCE(av.specialists, '[]'::jsonb)) s
+         WHERE EXISTS (SELECT 1 FROM member_agent_configs m
+                       WHERE m.member_id = $2 AND m.agent_id = room.agent_id AND m.specialists ? s)), '{}')
 FROM room
 JOIN LATERAL (
-  SELECT id, version, controller, model_route FROM agent_versions
+  SELECT id, version, controller, model_route, specialists FROM agent_versions
   WHERE agent_id = room.agent_id ORDER BY version DESC LIMIT 1
 ) av ON true`
+
+// specialistVersion is the latest version of a specialist agent.
+const specialistVersion = `
+SELECT a.id, v.id, v.version, v.controller, v.model_route FROM agents a
+JOIN LATERAL (SELECT id, version, controller, model_route FROM agent_versions WHERE agent_id = a.id ORDER BY version DESC LIMIT 1) v ON true
+WHERE a.slug = $1`
 
 // acceptTurn inserts the turn and, only if it was new, its turn_accepted
 // entry at the position taken by takePosition. A key already used leaves
 // both out, and the caller rolls back the position it took.
 const acceptTurn = `
 WITH t AS (
-  INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+  INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest, specialist)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($11, ''))
   ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
   RETURNING id, conversation_id, position
 )
 INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
 SELECT t.conversation_id, t.position, 'turn_accepted', t.id, 0, $3, $10 FROM t
 RETURNING created_at`
+
+// pin completes the bundle inside the accepting transaction: the one-turn
+// specialist route (from the effective roster only) and the resource
+// manifest — the documents and artifacts the turn may see.
+func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agentVerID *uuid.UUID, in Submission, acceptedAt time.Time) error {
+	if in.Specialist != "" {
+		if !slices.Contains(b.Roster, in.Specialist) {
+			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
+		}
+		err := tx.QueryRowContext(ctx, specialistVersion, in.Specialist).Scan(&b.AgentID, agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
+		}
+		if err != nil {
+			return fmt.Errorf("submit: specialist: %w", err)
+		}
+		b.AgentVersionID = *agentVerID
+		b.Specialist = in.Specialist
+	}
+	if len(in.Documents) > 0 {
+		var readable int
+		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT document_id) FROM document_acls WHERE principal = $1 AND document_id = ANY($2)`,
+			strings.ToLower(in.Member.Email), pq.Array(uuidStrings(in.Documents))).Scan(&readable); err != nil {
+			return fmt.Errorf("submit: documents: %w", err)
+		}
+		if readable != len(uniq(in.Documents)) {
+			return errcode.New(errcode.NotFound, "a selected document was not found")
+		}
+		b.Manifest.Documents = uniq(in.Documents)
+	} else {
+		// The turn may see the documents that existed when it was accepted.
+		acceptedAt = acceptedAt.UTC()
+		b.Manifest.DocumentsBefore = &acceptedAt
+	}
+	for _, id := range uniq(in.Artifacts) {
+		if _, err := tools.StatArtifact(ctx, tx, in.Member.ID, id); err != nil {
+			if errors.Is(err, tools.ErrArtifactNotFound) {
+				return errcode.New(errcode.NotFound, "artifact %s not found", id)
+			}
+			return fmt.Errorf("submit: artifact %s: %w", id, err)
+		}
+		b.Manifest.Artifacts = append(b.Manifest.Artifacts, id)
+	}
+	return nil
+}
+
+func uniq(ids []uuid.UUID) []uuid.UUID {
+	var out []uuid.UUID
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func uuidStrings(ids []uuid.UUID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
 
 // Submit durably accepts a member's input and returns its turn. It returns
 // only after the turn and its turn_accepted entry are committed. A retry
@@ -131,6 +216,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		agentVerID uuid.UUID
 		idle       bool
 		acceptedAt time.Time
+		roster     pq.StringArray
 	)
 	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
 	if err != nil {
@@ -138,7 +224,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle, &acceptedAt); err != nil {
+		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle, &acceptedAt, &roster); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -155,9 +241,12 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	if kind == "shared" {
 		b.AudienceVersion = audience
 	}
-	// The turn may see the documents that existed when it was accepted.
-	acceptedAt = acceptedAt.UTC()
-	b.Manifest.DocumentsBefore = &acceptedAt
+	if len(roster) > 0 {
+		b.Roster = roster
+	}
+	if err := s.pin(ctx, tx, &b, &agentVerID, in, acceptedAt); err != nil {
+		return nil, err
+	}
 	digest, raw, err := b.Digest()
 	if err != nil {
 		return nil, err
@@ -169,7 +258,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	id := uuid.New()
 	rows, err = tx.StmtContext(ctx, accept).QueryContext(ctx, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos,
-		agentVerID, string(raw), digest, string(payload))
+		agentVerID, string(raw), digest, string(payload), b.Specialist)
 	if err != nil {
 		return nil, fmt.Errorf("submit: accept turn: %w", err)
 	}

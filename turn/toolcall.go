@@ -104,6 +104,9 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 	if !ok {
 		return ToolRefused, tools.Result{Content: fmt.Sprintf("The tool %q is not available in this turn.", call.Name)}
 	}
+	if call.Name == tools.DelegateName {
+		return h.delegate(ctx, call)
+	}
 	if perm := t.Permission(); perm != "" {
 		held, err := h.holds(ctx, perm)
 		if err != nil {
@@ -234,6 +237,8 @@ func (h *callbackHost) holds(ctx context.Context, perm string) (bool, error) {
 		[]any{h.bundle.MemberID, perm}, &held)
 	return held, err
 }
+
+func jsonDecode(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }
 
 // clipBytes bounds s to n bytes, on a rune boundary, marking the cut.
 func clipBytes(s string, n int) string {
