@@ -493,7 +493,7 @@ var (
 		{Name: "conversation_id", Type: field.TypeUUID, Nullable: true},
 		{Name: "title", Type: field.TypeString},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"open", "done"}, Default: "open"},
-		{Name: "updated_at", Type: field.TypeTime},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
 		{Name: "owner_id", Type: field.TypeUUID},
 	}
 	// TasksTable holds the schema information for the "tasks" table.

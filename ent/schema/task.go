@@ -24,7 +24,8 @@ func (Task) Fields() []ent.Field {
 		field.UUID("conversation_id", uuid.UUID{}).Optional().Immutable(),
 		field.String("title").NotEmpty(),
 		field.Enum("status").Values("open", "done").Default("open"),
-		field.Time("updated_at").Default(time.Now).UpdateDefault(time.Now),
+		field.Time("updated_at").Default(time.Now).UpdateDefault(time.Now).
+			Annotations(entsql.Default("CURRENT_TIMESTAMP")),
 	}
 }
 
