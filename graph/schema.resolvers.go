@@ -123,7 +123,17 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 	if err != nil {
 		return nil, err
 	}
-	if err := check(submitInput{ConversationID: input.ConversationID, Text: input.Text, IdempotencyKey: input.IdempotencyKey}); err != nil {
+	in := submitInput{ConversationID: input.ConversationID, Text: input.Text, IdempotencyKey: input.IdempotencyKey,
+		Specialist: input.Specialist, DocumentIDs: input.DocumentIds, ArtifactIDs: input.ArtifactIds}
+	if err := check(in); err != nil {
+		return nil, err
+	}
+	docs, err := parseIDs("documentIds", in.DocumentIDs)
+	if err != nil {
+		return nil, err
+	}
+	arts, err := parseIDs("artifactIds", in.ArtifactIDs)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkTextLen(input.Text, r.MaxTextLen); err != nil {
@@ -134,7 +144,11 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.Turns.Submit(ctx, turn.Submission{Member: m, ConversationID: roomID, Text: input.Text, IdempotencyKey: input.IdempotencyKey})
+	sub := turn.Submission{Member: m, ConversationID: roomID, Text: input.Text, IdempotencyKey: input.IdempotencyKey, Documents: docs, Artifacts: arts}
+	if in.Specialist != nil {
+		sub.Specialist = *in.Specialist
+	}
+	t, err := r.Turns.Submit(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +233,28 @@ func (r *mutationResolver) SteerTurn(ctx context.Context, input model.SteerTurnI
 		return nil, err
 	}
 	return toSteerResult(c, t), nil
+}
+
+// DecideApproval is the resolver for the decideApproval field.
+func (r *mutationResolver) DecideApproval(ctx context.Context, input model.DecideApprovalInput) (*model.Approval, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(decideApprovalInput{ApprovalID: input.ApprovalID, Decision: string(input.Decision)}); err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(input.ApprovalID)
+	if err != nil {
+		return nil, errcode.Invalid("approvalId", "approvalId must be an approval UUID")
+	}
+	// The service decides who may decide: the turn's author, or the owner
+	// of a shared room.
+	a, err := r.Turns.DecideApproval(ctx, m, id, decisions[input.Decision])
+	if err != nil {
+		return nil, err
+	}
+	return toApproval(a), nil
 }
 
 // Me is the resolver for the me field.
@@ -473,6 +509,31 @@ func (r *turnResolver) Author(ctx context.Context, obj *model.Turn) (*model.Memb
 // Usage is the resolver for the usage field.
 func (r *turnResolver) Usage(ctx context.Context, obj *model.Turn) (*model.Usage, error) {
 	return toUsage(obj.UsageJSON)
+}
+
+// Approvals is the resolver for the approvals field.
+func (r *turnResolver) Approvals(ctx context.Context, obj *model.Turn) ([]*model.Approval, error) {
+	// Visible to whoever may see the turn: the turn resolvers checked it.
+	return turnApprovals(ctx, r.Client, uuid.MustParse(obj.ID))
+}
+
+// Citations is the resolver for the citations field.
+func (r *turnResolver) Citations(ctx context.Context, obj *model.Turn) ([]*model.Citation, error) {
+	p, err := answerOf(ctx, r.Client, obj)
+	if err != nil {
+		return nil, err
+	}
+	return toCitations(p.Citations), nil
+}
+
+// Artifacts is the resolver for the artifacts field.
+func (r *turnResolver) Artifacts(ctx context.Context, obj *model.Turn) ([]*model.AnswerArtifact, error) {
+	// The records the answer carries; the download re-authorises.
+	p, err := answerOf(ctx, r.Client, obj)
+	if err != nil {
+		return nil, err
+	}
+	return toAnswerArtifacts(p.Artifacts), nil
 }
 
 // Artifact returns generated.ArtifactResolver implementation.

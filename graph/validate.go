@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
+	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/turn"
@@ -21,11 +22,17 @@ var validate = newValidator()
 
 var idempotencyKeyPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
+// specialistPattern is a specialist's slug as submitMessage accepts it.
+var specialistPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string { return f.Tag.Get("json") })
 	must(v.RegisterValidation("idempotencykey", func(fl validator.FieldLevel) bool {
 		return idempotencyKeyPattern.MatchString(fl.Field().String())
+	}))
+	must(v.RegisterValidation("specialist", func(fl validator.FieldLevel) bool {
+		return specialistPattern.MatchString(fl.Field().String())
 	}))
 	must(v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
 		return strings.TrimSpace(fl.Field().String()) != ""
@@ -48,9 +55,28 @@ func must(err error) {
 
 // submitInput is submitMessage's input as validated.
 type submitInput struct {
-	ConversationID string `json:"conversationId" validate:"required,max=200"`
-	Text           string `json:"text" validate:"notblank"`
-	IdempotencyKey string `json:"idempotencyKey" validate:"idempotencykey"`
+	ConversationID string   `json:"conversationId" validate:"required,max=200"`
+	Text           string   `json:"text" validate:"notblank"`
+	IdempotencyKey string   `json:"idempotencyKey" validate:"idempotencykey"`
+	Specialist     *string  `json:"specialist" validate:"omitnil,specialist"`
+	DocumentIDs    []string `json:"documentIds" validate:"max=20,dive,uuid"`
+	ArtifactIDs    []string `json:"artifactIds" validate:"max=20,dive,uuid"`
+}
+
+// parseIDs parses ids that check has validated as UUIDs.
+func parseIDs(field string, ids []string) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make([]uuid.UUID, len(ids))
+	for i, s := range ids {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return nil, errcode.Invalid(field, "%s must be UUIDs", field)
+		}
+		out[i] = id
+	}
+	return out, nil
 }
 
 type createConversationInput struct {
@@ -96,6 +122,10 @@ func describe(fe validator.FieldError) string {
 		return fe.Field() + " must not be empty"
 	case "idempotencykey":
 		return fe.Field() + " must be 1 to 128 characters of A-Z a-z 0-9 . _ : -"
+	case "specialist":
+		return fe.Field() + " must be 1 to 64 characters of a-z 0-9 _ -"
+	case "oneof":
+		return fmt.Sprintf("%s must be one of %s", fe.Field(), fe.Param())
 	case "email":
 		return fe.Field() + " must be an email address"
 	case "uuid":
@@ -103,6 +133,9 @@ func describe(fe validator.FieldError) string {
 	case "maxbytes":
 		return fmt.Sprintf("%s must be at most %s bytes", fe.Field(), fe.Param())
 	case "max":
+		if fe.Kind() == reflect.Slice {
+			return fmt.Sprintf("%s must have at most %s items", fe.Field(), fe.Param())
+		}
 		return fmt.Sprintf("%s must be at most %s", fe.Field(), fe.Param())
 	case "min":
 		return fmt.Sprintf("%s must be at least %s", fe.Field(), fe.Param())

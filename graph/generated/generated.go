@@ -40,12 +40,32 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AnswerArtifact struct {
+		ArtifactID  func(childComplexity int) int
+		DownloadURL func(childComplexity int) int
+		MediaType   func(childComplexity int) int
+		Name        func(childComplexity int) int
+		ResourceID  func(childComplexity int) int
+		Sha256      func(childComplexity int) int
+		Size        func(childComplexity int) int
+	}
+
 	AnswerDelta struct {
 		Attempt func(childComplexity int) int
 		Offset  func(childComplexity int) int
 		Seq     func(childComplexity int) int
 		Text    func(childComplexity int) int
 		TurnID  func(childComplexity int) int
+	}
+
+	Approval struct {
+		Arguments func(childComplexity int) int
+		Executed  func(childComplexity int) int
+		ExpiresAt func(childComplexity int) int
+		ID        func(childComplexity int) int
+		State     func(childComplexity int) int
+		Tool      func(childComplexity int) int
+		TurnID    func(childComplexity int) int
 	}
 
 	Artifact struct {
@@ -56,6 +76,14 @@ type ComplexityRoot struct {
 		SHA256      func(childComplexity int) int
 		Size        func(childComplexity int) int
 		Text        func(childComplexity int) int
+	}
+
+	Citation struct {
+		Digest     func(childComplexity int) int
+		DocumentID func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Passage    func(childComplexity int) int
+		Source     func(childComplexity int) int
 	}
 
 	Conversation struct {
@@ -116,6 +144,7 @@ type ComplexityRoot struct {
 		AddRoomMember      func(childComplexity int, input model.RoomMemberInput) int
 		CancelTurn         func(childComplexity int, input model.CancelTurnInput) int
 		CreateConversation func(childComplexity int, input model.CreateConversationInput) int
+		DecideApproval     func(childComplexity int, input model.DecideApprovalInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
 		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
 		SteerTurn          func(childComplexity int, input model.SteerTurnInput) int
@@ -156,8 +185,11 @@ type ComplexityRoot struct {
 
 	Turn struct {
 		Answer         func(childComplexity int) int
+		Approvals      func(childComplexity int) int
+		Artifacts      func(childComplexity int) int
 		Attempt        func(childComplexity int) int
 		Author         func(childComplexity int) int
+		Citations      func(childComplexity int) int
 		ConversationID func(childComplexity int) int
 		CreatedAt      func(childComplexity int) int
 		FinishedAt     func(childComplexity int) int
@@ -200,6 +232,7 @@ type MutationResolver interface {
 	ResumeTurn(ctx context.Context, input model.ResumeTurnInput) (*model.Turn, error)
 	CancelTurn(ctx context.Context, input model.CancelTurnInput) (*model.Turn, error)
 	SteerTurn(ctx context.Context, input model.SteerTurnInput) (*model.SteerResult, error)
+	DecideApproval(ctx context.Context, input model.DecideApprovalInput) (*model.Approval, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
@@ -218,6 +251,9 @@ type TurnResolver interface {
 	Author(ctx context.Context, obj *model.Turn) (*model.Member, error)
 
 	Usage(ctx context.Context, obj *model.Turn) (*model.Usage, error)
+	Approvals(ctx context.Context, obj *model.Turn) ([]*model.Approval, error)
+	Citations(ctx context.Context, obj *model.Turn) ([]*model.Citation, error)
+	Artifacts(ctx context.Context, obj *model.Turn) ([]*model.AnswerArtifact, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -237,6 +273,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AnswerArtifact.artifactId":
+		if e.ComplexityRoot.AnswerArtifact.ArtifactID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.ArtifactID(childComplexity), true
+	case "AnswerArtifact.downloadUrl":
+		if e.ComplexityRoot.AnswerArtifact.DownloadURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.DownloadURL(childComplexity), true
+	case "AnswerArtifact.mediaType":
+		if e.ComplexityRoot.AnswerArtifact.MediaType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.MediaType(childComplexity), true
+	case "AnswerArtifact.name":
+		if e.ComplexityRoot.AnswerArtifact.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.Name(childComplexity), true
+	case "AnswerArtifact.resourceId":
+		if e.ComplexityRoot.AnswerArtifact.ResourceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.ResourceID(childComplexity), true
+	case "AnswerArtifact.sha256":
+		if e.ComplexityRoot.AnswerArtifact.Sha256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.Sha256(childComplexity), true
+	case "AnswerArtifact.size":
+		if e.ComplexityRoot.AnswerArtifact.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.Size(childComplexity), true
 
 	case "AnswerDelta.attempt":
 		if e.ComplexityRoot.AnswerDelta.Attempt == nil {
@@ -268,6 +347,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AnswerDelta.TurnID(childComplexity), true
+
+	case "Approval.arguments":
+		if e.ComplexityRoot.Approval.Arguments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Arguments(childComplexity), true
+	case "Approval.executed":
+		if e.ComplexityRoot.Approval.Executed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Executed(childComplexity), true
+	case "Approval.expiresAt":
+		if e.ComplexityRoot.Approval.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ExpiresAt(childComplexity), true
+	case "Approval.id":
+		if e.ComplexityRoot.Approval.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.ID(childComplexity), true
+	case "Approval.state":
+		if e.ComplexityRoot.Approval.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.State(childComplexity), true
+	case "Approval.tool":
+		if e.ComplexityRoot.Approval.Tool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.Tool(childComplexity), true
+	case "Approval.turnId":
+		if e.ComplexityRoot.Approval.TurnID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Approval.TurnID(childComplexity), true
 
 	case "Artifact.downloadUrl":
 		if e.ComplexityRoot.Artifact.DownloadURL == nil {
@@ -311,6 +433,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Artifact.Text(childComplexity), true
+
+	case "Citation.digest":
+		if e.ComplexityRoot.Citation.Digest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.Digest(childComplexity), true
+	case "Citation.documentId":
+		if e.ComplexityRoot.Citation.DocumentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.DocumentID(childComplexity), true
+	case "Citation.id":
+		if e.ComplexityRoot.Citation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.ID(childComplexity), true
+	case "Citation.passage":
+		if e.ComplexityRoot.Citation.Passage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.Passage(childComplexity), true
+	case "Citation.source":
+		if e.ComplexityRoot.Citation.Source == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.Source(childComplexity), true
 
 	case "Conversation.activeTurn":
 		if e.ComplexityRoot.Conversation.ActiveTurn == nil {
@@ -550,6 +703,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateConversation(childComplexity, args["input"].(model.CreateConversationInput)), true
+	case "Mutation.decideApproval":
+		if e.ComplexityRoot.Mutation.DecideApproval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_decideApproval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DecideApproval(childComplexity, args["input"].(model.DecideApprovalInput)), true
 	case "Mutation.removeRoomMember":
 		if e.ComplexityRoot.Mutation.RemoveRoomMember == nil {
 			break
@@ -749,6 +913,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.Answer(childComplexity), true
+	case "Turn.approvals":
+		if e.ComplexityRoot.Turn.Approvals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Turn.Approvals(childComplexity), true
+	case "Turn.artifacts":
+		if e.ComplexityRoot.Turn.Artifacts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Turn.Artifacts(childComplexity), true
 	case "Turn.attempt":
 		if e.ComplexityRoot.Turn.Attempt == nil {
 			break
@@ -761,6 +937,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.Author(childComplexity), true
+	case "Turn.citations":
+		if e.ComplexityRoot.Turn.Citations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Turn.Citations(childComplexity), true
 	case "Turn.conversationId":
 		if e.ComplexityRoot.Turn.ConversationID == nil {
 			break
@@ -864,6 +1046,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("CancelTurnInput", ec.unmarshalInputCancelTurnInput),
 			graphql.NewInputUnmarshaler("CreateConversationInput", ec.unmarshalInputCreateConversationInput),
+			graphql.NewInputUnmarshaler("DecideApprovalInput", ec.unmarshalInputDecideApprovalInput),
 			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
 			graphql.NewInputUnmarshaler("SteerTurnInput", ec.unmarshalInputSteerTurnInput),
@@ -1037,6 +1220,17 @@ type Mutation {
   room. Steering a turn that has ended is a CONFLICT.
   """
   steerTurn(input: SteerTurnInput!): SteerResult!
+  """
+  Decide an approval. The assistant only proposes an external effect (an
+  approval_requested journal entry names the approval); a member decides
+  it. Only the turn's author may decide, or the owner of a shared room;
+  everyone else is FORBIDDEN, and an unknown approval is NOT_FOUND. A
+  retry of the same decision converges on it; changing a decision, or
+  deciding after the approval expired, is a CONFLICT. Approved, the effect
+  runs exactly once, keyed by the approval's id (a webhook carries it as
+  its Idempotency-Key); rejected or expired, it never runs.
+  """
+  decideApproval(input: DecideApprovalInput!): Approval!
 }
 
 type Subscription {
@@ -1132,6 +1326,77 @@ type Turn {
   finishedAt: Time
   "What the turn's recorded work spent, over all its attempts: settled with its terminal, null until the turn has ended."
   usage: Usage
+  "The external effects the turn's assistant proposed, oldest first."
+  approvals: [Approval!]!
+  "The sources the turn's answer cites; empty until it has one."
+  citations: [Citation!]!
+  "The artifacts the turn's answer references; empty until it has one."
+  artifacts: [AnswerArtifact!]!
+}
+
+enum ApprovalState {
+  "Waiting for a member's decision."
+  PENDING
+  APPROVED
+  REJECTED
+  "No member decided in time: the effect never runs."
+  EXPIRED
+}
+
+enum ApprovalDecision {
+  APPROVE
+  REJECT
+}
+
+"""
+An external effect the assistant proposed in a turn (a tool call that
+needs a member's approval), and where its decision stands.
+"""
+type Approval {
+  id: ID!
+  turnId: ID!
+  "The proposed tool."
+  tool: String!
+  "The proposed call's arguments (secrets and personal data redacted, as in the journal)."
+  arguments: JSON!
+  state: ApprovalState!
+  "When a pending approval expires; deciding after it is a CONFLICT."
+  expiresAt: Time!
+  "Whether the approved effect has run (it runs at most once)."
+  executed: Boolean!
+}
+
+"A source an answer cites, with its lineage."
+type Citation {
+  "The id the answer cites it by, e.g. doc:…"
+  id: String!
+  "The cited document, when the source is one."
+  documentId: ID
+  "The source's title."
+  source: String!
+  "The cited passage."
+  passage: String!
+  "The hex SHA-256 of the cited document's body at retrieval."
+  digest: String
+}
+
+"An artifact an answer references."
+type AnswerArtifact {
+  artifactId: ID!
+  "In a shared room, the immutable room resource reference to it."
+  resourceId: ID
+  name: String!
+  mediaType: String!
+  "Bytes."
+  size: Int!
+  "The hex SHA-256 of the content."
+  sha256: String!
+  """
+  Where to download the content: GET it with the same identity envelope
+  header as /graphql; the download re-authorises the caller. Relative to
+  the server's origin.
+  """
+  downloadUrl: String!
 }
 
 type Usage {
@@ -1265,6 +1530,12 @@ input SteerTurnInput {
   text: String!
 }
 
+input DecideApprovalInput {
+  "The approval's id, from its approval_requested journal entry."
+  approvalId: ID!
+  decision: ApprovalDecision!
+}
+
 input ResumeTurnInput {
   turnId: ID!
 }
@@ -1275,6 +1546,23 @@ input SubmitMessageInput {
   text: String!
   "Chosen by the client: 1 to 128 characters of A-Z a-z 0-9 . _ : -"
   idempotencyKey: String!
+  """
+  Route this one turn to a specialist of the caller's effective roster
+  (the agent's roster that the caller configured): 1 to 64 characters of
+  a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+  """
+  specialist: String
+  """
+  When given, exactly the documents the turn may see: at most 20, each one
+  the caller may read now (otherwise NOT_FOUND). Omitted, the turn may see
+  the caller's documents that existed when it was accepted.
+  """
+  documentIds: [ID!]
+  """
+  Artifacts selected as the turn's input: at most 20, each the caller's
+  own or referenced in a room they are in (otherwise NOT_FOUND).
+  """
+  artifactIds: [ID!]
 }
 `, BuiltIn: false},
 }
@@ -1283,6 +1571,26 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AnswerArtifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "artifactId":
+		return ec.fieldContext_AnswerArtifact_artifactId(ctx, field)
+	case "resourceId":
+		return ec.fieldContext_AnswerArtifact_resourceId(ctx, field)
+	case "name":
+		return ec.fieldContext_AnswerArtifact_name(ctx, field)
+	case "mediaType":
+		return ec.fieldContext_AnswerArtifact_mediaType(ctx, field)
+	case "size":
+		return ec.fieldContext_AnswerArtifact_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_AnswerArtifact_sha256(ctx, field)
+	case "downloadUrl":
+		return ec.fieldContext_AnswerArtifact_downloadUrl(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AnswerArtifact", field.Name)
+}
 
 func (ec *executionContext) childFields_AnswerDelta(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1298,6 +1606,26 @@ func (ec *executionContext) childFields_AnswerDelta(ctx context.Context, field g
 		return ec.fieldContext_AnswerDelta_text(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AnswerDelta", field.Name)
+}
+
+func (ec *executionContext) childFields_Approval(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Approval_id(ctx, field)
+	case "turnId":
+		return ec.fieldContext_Approval_turnId(ctx, field)
+	case "tool":
+		return ec.fieldContext_Approval_tool(ctx, field)
+	case "arguments":
+		return ec.fieldContext_Approval_arguments(ctx, field)
+	case "state":
+		return ec.fieldContext_Approval_state(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_Approval_expiresAt(ctx, field)
+	case "executed":
+		return ec.fieldContext_Approval_executed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Approval", field.Name)
 }
 
 func (ec *executionContext) childFields_Artifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1318,6 +1646,22 @@ func (ec *executionContext) childFields_Artifact(ctx context.Context, field grap
 		return ec.fieldContext_Artifact_text(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Artifact", field.Name)
+}
+
+func (ec *executionContext) childFields_Citation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Citation_id(ctx, field)
+	case "documentId":
+		return ec.fieldContext_Citation_documentId(ctx, field)
+	case "source":
+		return ec.fieldContext_Citation_source(ctx, field)
+	case "passage":
+		return ec.fieldContext_Citation_passage(ctx, field)
+	case "digest":
+		return ec.fieldContext_Citation_digest(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Citation", field.Name)
 }
 
 func (ec *executionContext) childFields_Conversation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1492,6 +1836,12 @@ func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.
 		return ec.fieldContext_Turn_finishedAt(ctx, field)
 	case "usage":
 		return ec.fieldContext_Turn_usage(ctx, field)
+	case "approvals":
+		return ec.fieldContext_Turn_approvals(ctx, field)
+	case "citations":
+		return ec.fieldContext_Turn_citations(ctx, field)
+	case "artifacts":
+		return ec.fieldContext_Turn_artifacts(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Turn", field.Name)
 }
@@ -1660,6 +2010,20 @@ func (ec *executionContext) field_Mutation_createConversation_args(ctx context.C
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.CreateConversationInput, error) {
 			return ec.unmarshalNCreateConversationInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCreateConversationInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_decideApproval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.DecideApprovalInput, error) {
+			return ec.unmarshalNDecideApprovalInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDecideApprovalInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1972,6 +2336,167 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 
 // region    **************************** field.gotpl *****************************
 
+func (ec *executionContext) _AnswerArtifact_artifactId(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_artifactId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ArtifactID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_artifactId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AnswerArtifact_resourceId(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_resourceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_resourceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AnswerArtifact_name(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _AnswerArtifact_mediaType(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_mediaType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MediaType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_mediaType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _AnswerArtifact_size(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AnswerArtifact_sha256(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Sha256, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _AnswerArtifact_downloadUrl(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_downloadUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DownloadURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "String")
+}
+
 func (ec *executionContext) _AnswerDelta_turnId(ctx context.Context, field graphql.CollectedField, obj *model.AnswerDelta) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2085,6 +2610,167 @@ func (ec *executionContext) _AnswerDelta_text(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_AnswerDelta_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AnswerDelta", field, false, false, "String")
+}
+
+func (ec *executionContext) _Approval_id(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Approval_turnId(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_turnId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TurnID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_turnId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Approval_tool(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_tool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_tool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "String")
+}
+
+func (ec *executionContext) _Approval_arguments(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_arguments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Arguments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_arguments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _Approval_state(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ApprovalState) graphql.Marshaler {
+			return ec.marshalNApprovalState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "ApprovalState")
+}
+
+func (ec *executionContext) _Approval_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Approval_executed(ctx context.Context, field graphql.CollectedField, obj *model.Approval) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Approval_executed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Executed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Approval_executed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Approval", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _Artifact_id(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
@@ -2246,6 +2932,121 @@ func (ec *executionContext) _Artifact_text(ctx context.Context, field graphql.Co
 }
 func (ec *executionContext) fieldContext_Artifact_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
+}
+
+func (ec *executionContext) _Citation_id(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Citation_documentId(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_documentId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DocumentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_documentId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Citation_source(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_source(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Source, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_source(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Citation_passage(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_passage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Passage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_passage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Citation_digest(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_digest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Digest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
 }
 
 func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
@@ -3378,6 +4179,50 @@ func (ec *executionContext) fieldContext_Mutation_steerTurn(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_decideApproval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_decideApproval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DecideApproval(ctx, fc.Args["input"].(model.DecideApprovalInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApproval(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_decideApproval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_decideApproval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4375,6 +5220,102 @@ func (ec *executionContext) fieldContext_Turn_usage(_ context.Context, field gra
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Usage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Turn_approvals(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_approvals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Turn().Approvals(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Approval) graphql.Marshaler {
+			return ec.marshalNApproval2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_approvals(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Approval(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Turn_citations(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_citations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Turn().Citations(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Citation) graphql.Marshaler {
+			return ec.marshalNCitation2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCitationᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_citations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Citation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Turn_artifacts(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_artifacts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Turn().Artifacts(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AnswerArtifact) graphql.Marshaler {
+			return ec.marshalNAnswerArtifact2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifactᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_artifacts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AnswerArtifact(ctx, field)
 		},
 	}
 	return fc, nil
@@ -5650,6 +6591,55 @@ func UnmarshalCreateConversationInput(ctx context.Context, raw any) (model.Creat
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputDecideApprovalInput(ctx context.Context, obj any) (model.DecideApprovalInput, error) {
+	var it model.DecideApprovalInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"approvalId", "decision"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "approvalId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("approvalId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ApprovalID = data
+		case "decision":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("decision"))
+			data, err := ec.unmarshalNApprovalDecision2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalDecision(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Decision = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDecideApprovalInput unmarshals raw into the DecideApprovalInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDecideApprovalInput(ctx context.Context, raw any) (model.DecideApprovalInput, error) {
+	var out model.DecideApprovalInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DecideApprovalInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputResumeTurnInput(ctx context.Context, obj any) (model.ResumeTurnInput, error) {
 	var it model.ResumeTurnInput
 	if obj == nil {
@@ -5808,7 +6798,7 @@ func (ec *executionContext) unmarshalInputSubmitMessageInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"conversationId", "text", "idempotencyKey"}
+	fieldsInOrder := [...]string{"conversationId", "text", "idempotencyKey", "specialist", "documentIds", "artifactIds"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5836,6 +6826,27 @@ func (ec *executionContext) unmarshalInputSubmitMessageInput(ctx context.Context
 				return it, err
 			}
 			it.IdempotencyKey = data
+		case "specialist":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("specialist"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Specialist = data
+		case "documentIds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("documentIds"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DocumentIds = data
+		case "artifactIds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("artifactIds"))
+			data, err := ec.unmarshalOID2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ArtifactIds = data
 		}
 	}
 	return it, nil
@@ -5860,6 +6871,69 @@ func UnmarshalSubmitMessageInput(ctx context.Context, raw any) (model.SubmitMess
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var answerArtifactImplementors = []string{"AnswerArtifact"}
+
+func (ec *executionContext) _AnswerArtifact(ctx context.Context, sel ast.SelectionSet, obj *model.AnswerArtifact) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, answerArtifactImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AnswerArtifact")
+		case "artifactId":
+			out.Values[i] = ec._AnswerArtifact_artifactId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resourceId":
+			out.Values[i] = ec._AnswerArtifact_resourceId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._AnswerArtifact_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "mediaType":
+			out.Values[i] = ec._AnswerArtifact_mediaType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._AnswerArtifact_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sha256":
+			out.Values[i] = ec._AnswerArtifact_sha256(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "downloadUrl":
+			out.Values[i] = ec._AnswerArtifact_downloadUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var answerDeltaImplementors = []string{"AnswerDelta"}
 
@@ -5894,6 +6968,69 @@ func (ec *executionContext) _AnswerDelta(ctx context.Context, sel ast.SelectionS
 			}
 		case "text":
 			out.Values[i] = ec._AnswerDelta_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var approvalImplementors = []string{"Approval"}
+
+func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet, obj *model.Approval) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Approval")
+		case "id":
+			out.Values[i] = ec._Approval_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "turnId":
+			out.Values[i] = ec._Approval_turnId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tool":
+			out.Values[i] = ec._Approval_tool(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "arguments":
+			out.Values[i] = ec._Approval_arguments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._Approval_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._Approval_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executed":
+			out.Values[i] = ec._Approval_executed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -5961,6 +7098,59 @@ func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Artifact_text(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var citationImplementors = []string{"Citation"}
+
+func (ec *executionContext) _Citation(ctx context.Context, sel ast.SelectionSet, obj *model.Citation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, citationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Citation")
+		case "id":
+			out.Values[i] = ec._Citation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "documentId":
+			out.Values[i] = ec._Citation_documentId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "source":
+			out.Values[i] = ec._Citation_source(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "passage":
+			out.Values[i] = ec._Citation_passage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "digest":
+			out.Values[i] = ec._Citation_digest(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6410,6 +7600,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "decideApproval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_decideApproval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6747,6 +7944,24 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Turn_usage(ctx, field, obj)
+				})
+		case "approvals":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Turn_approvals(ctx, field, obj)
+				})
+		case "citations":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Turn_citations(ctx, field, obj)
+				})
+		case "artifacts":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Turn_artifacts(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -7175,12 +8390,80 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) marshalNAnswerArtifact2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AnswerArtifact) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAnswerArtifact2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifact(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAnswerArtifact2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifact(ctx context.Context, sel ast.SelectionSet, v *model.AnswerArtifact) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AnswerArtifact!")
+		return graphql.Null
+	}
+	return ec._AnswerArtifact(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAnswerDelta2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerDelta(ctx context.Context, sel ast.SelectionSet, v *model.AnswerDelta) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AnswerDelta!")
 		return graphql.Null
 	}
 	return ec._AnswerDelta(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNApproval2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Approval) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApproval2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApproval(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNApproval2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApproval(ctx context.Context, sel ast.SelectionSet, v *model.Approval) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Approval!")
+		return graphql.Null
+	}
+	return ec._Approval(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNApprovalDecision2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, v any) (model.ApprovalDecision, error) {
+	var res model.ApprovalDecision
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApprovalDecision2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalDecision(ctx context.Context, sel ast.SelectionSet, v model.ApprovalDecision) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNApprovalState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalState(ctx context.Context, v any) (model.ApprovalState, error) {
+	var res model.ApprovalState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNApprovalState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalState(ctx context.Context, sel ast.SelectionSet, v model.ApprovalState) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -7200,6 +8483,30 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 func (ec *executionContext) unmarshalNCancelTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCancelTurnInput(ctx context.Context, v any) (model.CancelTurnInput, error) {
 	res, err := ec.unmarshalInputCancelTurnInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCitation2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCitationᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Citation) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCitation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCitation(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNCitation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCitation(ctx context.Context, sel ast.SelectionSet, v *model.Citation) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Citation!")
+		return graphql.Null
+	}
+	return ec._Citation(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNCommandState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCommandState(ctx context.Context, v any) (model.CommandState, error) {
@@ -7264,6 +8571,11 @@ func (ec *executionContext) marshalNConversationKind2githubᚗcomᚋturngateᚋt
 
 func (ec *executionContext) unmarshalNCreateConversationInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCreateConversationInput(ctx context.Context, v any) (model.CreateConversationInput, error) {
 	res, err := ec.unmarshalInputCreateConversationInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNDecideApprovalInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDecideApprovalInput(ctx context.Context, v any) (model.DecideApprovalInput, error) {
+	res, err := ec.unmarshalInputDecideApprovalInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -7683,6 +8995,41 @@ func (ec *executionContext) marshalOConversation2ᚖgithubᚗcomᚋturngateᚋtu
 		return graphql.Null
 	}
 	return ec._Conversation(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {

@@ -10,6 +10,23 @@ import (
 	"time"
 )
 
+// An artifact an answer references.
+type AnswerArtifact struct {
+	ArtifactID string `json:"artifactId"`
+	// In a shared room, the immutable room resource reference to it.
+	ResourceID *string `json:"resourceId,omitempty"`
+	Name       string  `json:"name"`
+	MediaType  string  `json:"mediaType"`
+	// Bytes.
+	Size int64 `json:"size"`
+	// The hex SHA-256 of the content.
+	Sha256 string `json:"sha256"`
+	// Where to download the content: GET it with the same identity envelope
+	// header as /graphql; the download re-authorises the caller. Relative to
+	// the server's origin.
+	DownloadURL string `json:"downloadUrl"`
+}
+
 type AnswerDelta struct {
 	TurnID  string `json:"turnId"`
 	Seq     int64  `json:"seq"`
@@ -19,10 +36,40 @@ type AnswerDelta struct {
 	Text   string `json:"text"`
 }
 
+// An external effect the assistant proposed in a turn (a tool call that
+// needs a member's approval), and where its decision stands.
+type Approval struct {
+	ID     string `json:"id"`
+	TurnID string `json:"turnId"`
+	// The proposed tool.
+	Tool string `json:"tool"`
+	// The proposed call's arguments (secrets and personal data redacted, as in the journal).
+	Arguments JSON          `json:"arguments"`
+	State     ApprovalState `json:"state"`
+	// When a pending approval expires; deciding after it is a CONFLICT.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Whether the approved effect has run (it runs at most once).
+	Executed bool `json:"executed"`
+}
+
 type CancelTurnInput struct {
 	// Chosen by the client, a UUID; a retry reuses it.
 	CommandID string `json:"commandId"`
 	TurnID    string `json:"turnId"`
+}
+
+// A source an answer cites, with its lineage.
+type Citation struct {
+	// The id the answer cites it by, e.g. doc:…
+	ID string `json:"id"`
+	// The cited document, when the source is one.
+	DocumentID *string `json:"documentId,omitempty"`
+	// The source's title.
+	Source string `json:"source"`
+	// The cited passage.
+	Passage string `json:"passage"`
+	// The hex SHA-256 of the cited document's body at retrieval.
+	Digest *string `json:"digest,omitempty"`
 }
 
 type ConversationConnection struct {
@@ -40,6 +87,12 @@ type CreateConversationInput struct {
 	Kind  ConversationKind `json:"kind"`
 	// The agent's slug; the default agent when omitted.
 	Agent *string `json:"agent,omitempty"`
+}
+
+type DecideApprovalInput struct {
+	// The approval's id, from its approval_requested journal entry.
+	ApprovalID string           `json:"approvalId"`
+	Decision   ApprovalDecision `json:"decision"`
 }
 
 // A document the caller may read.
@@ -118,6 +171,17 @@ type SubmitMessageInput struct {
 	Text           string `json:"text"`
 	// Chosen by the client: 1 to 128 characters of A-Z a-z 0-9 . _ : -
 	IdempotencyKey string `json:"idempotencyKey"`
+	// Route this one turn to a specialist of the caller's effective roster
+	// (the agent's roster that the caller configured): 1 to 64 characters of
+	// a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+	Specialist *string `json:"specialist,omitempty"`
+	// When given, exactly the documents the turn may see: at most 20, each one
+	// the caller may read now (otherwise NOT_FOUND). Omitted, the turn may see
+	// the caller's documents that existed when it was accepted.
+	DocumentIds []string `json:"documentIds,omitempty"`
+	// Artifacts selected as the turn's input: at most 20, each the caller's
+	// own or referenced in a room they are in (otherwise NOT_FOUND).
+	ArtifactIds []string `json:"artifactIds,omitempty"`
 }
 
 type Subscription struct {
@@ -129,6 +193,122 @@ type Usage struct {
 	// Model steps, including compaction.
 	ModelCalls int64 `json:"modelCalls"`
 	ToolCalls  int64 `json:"toolCalls"`
+}
+
+type ApprovalDecision string
+
+const (
+	ApprovalDecisionApprove ApprovalDecision = "APPROVE"
+	ApprovalDecisionReject  ApprovalDecision = "REJECT"
+)
+
+var AllApprovalDecision = []ApprovalDecision{
+	ApprovalDecisionApprove,
+	ApprovalDecisionReject,
+}
+
+func (e ApprovalDecision) IsValid() bool {
+	switch e {
+	case ApprovalDecisionApprove, ApprovalDecisionReject:
+		return true
+	}
+	return false
+}
+
+func (e ApprovalDecision) String() string {
+	return string(e)
+}
+
+func (e *ApprovalDecision) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApprovalDecision(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApprovalDecision", str)
+	}
+	return nil
+}
+
+func (e ApprovalDecision) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApprovalDecision) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApprovalDecision) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type ApprovalState string
+
+const (
+	// Waiting for a member's decision.
+	ApprovalStatePending  ApprovalState = "PENDING"
+	ApprovalStateApproved ApprovalState = "APPROVED"
+	ApprovalStateRejected ApprovalState = "REJECTED"
+	// No member decided in time: the effect never runs.
+	ApprovalStateExpired ApprovalState = "EXPIRED"
+)
+
+var AllApprovalState = []ApprovalState{
+	ApprovalStatePending,
+	ApprovalStateApproved,
+	ApprovalStateRejected,
+	ApprovalStateExpired,
+}
+
+func (e ApprovalState) IsValid() bool {
+	switch e {
+	case ApprovalStatePending, ApprovalStateApproved, ApprovalStateRejected, ApprovalStateExpired:
+		return true
+	}
+	return false
+}
+
+func (e ApprovalState) String() string {
+	return string(e)
+}
+
+func (e *ApprovalState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ApprovalState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApprovalState", str)
+	}
+	return nil
+}
+
+func (e ApprovalState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ApprovalState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ApprovalState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type CommandState string

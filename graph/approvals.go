@@ -1,0 +1,183 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/graph/model"
+	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/turn"
+)
+
+// decideApprovalInput is decideApproval's input as validated.
+type decideApprovalInput struct {
+	ApprovalID string `json:"approvalId" validate:"uuid"`
+	Decision   string `json:"decision" validate:"oneof=APPROVE REJECT"`
+}
+
+// decisions maps the contract's decisions to the service's.
+var decisions = map[model.ApprovalDecision]string{
+	model.ApprovalDecisionApprove: turn.DecisionApprove,
+	model.ApprovalDecisionReject:  turn.DecisionReject,
+}
+
+// argumentRedactor redacts an approval's arguments as the runner redacts
+// them in its approval_requested entry (its default patterns), so the
+// approval shows a member no more than the journal does.
+var argumentRedactor = func() *guard.Redactor {
+	r, err := guard.NewRedactor(guard.DefaultPatterns())
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+// redactArguments redacts every string of a JSON value, keeping it JSON.
+func redactArguments(raw json.RawMessage) model.JSON {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		s, _ := argumentRedactor.Redact(string(raw))
+		b, _ := json.Marshal(s)
+		return model.JSON(b)
+	}
+	b, err := json.Marshal(redactValue(v))
+	if err != nil {
+		return model.JSON("null")
+	}
+	return model.JSON(b)
+}
+
+func redactValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		s, _ := argumentRedactor.Redact(x)
+		return s
+	case []any:
+		for i := range x {
+			x[i] = redactValue(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = redactValue(x[k])
+		}
+	}
+	return v
+}
+
+// approvalState is the contract's state of a stored approval: a pending
+// one whose time has run out is EXPIRED — deciding it is a CONFLICT, and
+// its effect never runs — even before its run records the expiry.
+func approvalState(state string, expiresAt, now time.Time) model.ApprovalState {
+	if state == "pending" && !now.Before(expiresAt) {
+		return model.ApprovalStateExpired
+	}
+	return model.ApprovalState(strings.ToUpper(state))
+}
+
+func toApproval(a *turn.ApprovalState) *model.Approval {
+	return &model.Approval{
+		ID:        a.ID.String(),
+		TurnID:    a.TurnID.String(),
+		Tool:      a.Tool,
+		Arguments: redactArguments(a.Arguments),
+		State:     approvalState(a.State, a.ExpiresAt, time.Now()),
+		ExpiresAt: a.ExpiresAt,
+		Executed:  a.Executed,
+	}
+}
+
+func toEntApproval(a *ent.Approval, now time.Time) *model.Approval {
+	return &model.Approval{
+		ID:        a.ID.String(),
+		TurnID:    a.TurnID.String(),
+		Tool:      a.Tool,
+		Arguments: redactArguments(a.Arguments),
+		State:     approvalState(string(a.State), a.ExpiresAt, now),
+		ExpiresAt: a.ExpiresAt,
+		Executed:  a.ExecutedAt != nil,
+	}
+}
+
+// turnApprovals lists a turn's approvals, oldest first.
+func turnApprovals(ctx context.Context, client *ent.Client, turnID uuid.UUID) ([]*model.Approval, error) {
+	as, err := client.Approval.Query().
+		Where(approval.TurnID(turnID)).
+		Order(ent.Asc(approval.FieldCreatedAt), ent.Asc(approval.FieldID)).
+		All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("approvals of turn %s: %w", turnID, err)
+	}
+	now := time.Now()
+	out := make([]*model.Approval, len(as))
+	for i, a := range as {
+		out[i] = toEntApproval(a, now)
+	}
+	return out, nil
+}
+
+// answerOf reads the payload of a turn's turn_answer entry; the zero
+// payload when the turn has none (it has not answered, or its answer was
+// refused).
+func answerOf(ctx context.Context, q journal.Querier, t *model.Turn) (turn.AnswerPayload, error) {
+	if t.Answer == nil {
+		return turn.AnswerPayload{}, nil // no answer, so no turn_answer entry
+	}
+	id, err := uuid.Parse(t.ID)
+	if err != nil {
+		return turn.AnswerPayload{}, fmt.Errorf("turn id %q: %w", t.ID, err)
+	}
+	entries, err := journal.ReadTurn(ctx, q, id, 0, 1, journal.KindTurnAnswer)
+	if err != nil || len(entries) == 0 {
+		return turn.AnswerPayload{}, err
+	}
+	var p turn.AnswerPayload
+	if err := json.Unmarshal(entries[0].Payload, &p); err != nil {
+		return turn.AnswerPayload{}, fmt.Errorf("decode the answer of turn %s: %w", id, err)
+	}
+	return p, nil
+}
+
+func toCitations(cs []turn.AnswerCitation) []*model.Citation {
+	out := make([]*model.Citation, len(cs))
+	for i, c := range cs {
+		mc := &model.Citation{ID: c.ID, Source: c.Source, Passage: c.Passage}
+		if c.Document != uuid.Nil {
+			s := c.Document.String()
+			mc.DocumentID = &s
+		}
+		if c.Digest != "" {
+			d := c.Digest
+			mc.Digest = &d
+		}
+		out[i] = mc
+	}
+	return out
+}
+
+func toAnswerArtifacts(as []turn.AnswerArtifact) []*model.AnswerArtifact {
+	out := make([]*model.AnswerArtifact, len(as))
+	for i, a := range as {
+		ma := &model.AnswerArtifact{
+			ArtifactID:  a.ArtifactID.String(),
+			Name:        a.Name,
+			MediaType:   a.MediaType,
+			Size:        a.Size,
+			Sha256:      a.SHA256,
+			DownloadURL: ArtifactPath(a.ArtifactID),
+		}
+		if a.ResourceID != uuid.Nil {
+			s := a.ResourceID.String()
+			ma.ResourceID = &s
+		}
+		out[i] = ma
+	}
+	return out
+}
