@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
 )
 
 // DefaultAgent is the slug of the agent a conversation gets when none is named.
@@ -291,6 +292,13 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 	if n == 0 {
 		// Already so: nothing changes, the audience version included.
 		return c, nil
+	}
+	if add && c.Kind == entconv.KindShared {
+		// Invitation-time reconciliation: files the newcomer made in this
+		// room's turns (while in it before) become room references again.
+		if _, err := tools.LinkToRoom(ctx, tx, c.ID.String(), nil); err != nil {
+			return nil, fmt.Errorf("add member: %w", err)
+		}
 	}
 	entries, err := journal.Append(ctx, tx, c.ID, nil, journal.Draft{
 		Kind: kind, ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},

@@ -2,7 +2,6 @@ package turn
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,23 +200,21 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 			return err
 		}
 		if member {
+			ids := make([]uuid.UUID, len(refs))
+			for i, a := range refs {
+				ids[i] = a.ID
+			}
+			// The same linking step invitation-time reconciliation uses.
+			linked, err := tools.LinkToRoom(ctx, tx, c.Turn.ConversationID.String(), ids)
+			if err != nil {
+				return err
+			}
 			for _, a := range refs {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO room_resources (id, conversation_id, artifact_id, digest, turn_id)
-SELECT $1, $2, a.id, a.sha256, $4 FROM artifacts a WHERE a.id = $3 AND a.owner_id = $5 AND a.sha256 = $6
-ON CONFLICT (conversation_id, artifact_id) DO NOTHING`, uuid.New(), c.Turn.ConversationID, a.ID, c.Turn.ID, h.bundle.MemberID, a.SHA256); err != nil {
-					return fmt.Errorf("room resource for %s: %w", a.ID, err)
+				for _, l := range linked {
+					if l.ArtifactID == a.ID && l.Digest == a.SHA256 {
+						made = append(made, AnswerArtifact{ArtifactID: a.ID, ResourceID: l.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
+					}
 				}
-				// The reference (new, or one a retried call made before).
-				var id uuid.UUID
-				err := queryRow(ctx, tx, `SELECT id FROM room_resources WHERE conversation_id = $1 AND artifact_id = $2 AND digest = $3`,
-					[]any{c.Turn.ConversationID, a.ID, a.SHA256}, &id)
-				if errors.Is(err, sql.ErrNoRows) {
-					continue // not the member's artifact as described: no reference
-				}
-				if err != nil {
-					return fmt.Errorf("room resource for %s: %w", a.ID, err)
-				}
-				made = append(made, AnswerArtifact{ArtifactID: a.ID, ResourceID: id, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
 			}
 		}
 		if err := tx.Commit(); err != nil {

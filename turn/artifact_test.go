@@ -1,0 +1,110 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/turn"
+)
+
+// makesAFile has the model create one artifact, then answer.
+func makesAFile(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	if last := req.Messages[len(req.Messages)-1]; last.Role != "tool" && len(req.Tools) > 0 {
+		return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
+			{ID: "call_1", Name: tools.CreateArtifactName, Arguments: `{"name":"notes.md","content":"# notes"}`}}}, nil
+	}
+	return &gateway.Result{Text: "I wrote notes.md.", FinishReason: "stop"}, nil
+}
+
+// In a collaborative turn the file a tool made stays its owner's record,
+// and the room gets an immutable reference to it, which the answer
+// carries; another member reads it through that reference. In a private
+// room the answer carries the owner's own artifact and no reference.
+func TestArtifactsSettleAsRoomReferences(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	env.Agent(t, "react", []string{tools.CreateArtifactName}, nil)
+	env.Runner(t, turn.RunnerConfig{Gateway: (&scriptModel{script: makesAFile}).gateway()})
+	ctx := context.Background()
+	answerArtifacts := func(room, turnID uuid.UUID) []turn.AnswerArtifact {
+		t.Helper()
+		var p turn.AnswerPayload
+		if err := json.Unmarshal(entriesOf(t, env, room, turnID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Artifacts
+	}
+
+	shared := env.Submit(t, env.Alice, env.Shared.ID, "write notes")
+	env.WaitTerminal(t, shared.ID)
+	got := answerArtifacts(env.Shared.ID, shared.ID)
+	if len(got) != 1 || got[0].ResourceID == uuid.Nil || got[0].Name != "notes.md" {
+		t.Fatalf("shared answer artifacts %+v, want one room reference", got)
+	}
+	var owner, room uuid.UUID
+	var digest string
+	if err := env.DB.QueryRow(`SELECT a.owner_id, r.conversation_id, r.digest FROM room_resources r JOIN artifacts a ON a.id = r.artifact_id WHERE r.id = $1`,
+		got[0].ResourceID).Scan(&owner, &room, &digest); err != nil {
+		t.Fatal(err)
+	}
+	if owner != env.Alice.ID || room != env.Shared.ID || digest != got[0].SHA256 {
+		t.Fatalf("reference: owner %s room %s digest %s", owner, room, digest)
+	}
+	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, got[0].ArtifactID); err != nil {
+		t.Fatalf("another member reads through the reference: %v", err)
+	}
+
+	private := env.Submit(t, env.Alice, env.Private(t, env.Alice).ID, "write notes")
+	env.WaitTerminal(t, private.ID)
+	mine := answerArtifacts(env.Private(t, env.Alice).ID, private.ID)
+	if len(mine) != 1 || mine[0].ResourceID != uuid.Nil {
+		t.Fatalf("private answer artifacts %+v, want the owner's artifact, no reference", mine)
+	}
+	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, mine[0].ArtifactID); !errors.Is(err, tools.ErrArtifactNotFound) {
+		t.Fatalf("bob reads alice's private file: %v", err)
+	}
+}
+
+// Invitation-time reconciliation: a file a member made in a room's turn
+// while outside it has no reference; inviting them back links it, through
+// the same resolver and linking step as post-run linking.
+func TestInvitationReconcilesFiles(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	carol := env.NewMember(t, "carol@example.com")
+	if _, err := env.Rooms.AddMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
+		t.Fatal(err)
+	}
+	tt := env.Submit(t, carol, env.Shared.ID, "make a file")
+	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
+		t.Fatal(err)
+	}
+	// Her file from that turn settles while she is out: no reference.
+	ref, err := tools.CreateArtifact(ctx, env.Client, carol.ID, tt.ID, "out.txt", "text/plain", []byte("made while out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linked, err := tools.LinkToRoom(ctx, env.Client, env.Shared.Channel, []uuid.UUID{ref.ID}); err != nil || len(linked) != 0 {
+		t.Fatalf("linked %+v (%v) for a member who is out", linked, err)
+	}
+	if _, err := env.Rooms.AddMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
+		t.Fatal(err)
+	}
+	var refs int
+	if err := env.DB.QueryRow(`SELECT count(*) FROM room_resources WHERE conversation_id = $1 AND artifact_id = $2 AND digest = $3`,
+		env.Shared.ID, ref.ID, ref.SHA256).Scan(&refs); err != nil || refs != 1 {
+		t.Fatalf("after the invitation: %d references (%v), want 1", refs, err)
+	}
+	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, ref.ID); err != nil {
+		t.Fatalf("bob reads the reconciled file: %v", err)
+	}
+}
