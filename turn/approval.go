@@ -253,10 +253,27 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 		return nil, err
 	}
 	defer tx.Rollback()
+	// The room's row lock orders this decision against membership changes
+	// (they take it too), and the decision lands only while the decider is
+	// still a member of the room: the database guards the authorisation
+	// checked above, not the Go code alone.
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR SHARE`, roomID); err != nil {
+		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
+	}
 	var decided string
 	err = queryRow(ctx, tx, `UPDATE approvals SET state = $2, decided_by = $3, decided_at = now()
-WHERE id = $1 AND state = 'pending' AND expires_at > now() RETURNING state`, []any{approvalID, decision, actor.ID}, &decided)
+WHERE id = $1 AND state = 'pending' AND expires_at > now()
+  AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $4 AND member_id = $3)
+RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 	if errors.Is(err, sql.ErrNoRows) {
+		var member bool
+		if err := queryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
+			[]any{roomID, actor.ID}, &member); err != nil {
+			return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
+		}
+		if !member {
+			return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may decide this approval")
+		}
 		tx.Rollback()
 		current, err := s.approvalState(ctx, approvalID)
 		if err != nil {

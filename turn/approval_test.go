@@ -160,3 +160,33 @@ func assertToolStatus(t *testing.T, env *testkit.Env, turnID uuid.UUID, want str
 		t.Fatalf("tool_completed %+v, want status %s", p, want)
 	}
 }
+
+// An author who has left the room can no longer decide their turn's
+// approval: the decision is guarded by membership at the moment it lands.
+func TestRemovedAuthorCannotDecide(t *testing.T) {
+	t.Parallel()
+	env, rec := webhookWorld(t, time.Minute)
+	ctx := context.Background()
+	carol := env.NewMember(t, "carol@example.com")
+	if _, err := env.Rooms.AddMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.DB.Exec(`INSERT INTO member_permissions (id, member_id, permission) VALUES ($1, $2, 'tasks.write')`, uuid.New(), carol.ID); err != nil {
+		t.Fatal(err)
+	}
+	tt := env.Submit(t, carol, env.Shared.ID, "tell ops to deploy v2")
+	id := approvalOf(t, env, tt.ID)
+	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Turns.DecideApproval(ctx, carol, id, turn.DecisionApprove); codeOf(err) != string(errcode.Forbidden) {
+		t.Fatalf("a removed author deciding = %v, want FORBIDDEN", err)
+	}
+	var state string
+	if err := env.DB.QueryRow(`SELECT state FROM approvals WHERE id = $1`, id).Scan(&state); err != nil || state != "pending" {
+		t.Fatalf("approval is %s (%v), want still pending", state, err)
+	}
+	if n := len(rec.deliveries()); n != 0 {
+		t.Fatalf("%d deliveries", n)
+	}
+}
