@@ -67,6 +67,194 @@ type Config struct {
 	// NoRunner serves the API without claiming turns (TURNGATE_NO_RUNNER):
 	// an API-only replica.
 	NoRunner bool
+	// Limits bound what clients can make this replica hold.
+	Limits Limits
+}
+
+// Limits bound everything a client can make one replica hold or spend:
+// request bodies, query documents and their cache, sockets and
+// subscriptions, command rates and the sandbox. A zero field means its
+// default; each has an environment variable, listed in Limits.vars and in
+// the README's "Limits and errors".
+type Limits struct {
+	// MaxBody bounds an HTTP request body and a WebSocket message, in
+	// bytes (TURNGATE_MAX_BODY, 1 MiB).
+	MaxBody int64
+	// MaxQuery bounds a GraphQL query document, in bytes
+	// (TURNGATE_MAX_QUERY, 64 KiB).
+	MaxQuery int64
+	// QueryCache bounds the parsed-query cache by the bytes of the
+	// documents it holds, weighted by what their parse costs
+	// (TURNGATE_QUERY_CACHE, 16 MiB).
+	QueryCache int64
+	// MaxDepth bounds the nesting of a query's selections, introspection
+	// included (TURNGATE_MAX_DEPTH, 15).
+	MaxDepth int
+	// WSInitTimeout is how long a WebSocket may wait before
+	// connection_init (TURNGATE_WS_INIT_TIMEOUT, 10s); then it is closed
+	// with 4408.
+	WSInitTimeout time.Duration
+	// MaxSubscriptions bounds the subscriptions open on one WebSocket
+	// (TURNGATE_MAX_SUBSCRIPTIONS, 100).
+	MaxSubscriptions int
+	// MaxStreams bounds one member's open streams on this replica:
+	// WebSocket connections and SSE subscriptions together
+	// (TURNGATE_MAX_STREAMS_PER_MEMBER, 50).
+	MaxStreams int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout are the HTTP
+	// server's (TURNGATE_READ_HEADER_TIMEOUT 10s, TURNGATE_READ_TIMEOUT
+	// 30s, TURNGATE_IDLE_TIMEOUT 120s). ReadTimeout covers reading a
+	// request, body included; a stream's request is read under it, then
+	// the stream itself lives on.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	// CommandRate and CommandBurst are the token bucket of one member's
+	// commands on this replica: submitMessage, steerTurn, cancelTurn and
+	// decideApproval (TURNGATE_COMMAND_RATE 5 per second,
+	// TURNGATE_COMMAND_BURST 30).
+	CommandRate  float64
+	CommandBurst int
+	// SandboxMemory bounds one run_code script's memory, in bytes
+	// (TURNGATE_SANDBOX_MEMORY, 128 MiB).
+	SandboxMemory int64
+	// SandboxWorkers bounds the run_code scripts running at once on this
+	// replica (TURNGATE_SANDBOX_WORKERS, 4); SandboxQueue bounds those
+	// waiting for a worker (TURNGATE_SANDBOX_QUEUE, 64): past it a call
+	// is refused with a tool error.
+	SandboxWorkers int
+	SandboxQueue   int
+	// SandboxWallTime bounds one script's run (TURNGATE_SANDBOX_WALL_TIME,
+	// 2s).
+	SandboxWallTime time.Duration
+	// NoIntrospection refuses introspection queries
+	// (TURNGATE_INTROSPECTION=false; on by default: typed clients and
+	// GraphiQL read the schema through it).
+	NoIntrospection bool
+	// Suggestions adds "did you mean" hints to validation errors
+	// (TURNGATE_SUGGESTIONS; nil: on in dev mode, off otherwise).
+	Suggestions *bool
+}
+
+// Default limits.
+const (
+	DefaultMaxBody           = 1 << 20
+	DefaultMaxQuery          = 64 << 10
+	DefaultQueryCache        = 16 << 20
+	DefaultMaxDepth          = 15
+	DefaultWSInitTimeout     = 10 * time.Second
+	DefaultMaxSubscriptions  = 100
+	DefaultMaxStreams        = 50
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultCommandRate       = 5.0
+	DefaultCommandBurst      = 30
+	DefaultSandboxMemory     = 128 << 20
+	DefaultSandboxWorkers    = 4
+	DefaultSandboxQueue      = 64
+	DefaultSandboxWallTime   = 2 * time.Second
+)
+
+// WithDefaults fills every zero field with its default.
+func (l Limits) WithDefaults() Limits {
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxBody, DefaultMaxBody)
+	def(&l.MaxQuery, DefaultMaxQuery)
+	def(&l.QueryCache, DefaultQueryCache)
+	defInt(&l.MaxDepth, DefaultMaxDepth)
+	defDur(&l.WSInitTimeout, DefaultWSInitTimeout)
+	defInt(&l.MaxSubscriptions, DefaultMaxSubscriptions)
+	defInt(&l.MaxStreams, DefaultMaxStreams)
+	defDur(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defDur(&l.ReadTimeout, DefaultReadTimeout)
+	defDur(&l.IdleTimeout, DefaultIdleTimeout)
+	if l.CommandRate <= 0 {
+		l.CommandRate = DefaultCommandRate
+	}
+	defInt(&l.CommandBurst, DefaultCommandBurst)
+	def(&l.SandboxMemory, DefaultSandboxMemory)
+	defInt(&l.SandboxWorkers, DefaultSandboxWorkers)
+	defInt(&l.SandboxQueue, DefaultSandboxQueue)
+	defDur(&l.SandboxWallTime, DefaultSandboxWallTime)
+	return l
+}
+
+// vars are the limits' environment variables.
+func (l *Limits) vars() []envVar {
+	return []envVar{
+		{"TURNGATE_MAX_BODY", &l.MaxBody},
+		{"TURNGATE_MAX_QUERY", &l.MaxQuery},
+		{"TURNGATE_QUERY_CACHE", &l.QueryCache},
+		{"TURNGATE_MAX_DEPTH", &l.MaxDepth},
+		{"TURNGATE_WS_INIT_TIMEOUT", &l.WSInitTimeout},
+		{"TURNGATE_MAX_SUBSCRIPTIONS", &l.MaxSubscriptions},
+		{"TURNGATE_MAX_STREAMS_PER_MEMBER", &l.MaxStreams},
+		{"TURNGATE_READ_HEADER_TIMEOUT", &l.ReadHeaderTimeout},
+		{"TURNGATE_READ_TIMEOUT", &l.ReadTimeout},
+		{"TURNGATE_IDLE_TIMEOUT", &l.IdleTimeout},
+		{"TURNGATE_COMMAND_RATE", &l.CommandRate},
+		{"TURNGATE_COMMAND_BURST", &l.CommandBurst},
+		{"TURNGATE_SANDBOX_MEMORY", &l.SandboxMemory},
+		{"TURNGATE_SANDBOX_WORKERS", &l.SandboxWorkers},
+		{"TURNGATE_SANDBOX_QUEUE", &l.SandboxQueue},
+		{"TURNGATE_SANDBOX_WALL_TIME", &l.SandboxWallTime},
+	}
+}
+
+// envVar is one numeric setting read from the environment.
+type envVar struct {
+	name string
+	ptr  any // *int64 (bytes: 1048576, 1024KiB, 1MiB), *int, *float64 or *time.Duration
+}
+
+// parse sets the variable from v.
+func (e envVar) parse(v string) error {
+	var err error
+	switch p := e.ptr.(type) {
+	case *int64:
+		*p, err = parseBytes(v)
+	case *int:
+		*p, err = strconv.Atoi(v)
+	case *float64:
+		*p, err = strconv.ParseFloat(v, 64)
+	case *time.Duration:
+		*p, err = time.ParseDuration(v)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.name, err)
+	}
+	return nil
+}
+
+// parseBytes reads a size: a number of bytes, optionally with a KiB, MiB
+// or GiB suffix.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, suffix)), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a size in bytes (e.g. 1048576 or 1MiB), got %q", s)
+	}
+	return n * mult, nil
 }
 
 // Dev reports whether envelopes are verified with the dev key.
@@ -157,6 +345,27 @@ func ConfigFromEnv() (Config, error) {
 				c.AllowedOrigins = append(c.AllowedOrigins, o)
 			}
 		}
+	}
+	for _, v := range c.Limits.vars() {
+		if s := os.Getenv(v.name); s != "" {
+			if err := v.parse(s); err != nil {
+				return c, err
+			}
+		}
+	}
+	if v := os.Getenv("TURNGATE_INTROSPECTION"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("TURNGATE_INTROSPECTION: %w", err)
+		}
+		c.Limits.NoIntrospection = !on
+	}
+	if v := os.Getenv("TURNGATE_SUGGESTIONS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("TURNGATE_SUGGESTIONS: %w", err)
+		}
+		c.Limits.Suggestions = &on
 	}
 	if abs, err := filepath.Abs(c.DataDir); err == nil {
 		c.DataDir = abs
