@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -155,7 +154,7 @@ func (s *Service) List(ctx context.Context, viewer authority.Member, first int, 
 	if after != "" {
 		at, id, err := decodeCursor(after)
 		if err != nil {
-			return nil, false, errcode.Invalid("after", "malformed cursor")
+			return nil, false, err
 		}
 		q = q.Where(roommember.Or(
 			roommember.CreatedAtLT(at),
@@ -180,25 +179,36 @@ func (s *Service) List(ctx context.Context, viewer authority.Member, first int, 
 	return out, more, nil
 }
 
+// encodeCursor is the opaque conversations cursor of a membership: its
+// join time and id, the keys List orders by.
 func encodeCursor(at time.Time, id uuid.UUID) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id.String()))
 }
 
+// malformedCursor is every decodeCursor failure: the client's to fix,
+// with no detail of the cursor's layout.
+func malformedCursor() error { return errcode.Invalid("after", "malformed cursor") }
+
+// decodeCursor reads a cursor made by encodeCursor. Every failure is a
+// BAD_USER_INPUT error on "after".
 func decodeCursor(s string) (time.Time, uuid.UUID, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return time.Time{}, uuid.Nil, err
+		return time.Time{}, uuid.Nil, malformedCursor()
 	}
 	ts, ids, ok := strings.Cut(string(raw), "|")
 	if !ok {
-		return time.Time{}, uuid.Nil, errors.New("malformed cursor")
+		return time.Time{}, uuid.Nil, malformedCursor()
 	}
 	at, err := time.Parse(time.RFC3339Nano, ts)
 	if err != nil {
-		return time.Time{}, uuid.Nil, err
+		return time.Time{}, uuid.Nil, malformedCursor()
 	}
 	id, err := uuid.Parse(ids)
-	return at, id, err
+	if err != nil {
+		return time.Time{}, uuid.Nil, malformedCursor()
+	}
+	return at, id, nil
 }
 
 // Members returns a room's memberships with their members.
