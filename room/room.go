@@ -189,8 +189,11 @@ func encodeCursor(at time.Time, id uuid.UUID) string {
 // with no detail of the cursor's layout.
 func malformedCursor() error { return errcode.Invalid("after", "malformed cursor") }
 
-// decodeCursor reads a cursor made by encodeCursor. Every failure is a
-// BAD_USER_INPUT error on "after".
+// decodeCursor reads a cursor made by encodeCursor, and only one spelled
+// exactly as encodeCursor spells it: base64, RFC 3339 and UUID parsing
+// each accept other spellings of the same position (line breaks, a zone
+// offset, trailing zeros, upper case, braces), and an opaque cursor has
+// one. Every failure is a BAD_USER_INPUT error on "after".
 func decodeCursor(s string) (time.Time, uuid.UUID, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
@@ -205,7 +208,7 @@ func decodeCursor(s string) (time.Time, uuid.UUID, error) {
 		return time.Time{}, uuid.Nil, malformedCursor()
 	}
 	id, err := uuid.Parse(ids)
-	if err != nil {
+	if err != nil || encodeCursor(at, id) != s {
 		return time.Time{}, uuid.Nil, malformedCursor()
 	}
 	return at, id, nil
