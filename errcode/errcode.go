@@ -2,24 +2,72 @@
 // packages return *Error values for every failure that is the caller's to
 // fix; the GraphQL error presenter turns them into extensions.code and
 // treats anything else as an internal error that is logged, not shown.
+//
+// The set of codes is closed: Codes lists every code the server sends, and
+// the README's "Limits and errors" documents each with what a client should
+// do. Only UNAVAILABLE and RATE_LIMITED are retryable.
 package errcode
 
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a client-visible failure class, spelled as GraphQL extensions.code.
 type Code string
 
 const (
+	// Unauthenticated: no identity envelope, or one that does not verify.
 	Unauthenticated Code = "UNAUTHENTICATED"
-	Forbidden       Code = "FORBIDDEN"
-	NotFound        Code = "NOT_FOUND"
-	BadUserInput    Code = "BAD_USER_INPUT"
-	Conflict        Code = "CONFLICT"
-	Unavailable     Code = "UNAVAILABLE"
+	// Forbidden: the caller is known but may not do this.
+	Forbidden Code = "FORBIDDEN"
+	// NotFound: no such thing, or one the caller may not see (the two are
+	// indistinguishable on purpose).
+	NotFound Code = "NOT_FOUND"
+	// BadUserInput: an argument or the request itself is invalid.
+	BadUserInput Code = "BAD_USER_INPUT"
+	// Conflict: the request contradicts the current state (an idempotency
+	// key reused with other text, a finished turn).
+	Conflict Code = "CONFLICT"
+	// RateLimited: too many commands or streams; retry after
+	// extensions.retryAfterMs.
+	RateLimited Code = "RATE_LIMITED"
+	// PayloadTooLarge: the request body or query document is over its
+	// limit.
+	PayloadTooLarge Code = "PAYLOAD_TOO_LARGE"
+	// Unavailable: the server cannot serve now (its database is
+	// restarting, it is shutting down); retry.
+	Unavailable Code = "UNAVAILABLE"
+	// Internal: a bug. It is logged; the client sees no detail.
+	Internal Code = "INTERNAL"
+	// ParseFailed and ValidationFailed are gqlgen's: the document does
+	// not parse, or does not validate against the schema (including
+	// variables of the wrong type, depth and complexity limits).
+	ParseFailed      Code = "GRAPHQL_PARSE_FAILED"
+	ValidationFailed Code = "GRAPHQL_VALIDATION_FAILED"
 )
+
+// Codes is the closed set of codes the server sends.
+func Codes() []Code {
+	return []Code{Unauthenticated, Forbidden, NotFound, BadUserInput, Conflict, RateLimited,
+		PayloadTooLarge, Unavailable, Internal, ParseFailed, ValidationFailed}
+}
+
+// Known reports whether c is in the closed set.
+func Known(c Code) bool {
+	for _, k := range Codes() {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Retryable reports whether a client may retry a request that failed with
+// c unchanged: only when the server was unavailable or the caller was
+// rate limited. Everything else fails the same way again.
+func (c Code) Retryable() bool { return c == Unavailable || c == RateLimited }
 
 // Error is a failure whose message is safe to show to the caller.
 type Error struct {
@@ -27,6 +75,9 @@ type Error struct {
 	Message string
 	// Field names the offending input field, when there is one.
 	Field string
+	// RetryAfter, when positive, is how long the caller should wait
+	// before retrying (RATE_LIMITED, UNAVAILABLE).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
@@ -44,6 +95,8 @@ var (
 	ErrNotFound        = &Error{Code: NotFound}
 	ErrBadUserInput    = &Error{Code: BadUserInput}
 	ErrConflict        = &Error{Code: Conflict}
+	ErrRateLimited     = &Error{Code: RateLimited}
+	ErrUnavailable     = &Error{Code: Unavailable}
 )
 
 // New returns an *Error with a formatted message.

@@ -12,44 +12,111 @@ import (
 	"github.com/turngate/turngate/errcode"
 )
 
-// ErrorPresenter maps domain errors to GraphQL errors with
-// extensions.code. Errors that are not the caller's to fix are logged and
-// sent as "internal error": no SQL text or stack trace reaches a client.
+// ErrorPresenter maps every error a client sees to one code of the closed
+// set in errcode, with extensions.retryable (true only for UNAVAILABLE and
+// RATE_LIMITED) and extensions.retryAfterMs where the server knows it.
+// Errors that are not the caller's to fix are logged and sent as
+// "internal error" with code INTERNAL: no SQL text or stack trace reaches a
+// client.
 func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
-		var gqlErr *gqlerror.Error
-		if errors.As(err, &gqlErr) && gqlErr.Err == nil {
-			// Parse and validation errors of the request itself: gqlgen
-			// has already given them a code.
-			return gqlErr
-		}
 		out := graphql.DefaultErrorPresenter(ctx, err)
-		if e, ok := errcode.From(err); ok {
-			out.Message = e.Message
-			out.Extensions = map[string]any{"code": string(e.Code)}
-			if e.Field != "" {
-				out.Extensions["field"] = e.Field
+		code, msg := classify(ctx, err)
+		switch code {
+		case errcode.Internal:
+			log.ErrorContext(ctx, "internal error", "path", out.Path, "err", err)
+			out.Message = "internal error"
+		case errcode.Unavailable:
+			if errcode.StorageUnavailable(err) {
+				log.WarnContext(ctx, "database unavailable", "path", out.Path, "err", err)
 			}
-			return out
+			out.Message = msg
+		default:
+			out.Message = msg
 		}
-		if errors.Is(err, authority.ErrUnauthenticated) {
-			out.Message = err.Error()
-			out.Extensions = map[string]any{"code": string(errcode.Unauthenticated)}
-			return out
-		}
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			out.Message = "request cancelled"
-			out.Extensions = map[string]any{"code": string(errcode.Unavailable)}
-			return out
-		}
-		log.ErrorContext(ctx, "internal error", "path", out.Path, "err", err)
-		out.Message = "internal error"
-		out.Extensions = map[string]any{"code": "INTERNAL_SERVER_ERROR"}
-		return out
+		return Present(out, code, err)
 	}
 }
 
-// Recover turns a resolver panic into an internal error, logged.
+// Present sets out's extensions for code: the code, retryable and, when
+// err carries one, retryAfterMs and the offending field. Every error the
+// server writes, GraphQL or not, goes through it.
+func Present(out *gqlerror.Error, code errcode.Code, err error) *gqlerror.Error {
+	ext := map[string]any{"code": string(code), "retryable": code.Retryable()}
+	if e, ok := errcode.From(err); ok {
+		if e.Field != "" {
+			ext["field"] = e.Field
+		}
+		if e.RetryAfter > 0 {
+			ext["retryAfterMs"] = e.RetryAfter.Milliseconds()
+		}
+	}
+	out.Extensions = ext
+	return out
+}
+
+// gqlgen's own codes outside the closed set, and what they are in it.
+var gqlgenCodes = map[string]errcode.Code{
+	string(errcode.ParseFailed):      errcode.ParseFailed,
+	string(errcode.ValidationFailed): errcode.ValidationFailed,
+	"COMPLEXITY_LIMIT_EXCEEDED":      errcode.ValidationFailed,
+}
+
+// classify decides an error's code and the message the client sees.
+func classify(ctx context.Context, err error) (errcode.Code, string) {
+	if e, ok := errcode.From(err); ok {
+		return e.Code, e.Message
+	}
+	if errors.Is(err, authority.ErrUnauthenticated) {
+		return errcode.Unauthenticated, err.Error()
+	}
+	if errcode.StorageUnavailable(err) {
+		return errcode.Unavailable, "the database is unavailable; retry"
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errcode.Unavailable, "request cancelled"
+	}
+	var gqlErr *gqlerror.Error
+	if !errors.As(err, &gqlErr) {
+		return errcode.Internal, ""
+	}
+	if c, ok := gqlErr.Extensions["code"].(string); ok {
+		if mapped, ok := gqlgenCodes[c]; ok {
+			return mapped, gqlErr.Message
+		}
+		if errcode.Known(errcode.Code(c)) {
+			return errcode.Code(c), gqlErr.Message
+		}
+		return errcode.Internal, ""
+	}
+	if argumentError(ctx) {
+		// gqlgen could not coerce an argument (an enum value that does
+		// not exist, a scalar that does not parse): the caller's input.
+		return errcode.BadUserInput, gqlErr.Message
+	}
+	if len(gqlErr.Path) == 0 && gqlErr.Err == nil {
+		// A request-level error gqlgen raised itself: a body it could
+		// not read, no operation, an unknown operation name.
+		return errcode.BadUserInput, gqlErr.Message
+	}
+	// A field-level error that is none of ours (a non-null field
+	// resolved to null): a bug.
+	return errcode.Internal, ""
+}
+
+// argumentError reports whether the error being presented was raised
+// while gqlgen coerced the current field's arguments: their arguments are
+// set only once coercion succeeded.
+func argumentError(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	fc := graphql.GetFieldContext(ctx)
+	return fc != nil && fc.Args == nil && fc.Field.Definition != nil && len(fc.Field.Definition.Arguments) > 0
+}
+
+// Recover turns a resolver panic into an INTERNAL error for that one
+// operation; the server keeps serving. The panic is logged.
 func Recover(log *slog.Logger) graphql.RecoverFunc {
 	return func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "resolver panic", "panic", p)
