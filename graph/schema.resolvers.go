@@ -429,7 +429,7 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 		// its owner, recover it as soon as its lease has expired.
 		go r.Runs.Watch(ctx, c.ID)
 	}
-	return follow(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+	return Stream(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, c.ID, p.After, nil, func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
@@ -487,7 +487,7 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 		}
 		return entries, nil
 	}
-	return follow(ctx, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
+	return Stream(ctx, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, t.ConversationID, p.After, read, func(e journal.Entry) error {
 			if e.Kind == journal.KindTurnTerminal {
 				return errStreamEnded // the answer is complete
