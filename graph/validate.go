@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
@@ -34,8 +33,10 @@ func newValidator() *validator.Validate {
 	must(v.RegisterValidation("specialist", func(fl validator.FieldLevel) bool {
 		return specialistPattern.MatchString(fl.Field().String())
 	}))
+	// notblank: text with something a person can see (not only spaces,
+	// zero-width or other invisible characters).
 	must(v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
-		return strings.TrimSpace(fl.Field().String()) != ""
+		return Visible(fl.Field().String())
 	}))
 	// maxbytes bounds a string's length in bytes (max counts characters).
 	must(v.RegisterValidation("maxbytes", func(fl validator.FieldLevel) bool {
@@ -118,8 +119,10 @@ func check(v any) error {
 
 func describe(fe validator.FieldError) string {
 	switch fe.ActualTag() { // the failing tag, inside an alias
-	case "required", "notblank":
+	case "required":
 		return fe.Field() + " must not be empty"
+	case "notblank":
+		return fe.Field() + " must have a visible character (not only spaces or invisible characters)"
 	case "idempotencykey":
 		return fe.Field() + " must be 1 to 128 characters of A-Z a-z 0-9 . _ : -"
 	case "specialist":
