@@ -20,6 +20,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/room"
@@ -132,7 +133,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if !cfg.NoRunner {
 		resolver.Runs = a.runner
 	}
-	a.handler, err = a.routes(ctx, resolver, verifier)
+	a.handler, err = a.routes(ctx, a.resolverRoot(resolver), verifier)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +212,18 @@ func (a *App) Serve(ctx context.Context) error {
 			return err
 		}
 	}
-	a.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	lim := a.cfg.Limits.WithDefaults()
+	a.srv = &http.Server{
+		Handler: a.handler,
+		// ReadTimeout covers a request's headers and body; the edge
+		// lifts it for a stream once its body is read, and a WebSocket
+		// upgrade drops it. Responses have no write timeout: streams
+		// are long.
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- a.srv.Serve(a.ln) }()
 	select {
@@ -258,4 +269,13 @@ func (a *App) DevToken(email string, ttl time.Duration) (string, error) {
 		return "", errors.New("not in dev mode: envelopes come from the platform")
 	}
 	return mintDev(a.signer, email, ttl)
+}
+
+// resolverRoot is the resolvers the GraphQL handler serves: resolver
+// itself, or what a test wraps it in (Config.wrapResolvers).
+func (a *App) resolverRoot(r *graph.Resolver) generated.ResolverRoot {
+	if a.cfg.wrapResolvers != nil {
+		return a.cfg.wrapResolvers(r)
+	}
+	return r
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/generated"
 )
 
 // Config is the server's configuration: embedded defaults, overridden by
@@ -69,6 +71,10 @@ type Config struct {
 	NoRunner bool
 	// Limits bound what clients can make this replica hold.
 	Limits Limits
+
+	// wrapResolvers, in tests only, wraps the GraphQL resolvers (to
+	// force a panic, for instance).
+	wrapResolvers func(*graph.Resolver) generated.ResolverRoot
 }
 
 // Limits bound everything a client can make one replica hold or spend:

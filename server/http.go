@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -27,10 +27,12 @@ import (
 
 // routes builds the HTTP surface: GraphQL (POST, graphql-transport-ws and
 // SSE on one path), artifact downloads at /artifacts/{id}, GraphiQL at /,
-// and /healthz. Every request passes the envelope middleware; nothing else
-// supplies identity.
-func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *authority.Verifier) (http.Handler, error) {
-	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: resolver}))
+// and /healthz. Every GraphQL request meets the edge first (body bounds
+// and raw-input checks, before any authentication or parsing), then the
+// envelope middleware; nothing else supplies identity.
+func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier *authority.Verifier) (http.Handler, error) {
+	lim := a.cfg.Limits.WithDefaults()
+	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
 	gql.AddTransport(transport.Websocket{
 		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
 			// Same-origin upgrades are always accepted; other browser
@@ -41,6 +43,7 @@ func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *au
 		// only serves the legacy protocol.
 		PingPongInterval:      15 * time.Second,
 		KeepAlivePingInterval: 15 * time.Second,
+		PayloadReadLimit:      &lim.MaxBody,
 		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			// The connection_init payload never carries identity: the
 			// upgrade request's envelope header already put it in ctx.
@@ -51,9 +54,15 @@ func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *au
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
-	gql.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	gql.Use(extension.Introspection{})
-	gql.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	gql.SetQueryCache(graph.NewQueryCache[*ast.QueryDocument](lim.QueryCache))
+	gql.SetDisableSuggestion(!a.suggestions())
+	if !lim.NoIntrospection {
+		gql.Use(extension.Introspection{})
+	}
+	gql.Use(graph.QueryLimit{MaxBytes: lim.MaxQuery})
+	gql.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
+	gql.Use(graph.InputCheck{})
+	gql.Use(graph.StreamErrors{})
 	gql.Use(extension.FixedComplexityLimit(500))
 	gql.SetErrorPresenter(graph.ErrorPresenter(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))
@@ -62,21 +71,64 @@ func (a *App) routes(ctx context.Context, resolver *graph.Resolver, verifier *au
 	mux.Handle("/graphql", gql)
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /artifacts/{id}", a.downloadArtifact)
-	explorer := web.Config{Endpoint: "/graphql", Headers: map[string]string{}, Title: "turngate"}
+	explorer := web.Config{Endpoint: "/graphql", Title: "turngate"}
+	var page http.Handler = web.Handler(explorer)
 	if a.signer != nil {
 		// Dev mode: the explorer opens signed in as the first demo
-		// member, on the tour of the demo's shared room.
+		// member, on the tour of the demo's shared room — but only for
+		// a page loaded by a loopback Host, so a page of another name
+		// that resolves here (DNS rebinding) never reads the envelope.
 		tok, err := a.DevToken(demo.People[0].Email, 30*24*time.Hour)
 		if err != nil {
 			return nil, err
 		}
-		explorer.Headers[a.cfg.IdentityHeader] = tok
+		explorer.Headers = map[string]string{a.cfg.IdentityHeader: tok}
 		if team, err := demo.TeamRoom(ctx, a.client); err == nil {
 			explorer.DefaultQuery = demo.Tour(team.ID.String())
 		}
+		plain, signedIn := page, web.Handler(explorer)
+		page = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if loopbackHost(r.Host) {
+				signedIn.ServeHTTP(w, r)
+				return
+			}
+			plain.ServeHTTP(w, r)
+		})
 	}
-	mux.Handle("/", web.Handler(explorer))
-	return authority.Middleware(verifier, a.cfg.IdentityHeader)(mux), nil
+	mux.Handle("/", page)
+	authed := authority.Middleware(verifier, a.cfg.IdentityHeader)(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBody)
+		if r.URL.Path == "/graphql" {
+			edge{maxBody: lim.MaxBody, next: authed}.ServeHTTP(w, r)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	}), nil
+}
+
+// suggestions reports whether validation errors may say "did you mean":
+// as configured, else only in dev mode.
+func (a *App) suggestions() bool {
+	if s := a.cfg.Limits.Suggestions; s != nil {
+		return *s
+	}
+	return a.cfg.Dev()
+}
+
+// loopbackHost reports whether a request's Host names this machine by a
+// loopback name or address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // healthz answers 200 when the database answers.

@@ -1,0 +1,189 @@
+package graph
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/turngate/turngate/errcode"
+)
+
+// QueryLimit is the gqlgen extension that refuses a query document longer
+// than MaxBytes before it is parsed: PAYLOAD_TOO_LARGE.
+type QueryLimit struct{ MaxBytes int64 }
+
+var (
+	_ graphql.HandlerExtension          = QueryLimit{}
+	_ graphql.OperationParameterMutator = QueryLimit{}
+)
+
+func (QueryLimit) ExtensionName() string                   { return "QueryLimit" }
+func (QueryLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (l QueryLimit) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if n := int64(len(p.Query)); n > l.MaxBytes {
+		e := errcode.New(errcode.PayloadTooLarge, "the query document is %d bytes; the limit is %d", n, l.MaxBytes)
+		return &gqlerror.Error{Message: e.Message, Err: e}
+	}
+	return nil
+}
+
+// QueryCache is gqlgen's parsed-query cache bounded by bytes rather than
+// entries: each document costs queryCostFactor times the length of its
+// text (the key it is held under plus the syntax tree parsed from it), and
+// the least recently used documents are dropped to stay within the budget.
+// An entry bound alone lets a few large documents hold hundreds of MiB.
+type QueryCache[T any] struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	order  *list.List // of *queryEntry[T], most recently used first
+	byKey  map[string]*list.Element
+}
+
+// queryCostFactor weighs a document's text: measured, a parsed document
+// and its key hold about twice the text's bytes; four leaves headroom.
+const queryCostFactor = 4
+
+type queryEntry[T any] struct {
+	key   string
+	value T
+	cost  int64
+}
+
+// NewQueryCache returns a cache holding at most budget bytes of documents.
+func NewQueryCache[T any](budget int64) *QueryCache[T] {
+	return &QueryCache[T]{budget: budget, order: list.New(), byKey: map[string]*list.Element{}}
+}
+
+var _ graphql.Cache[any] = (*QueryCache[any])(nil)
+
+// Get implements graphql.Cache.
+func (c *QueryCache[T]) Get(_ context.Context, key string) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*queryEntry[T]).value, true
+}
+
+// Add implements graphql.Cache. A document costing more than the whole
+// budget is not kept.
+func (c *QueryCache[T]) Add(_ context.Context, key string, value T) {
+	cost := int64(len(key)) * queryCostFactor
+	if cost > c.budget {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		c.order.MoveToFront(el)
+		return
+	}
+	for c.used+cost > c.budget {
+		last := c.order.Back()
+		e := last.Value.(*queryEntry[T])
+		c.order.Remove(last)
+		delete(c.byKey, e.key)
+		c.used -= e.cost
+	}
+	c.byKey[key] = c.order.PushFront(&queryEntry[T]{key: key, value: value, cost: cost})
+	c.used += cost
+}
+
+// Used is the cost of the documents held, in bytes.
+func (c *QueryCache[T]) Used() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+// QueryShape is the gqlgen extension that bounds an operation's shape
+// after it validates: selections at most MaxDepth fields deep
+// (introspection included: its ofType chains are fields like any other),
+// and no introspection at all when Introspection is false. Both refusals
+// are GRAPHQL_VALIDATION_FAILED.
+type QueryShape struct {
+	MaxDepth      int
+	Introspection bool
+}
+
+var (
+	_ graphql.HandlerExtension        = QueryShape{}
+	_ graphql.OperationContextMutator = QueryShape{}
+)
+
+func (QueryShape) ExtensionName() string                   { return "QueryShape" }
+func (QueryShape) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (s QueryShape) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	if rc.Operation == nil {
+		return nil
+	}
+	w := shapeWalker{frags: rc.Doc.Fragments, limit: s.MaxDepth}
+	depth := w.depth(rc.Operation.SelectionSet, 0)
+	switch {
+	case !s.Introspection && w.introspects:
+		return validationError("introspection is disabled on this server")
+	case depth > s.MaxDepth:
+		return validationError(fmt.Sprintf("the operation nests fields more than %d deep", s.MaxDepth))
+	}
+	return nil
+}
+
+func validationError(msg string) *gqlerror.Error {
+	return &gqlerror.Error{Message: msg, Extensions: map[string]any{"code": string(errcode.ValidationFailed)}}
+}
+
+// shapeWalker measures a selection set's depth through fragments. It
+// stops descending past the limit and measures each fragment once, so no
+// document costs more than its size times the limit.
+type shapeWalker struct {
+	frags       ast.FragmentDefinitionList
+	limit       int
+	introspects bool
+	fragDepth   map[string]int // a fragment's own depth, once measured
+}
+
+func (w *shapeWalker) depth(set ast.SelectionSet, at int) int {
+	deepest := at
+	if at > w.limit {
+		return at
+	}
+	for _, sel := range set {
+		var d int
+		switch sel := sel.(type) {
+		case *ast.Field:
+			if sel.Name == "__schema" || sel.Name == "__type" {
+				w.introspects = true
+			}
+			d = w.depth(sel.SelectionSet, at+1)
+		case *ast.InlineFragment:
+			d = w.depth(sel.SelectionSet, at)
+		case *ast.FragmentSpread:
+			rel, ok := w.fragDepth[sel.Name]
+			if !ok {
+				if w.fragDepth == nil {
+					w.fragDepth = map[string]int{}
+				}
+				w.fragDepth[sel.Name] = 0 // cycles do not validate; guard anyway
+				if f := w.frags.ForName(sel.Name); f != nil {
+					rel = w.depth(f.SelectionSet, 0)
+				}
+				w.fragDepth[sel.Name] = rel
+			}
+			d = at + rel
+		}
+		deepest = max(deepest, d)
+	}
+	return deepest
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph"
+)
+
+// edge is the first thing a GraphQL request meets, before any
+// authentication or parsing work: it bounds the body, refuses what the
+// GraphQL transports would misread (a body that is not JSON, invalid
+// UTF-8, lone surrogate escapes) with a coded error that never echoes the
+// body, and lets a stream's request outlive the server's ReadTimeout once
+// its body is read.
+type edge struct {
+	maxBody int64
+	next    http.Handler
+}
+
+func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Header.Get("Upgrade") != "":
+		// A WebSocket upgrade has no body; its messages are bounded by
+		// the transport's read limit.
+		e.next.ServeHTTP(w, r)
+		return
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		if err := checkQueryParams(r.URL.RawQuery); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		e.next.ServeHTTP(w, r)
+		return
+	case r.Method == http.MethodOptions:
+		e.next.ServeHTTP(w, r)
+		return
+	case r.Method != http.MethodPost:
+		w.Header().Set("Allow", "GET, POST, OPTIONS")
+		writeError(w, http.StatusMethodNotAllowed, errcode.New(errcode.BadUserInput, "method %s is not allowed: use POST (or GET for queries)", r.Method))
+		return
+	}
+	if r.ContentLength > e.maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, tooLarge(e.maxBody))
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, errcode.New(errcode.BadUserInput, "the request body must be application/json"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, tooLarge(e.maxBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, errcode.New(errcode.BadUserInput, "the request body could not be read"))
+		return
+	}
+	if err := checkBody(body); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if isStream(r) {
+		// The request is read, under the server's ReadTimeout; the
+		// stream that answers it may last for hours.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
+	e.next.ServeHTTP(w, r)
+}
+
+// isStream reports whether r asks for an SSE subscription.
+func isStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func tooLarge(limit int64) error {
+	return errcode.New(errcode.PayloadTooLarge, "the request body is over the limit of %d bytes", limit)
+}
+
+// checkBody refuses a body that is not one JSON object of valid UTF-8
+// without lone surrogate escapes. The body is never quoted back.
+func checkBody(body []byte) error {
+	if err := graph.CheckRawJSON(body); err != nil {
+		return err
+	}
+	if !json.Valid(body) {
+		return errcode.New(errcode.BadUserInput, "the request body is not valid JSON")
+	}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return errcode.New(errcode.BadUserInput, "the request body must be a JSON object with query, variables and operationName")
+	}
+	return nil
+}
+
+// checkQueryParams checks a GET request's parameters like a body: each
+// decoded value must be valid UTF-8 without lone surrogate escapes (the
+// variables and extensions parameters are JSON).
+func checkQueryParams(raw string) error {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return errcode.New(errcode.BadUserInput, "the query string is malformed")
+	}
+	for _, vs := range vals {
+		for _, v := range vs {
+			if err := graph.CheckRawJSON([]byte(v)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeError answers a request the GraphQL handler never sees with a
+// GraphQL error response carrying a code, like every other error.
+func writeError(w http.ResponseWriter, status int, err error) {
+	code := errcode.Internal
+	msg := "internal error"
+	if e, ok := errcode.From(err); ok {
+		code, msg = e.Code, e.Message
+	}
+	gqlErr := graph.Present(&gqlerror.Error{Message: msg}, code, err)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if e, ok := errcode.From(err); ok && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"errors": []*gqlerror.Error{gqlErr}})
+}
