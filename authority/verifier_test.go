@@ -84,6 +84,9 @@ func TestVerify(t *testing.T) {
 		{"exp not a number", mustMint(t, k.signer, with("exp", "tomorrow")), Identity{}, ReasonMalformed},
 		{"wrong signature", mustMint(t, other, goodClaims()), Identity{}, ReasonSignature},
 		{"tampered payload", tampered, Identity{}, ReasonSignature},
+		// base64 skips line breaks: this was a second spelling of good.
+		{"line break in the signature", good[:len(good)-20] + "\r\n" + good[len(good)-20:], Identity{}, ReasonMalformed},
+		{"padded signature", good + "==", Identity{}, ReasonMalformed},
 		{"alg none", none, Identity{}, ReasonAlgorithm},
 		{"alg relabelled none", relabelled, Identity{}, ReasonAlgorithm},
 		{"HS256 keyed with the public key", hsPub, Identity{}, ReasonAlgorithm},
