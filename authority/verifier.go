@@ -191,9 +191,21 @@ func compactSerialization(token string) bool {
 	return true
 }
 
+// maxNumericDate is the last second of year 9999.
+var maxNumericDate = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+
 // checkTimes applies exp (required), nbf and iat (when present), each
 // within the leeway. As in jwt, an envelope is expired from exp on.
+//
+// Each must lie in 1970..9999: jwt reads a date as float seconds and
+// converts it to int64 unchecked, so an nbf or iat of 1e300 or 2^63,
+// meant to lie in the future, became a date in the distant past and passed.
 func (v *Verifier) checkTimes(c *jwt.RegisteredClaims) error {
+	for _, d := range []*jwt.NumericDate{c.ExpiresAt, c.NotBefore, c.IssuedAt} {
+		if d != nil && (d.Unix() < 0 || d.Unix() > maxNumericDate) {
+			return unauthenticated(ReasonMalformed, errors.New("date claim outside 1970..9999"))
+		}
+	}
 	now := v.now()
 	switch {
 	case c.ExpiresAt == nil:

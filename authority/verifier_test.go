@@ -82,6 +82,12 @@ func TestVerify(t *testing.T) {
 		{"not yet valid", mustMint(t, k.signer, with("nbf", t0.Add(time.Minute).Unix())), Identity{}, ReasonNotYetValid},
 		{"issued in the future", mustMint(t, k.signer, with("iat", t0.Add(time.Minute).Unix())), Identity{}, ReasonIssuedInFuture},
 		{"exp not a number", mustMint(t, k.signer, with("exp", "tomorrow")), Identity{}, ReasonMalformed},
+		{"exp after 9999", mustMint(t, k.signer, with("exp", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).Unix())), Identity{}, ReasonMalformed},
+		{"exp before 1970", mustMint(t, k.signer, with("exp", -1)), Identity{}, ReasonMalformed},
+		// jwt converts float seconds to int64 unchecked: these were dates
+		// in the distant past, so an envelope not valid for ages passed.
+		{"nbf beyond int64", mustMint(t, k.signer, with("nbf", 1e300)), Identity{}, ReasonMalformed},
+		{"iat beyond int64", mustMint(t, k.signer, with("iat", 1e19)), Identity{}, ReasonMalformed},
 		{"wrong signature", mustMint(t, other, goodClaims()), Identity{}, ReasonSignature},
 		{"tampered payload", tampered, Identity{}, ReasonSignature},
 		// base64 skips line breaks: this was a second spelling of good.
