@@ -6,7 +6,7 @@ PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
 RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
-.PHONY: run build test vet check-generate generate bench chaos clean
+.PHONY: run build test vet check-generate generate bench chaos fuzz clean
 
 run: build
 	$(BIN) serve
@@ -52,6 +52,19 @@ bench:
 # turns under kill -9 and SIGSTOP (make test runs a short round).
 chaos:
 	TURNGATE_CHAOS=long $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./server
+
+# fuzz runs each fuzz target for FUZZTIME, one after the other; make test
+# runs their seed corpora (testdata/fuzz and f.Add) as ordinary tests. A
+# target is package:FuzzName; add yours with a FUZZ_TARGETS += line.
+FUZZTIME     ?= 30s
+FUZZ_TARGETS := ./authority:FuzzVerify ./authority:FuzzVerifyMutation ./authority:FuzzVerifyClaims
+FUZZ_TARGETS += ./room:FuzzDecodeCursor ./room:FuzzCursorRoundTrip
+# FUZZ_TARGETS += ./graph:Fuzz...   (graph input validation: to come)
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "$${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 clean:
 	rm -rf bin
