@@ -63,6 +63,7 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	gql.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
 	gql.Use(graph.InputCheck{})
 	gql.Use(graph.StreamErrors{})
+	gql.Use(&graph.CommandLimit{Rate: lim.CommandRate, Burst: lim.CommandBurst})
 	gql.Use(extension.FixedComplexityLimit(500))
 	gql.SetErrorPresenter(graph.ErrorPresenter(a.log))
 	gql.SetRecoverFunc(graph.Recover(a.log))

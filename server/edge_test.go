@@ -1,0 +1,417 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/generated"
+	"github.com/turngate/turngate/graph/model"
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// postRaw posts body to the GraphQL endpoint as alice (or anonymously
+// when tok is ""), with contentType, and returns the status and the
+// decoded errors.
+func postRaw(t *testing.T, h *harness, method, tok, contentType string, body []byte) (int, []byte, []gqlclient.Error) {
+	t.Helper()
+	req, err := http.NewRequest(method, h.base+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if tok != "" {
+		req.Header.Set(h.cfg.IdentityHeader, tok)
+	}
+	res, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out gqlclient.Response
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("HTTP %d: response is not a GraphQL response: %s", res.StatusCode, raw)
+	}
+	return res.StatusCode, raw, out.Errors
+}
+
+// checkCoded fails unless errs is one error with code and
+// extensions.retryable as the closed set says.
+func checkCoded(t *testing.T, errs []gqlclient.Error, code string) {
+	t.Helper()
+	if len(errs) == 0 {
+		t.Fatalf("no error, want %s", code)
+	}
+	e := errs[0]
+	if e.Code() != code {
+		t.Fatalf("code = %q (%s), want %s", e.Code(), e.Message, code)
+	}
+	retryable, ok := e.Extensions["retryable"].(bool)
+	if !ok || retryable != (code == "UNAVAILABLE" || code == "RATE_LIMITED") {
+		t.Fatalf("extensions.retryable = %v for %s", e.Extensions["retryable"], code)
+	}
+}
+
+// TestMalformedBodiesRefusedAtTheEdge: a body that is not a JSON object of
+// valid UTF-8 (lone surrogate escapes included), the wrong media type or
+// method, gets a coded error before any authentication, never echoes the
+// body, and writes nothing.
+func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	team := rooms(t, h.client(t, alice))["Team room"].ID
+	tok, err := mintDev(h.signer, alice, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitBody := func(text string) []byte {
+		return []byte(`{"query":"mutation($c: ID!, $t: String!) { submitMessage(input: {conversationId: $c, text: $t, idempotencyKey: \"edge\"}) { id } }","variables":{"c":"` + team + `","t":"` + text + `"}}`)
+	}
+	const secret = "SECRET-BODY-MARKER"
+	tests := []struct {
+		name        string
+		method      string
+		contentType string
+		body        []byte
+		status      int
+	}{
+		{"not JSON", http.MethodPost, "application/json", []byte("this is not json " + secret), http.StatusBadRequest},
+		{"truncated JSON", http.MethodPost, "application/json", []byte(`{"query": "{ me { id } }", "x": "` + secret), http.StatusBadRequest},
+		{"a JSON array", http.MethodPost, "application/json", []byte(`[{"query": "{ me { id } }"}, "` + secret + `"]`), http.StatusBadRequest},
+		{"invalid UTF-8", http.MethodPost, "application/json", submitBody("caf\xe9 " + secret), http.StatusBadRequest},
+		{"lone high surrogate", http.MethodPost, "application/json", submitBody(`\ud800 ` + secret), http.StatusBadRequest},
+		{"lone low surrogate", http.MethodPost, "application/json", submitBody(`\udc00 ` + secret), http.StatusBadRequest},
+		{"reversed pair", http.MethodPost, "application/json", submitBody(`\udc00\ud800 ` + secret), http.StatusBadRequest},
+		{"text/plain", http.MethodPost, "text/plain", []byte(`{"query": "{ me { id } }"}`), http.StatusUnsupportedMediaType},
+		{"PUT", http.MethodPut, "application/json", []byte(`{"query": "{ me { id } }"}`), http.StatusMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, who := range []string{"anonymous", "alice"} {
+				auth := ""
+				if who == "alice" {
+					auth = tok
+				}
+				before := counts(t, h)
+				status, raw, errs := postRaw(t, h, tt.method, auth, tt.contentType, tt.body)
+				if status != tt.status {
+					t.Fatalf("%s: HTTP %d, want %d: %s", who, status, tt.status, raw)
+				}
+				checkCoded(t, errs, "BAD_USER_INPUT")
+				if bytes.Contains(raw, []byte(secret)) {
+					t.Fatalf("%s: the response echoes the body: %s", who, raw)
+				}
+				if after := counts(t, h); after != before {
+					t.Fatalf("%s: database changed: %+v -> %+v", who, before, after)
+				}
+			}
+		})
+	}
+	// A valid surrogate pair is a character like any other.
+	status, raw, errs := postRaw(t, h, http.MethodPost, tok, "application/json", submitBody(`pair \ud83d\ude00`))
+	if status != http.StatusOK || len(errs) != 0 {
+		t.Fatalf("a valid surrogate pair: HTTP %d %s", status, raw)
+	}
+}
+
+// TestHostileStringsRefused: a NUL anywhere, text of only invisible
+// characters, and an enum value in the wrong case are refused with
+// BAD_USER_INPUT (or GRAPHQL_VALIDATION_FAILED), never INTERNAL, and write
+// nothing — through variables and through literals alike.
+func TestHostileStringsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	nul := "a\x00b"
+	tests := []struct {
+		name  string
+		query string
+		vars  map[string]any
+		codes []string
+	}{
+		{"NUL in message text", submit, map[string]any{"c": team, "t": nul, "k": "nul-1"}, nil},
+		{"NUL in a conversation id", submit, map[string]any{"c": team + "\x00", "t": "hi", "k": "nul-2"}, nil},
+		{"NUL in an idempotency key", submit, map[string]any{"c": team, "t": "hi", "k": "k\x00"}, nil},
+		{"NUL in conversation(id)", `query($c: ID!) { conversation(id: $c) { id } }`, map[string]any{"c": nul}, nil},
+		{"NUL in journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": nul}, nil},
+		{"NUL in a room title", `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`, map[string]any{"t": nul}, nil},
+		{"NUL in documents(query)", `query($q: String) { documents(query: $q) { id } }`, map[string]any{"q": nul}, nil},
+		{"NUL in a query literal", `{ documents(query: "a\u0000b") { id } }`, nil, nil},
+		{"NUL in a list element", `mutation($c: ID!, $d: [ID!]) { submitMessage(input: {conversationId: $c, text: "hi", idempotencyKey: "nul-3", documentIds: $d}) { id } }`,
+			map[string]any{"c": team, "d": []string{"7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11\x00"}}, nil},
+		{"zero-width text", submit, map[string]any{"c": team, "t": "\u200b\u200c\u200d\u2060\ufeff", "k": "zw-1"}, nil},
+		{"invisible fillers", submit, map[string]any{"c": team, "t": " \u3164 \u00ad\u180e ", "k": "zw-2"}, nil},
+		{"zero-width room title", `mutation { createConversation(input: {title: "\u200b\u200b", kind: SHARED}) { id } }`, nil, nil},
+		{"lowercase enum in variables", `mutation($i: CreateConversationInput!) { createConversation(input: $i) { id } }`,
+			map[string]any{"i": map[string]any{"title": "x", "kind": "shared"}}, []string{"BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED"}},
+		{"lowercase enum as a variable", `mutation($k: ConversationKind!) { createConversation(input: {title: "x", kind: $k}) { id } }`,
+			map[string]any{"k": "shared"}, []string{"BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.codes
+			if want == nil {
+				want = []string{"BAD_USER_INPUT"}
+			}
+			before := counts(t, h)
+			res, err := a.Raw(ctx, gqlclient.Request{Query: tt.query, Variables: tt.vars})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Errors) == 0 {
+				t.Fatalf("accepted: %s", res.Data)
+			}
+			code := res.Errors[0].Code()
+			ok := false
+			for _, w := range want {
+				ok = ok || code == w
+			}
+			if !ok {
+				t.Fatalf("code = %q (%s), want one of %v", code, res.Errors[0].Message, want)
+			}
+			checkCoded(t, res.Errors, code)
+			if after := counts(t, h); after != before {
+				t.Fatalf("database changed: %+v -> %+v", before, after)
+			}
+		})
+	}
+	// Text with a visible character among invisible ones is a message.
+	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "\u200bhi\u200b", "k": "zw-ok"}, nil); err != nil {
+		t.Fatalf("visible text refused: %v", err)
+	}
+}
+
+// panicky wraps the real resolvers with ones forced to panic: the me
+// query, a journal subscription in its resolver (conversationId
+// "panic-now"), and a journal subscription's goroutine after one entry.
+type panicky struct{ *graph.Resolver }
+
+func (p panicky) Query() generated.QueryResolver { return panickyQuery{p.Resolver.Query()} }
+func (p panicky) Subscription() generated.SubscriptionResolver {
+	return panickySubscription{p.Resolver.Subscription()}
+}
+
+type panickyQuery struct{ generated.QueryResolver }
+
+func (panickyQuery) Me(context.Context) (*model.Member, error) {
+	panic("forced panic in a query resolver")
+}
+
+type panickySubscription struct{ generated.SubscriptionResolver }
+
+func (s panickySubscription) Journal(ctx context.Context, id string, after *int64) (<-chan *model.JournalEntry, error) {
+	if id == "panic-now" {
+		panic("forced panic in a subscription resolver")
+	}
+	real, err := s.SubscriptionResolver.Journal(ctx, id, after)
+	if err != nil {
+		return nil, err
+	}
+	return graph.Stream(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+		select {
+		case e := <-real:
+			if err := emit(e); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		panic("forced panic in a subscription goroutine")
+	}), nil
+}
+
+// TestPanicIsInternalForOneOperation: a resolver or subscription
+// goroutine that panics ends that one operation with INTERNAL — over
+// HTTP, WebSocket and SSE — and the server keeps serving.
+func TestPanicIsInternalForOneOperation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) {
+		c.wrapResolvers = func(r *graph.Resolver) generated.ResolverRoot { return panicky{r} }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	journalSub := `subscription($c: ID!) { journal(conversationId: $c) { seq kind } }`
+	stillServes := func(t *testing.T) {
+		t.Helper()
+		if got := rooms(t, a); got["Team room"].ID != team {
+			t.Fatalf("the server stopped serving: %v", got)
+		}
+	}
+
+	t.Run("HTTP query", func(t *testing.T) {
+		res, err := a.Raw(ctx, gqlclient.Request{Query: `{ me { id } }`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCoded(t, res.Errors, "INTERNAL")
+		if res.Errors[0].Message != "internal error" {
+			t.Fatalf("message = %q: a panic's detail reached the client", res.Errors[0].Message)
+		}
+		stillServes(t)
+	})
+
+	for _, tt := range []struct{ name, room string }{{"resolver", "panic-now"}, {"goroutine", team}} {
+		t.Run("SSE "+tt.name, func(t *testing.T) {
+			ch, err := a.SSE(ctx, gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": tt.room}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last gqlclient.Response
+			n := 0
+			for r := range ch {
+				last, n = r, n+1
+			}
+			checkCoded(t, last.Errors, "INTERNAL")
+			if tt.name == "goroutine" && n != 2 {
+				t.Fatalf("%d responses, want the entry before the panic and the error", n)
+			}
+			stillServes(t)
+		})
+		t.Run("WebSocket "+tt.name, func(t *testing.T) {
+			conn, err := gqlclient.Dial(ctx, h.base+"/graphql", a.Header, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ch, err := conn.Subscribe(ctx, "1", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": tt.room}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errs []gqlclient.Error
+			for m := range ch {
+				if m.Type == "complete" {
+					break
+				}
+				var payload struct {
+					Errors []gqlclient.Error `json:"errors"`
+				}
+				if m.Type == "error" {
+					json.Unmarshal(m.Payload, &payload.Errors)
+				} else {
+					json.Unmarshal(m.Payload, &payload)
+				}
+				errs = append(errs, payload.Errors...)
+			}
+			checkCoded(t, errs, "INTERNAL")
+			// The connection survives its subscription's panic.
+			ch2, err := conn.Subscribe(ctx, "2", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := <-ch2; m.Type != "next" {
+				t.Fatalf("after the panic the connection answers %s: %s", m.Type, m.Payload)
+			}
+			stillServes(t)
+		})
+	}
+}
+
+// TestCommandRateLimit: a member's commands past their token bucket are
+// RATE_LIMITED with retryAfterMs, run nothing, and leave other members
+// alone; after the wait the same command is accepted.
+func TestCommandRateLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) {
+		c.NoRunner = true
+		c.Limits.CommandRate, c.Limits.CommandBurst = 0.5, 3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	team := rooms(t, a)["Team room"].ID
+	for i := range 3 {
+		if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-" + string(rune('a'+i))}, nil); err != nil {
+			t.Fatalf("submit %d within the burst: %v", i, err)
+		}
+	}
+	before := counts(t, h)
+	res, err := a.Raw(ctx, gqlclient.Request{Query: submit, Variables: map[string]any{"c": team, "t": "hi", "k": "rl-over"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCoded(t, res.Errors, "RATE_LIMITED")
+	wait, ok := res.Errors[0].Extensions["retryAfterMs"].(float64)
+	if !ok || wait <= 0 || wait > 2000 {
+		t.Fatalf("retryAfterMs = %v, want (0, 2000] at one every 2 s", res.Errors[0].Extensions["retryAfterMs"])
+	}
+	if after := counts(t, h); after != before {
+		t.Fatalf("a refused command wrote: %+v -> %+v", before, after)
+	}
+	// Steering and cancelling draw from the same bucket.
+	cancelQ := `mutation($t: ID!) { cancelTurn(input: {commandId: "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11", turnId: $t}) { id } }`
+	if err := a.Do(ctx, cancelQ, map[string]any{"t": "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e12"}, nil); gqlclient.CodeOf(err) != "RATE_LIMITED" {
+		t.Fatalf("cancel past the bucket: %v", err)
+	}
+	// Queries are not commands, and bob has a bucket of his own.
+	rooms(t, a)
+	if err := b.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-bob"}, nil); err != nil {
+		t.Fatalf("bob is limited by alice's commands: %v", err)
+	}
+	// Retried after the wait it says, the same command is accepted.
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatal("never accepted again")
+		case <-time.After(time.Duration(wait) * time.Millisecond):
+		}
+		err := a.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-over"}, nil)
+		if err == nil {
+			break
+		}
+		if gqlclient.CodeOf(err) != "RATE_LIMITED" {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDevEnvelopeOnlyForLoopbackHost: in dev mode the explorer page
+// carries a ready identity envelope only when loaded by a loopback name,
+// so a page of another name resolving here (DNS rebinding) cannot read it.
+func TestDevEnvelopeOnlyForLoopbackHost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	port := h.base[strings.LastIndex(h.base, ":"):]
+	page := func(host string) string {
+		req, err := http.NewRequest(http.MethodGet, h.base+"/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		res, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET / with Host %s: HTTP %d", host, res.StatusCode)
+		}
+		return string(raw)
+	}
+	for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "[::1]" + port, "127.0.0.1"} {
+		if !strings.Contains(page(host), "eyJ") {
+			t.Errorf("Host %s: no envelope in the dev page", host)
+		}
+	}
+	for _, host := range []string{"rebound.example" + port, "localhost.example" + port, "10.0.0.1" + port, "rebound.example"} {
+		if strings.Contains(page(host), "eyJ") {
+			t.Errorf("Host %s: the page carries an envelope", host)
+		}
+	}
+}
