@@ -50,6 +50,7 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 		Addr: "127.0.0.1:0", DataDir: filepath.Join(b.TempDir(), "data"), DatabaseURL: pg.URL("bench_turngate"),
 		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
 		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, NoRunner: true,
+		Limits: unlimitedCommands, // it measures throughput, not the per-member limit
 	}
 	h := startHarness(b, cfg)
 	c := h.client(b, alice)

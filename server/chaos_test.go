@@ -100,7 +100,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	cl := &chaosCluster{t: t, bin: bin, db: dbURL, dataDir: dataDir,
-		env:  []string{"TURNGATE_LEASE_TTL=" + cfg.ttl.String(), "TURNGATE_MODEL_PACE=10ms"},
+		env:  append([]string{"TURNGATE_LEASE_TTL=" + cfg.ttl.String(), "TURNGATE_MODEL_PACE=10ms"}, unlimitedCommandsEnv...),
 		live: make([]*replica, cfg.replicas), paused: make([]bool, cfg.replicas)}
 	cl.start(0) // seeds the demo alone
 	for i := 1; i < cfg.replicas; i++ {

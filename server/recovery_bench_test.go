@@ -107,7 +107,7 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dataDir)
-	env := []string{"TURNGATE_LEASE_TTL=" + recoveryTTL.String(), "TURNGATE_MODEL_PACE=" + recoveryPace.String()}
+	env := append([]string{"TURNGATE_LEASE_TTL=" + recoveryTTL.String(), "TURNGATE_MODEL_PACE=" + recoveryPace.String()}, unlimitedCommandsEnv...)
 	a := startReplica(b, bin, "replica-a", dbURL, dataDir, env...)
 	defer a.stop()
 

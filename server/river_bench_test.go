@@ -119,6 +119,7 @@ func measureTurns(b *testing.B, url string) closedLoop {
 		Addr: "127.0.0.1:0", DataDir: filepath.Join(b.TempDir(), "data"), DatabaseURL: url,
 		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
 		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, ModelPace: 0, Replica: "bench",
+		Limits: unlimitedCommands, // it measures throughput, not the per-member limit
 	}
 	h := startHarness(b, cfg)
 	roomIDs, clients := benchWorld(b, h)

@@ -31,3 +31,11 @@ func containsCode(payload []byte, code string) bool {
 	}
 	return false
 }
+
+// unlimitedCommands lifts the per-member command limit for tests and
+// benchmarks that submit faster than a person, to measure or stress
+// something else.
+var unlimitedCommands = Limits{CommandRate: 1e9, CommandBurst: 1 << 30}
+
+// unlimitedCommandsEnv is unlimitedCommands for a server process.
+var unlimitedCommandsEnv = []string{"TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1073741824"}
