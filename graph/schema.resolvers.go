@@ -427,7 +427,7 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	if r.Runs != nil {
 		// A present, freshly authorised viewer: if the room's run lost
 		// its owner, recover it as soon as its lease has expired.
-		go r.Runs.Watch(ctx, c.ID)
+		goRecover(ctx, "watch room", func() { r.Runs.Watch(ctx, c.ID) })
 	}
 	return Stream(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		return journal.Follow(ctx, r.Client, r.Hub, c.ID, p.After, nil, func(e journal.Entry) error {

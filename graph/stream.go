@@ -119,3 +119,16 @@ func (s *streamState) take() error {
 	s.reported = true
 	return s.err
 }
+
+// goRecover runs fn in a goroutine a resolver starts; a panic in it is
+// logged and ends only that goroutine, never the server.
+func goRecover(ctx context.Context, what string, fn func()) {
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				slog.ErrorContext(ctx, "panic in "+what, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		fn()
+	}()
+}
