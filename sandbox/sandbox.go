@@ -1,27 +1,3 @@
-// Package sandbox runs the scripts of the run_code tool.
-//
-// A script is Starlark (https://github.com/google/starlark-go), a small,
-// deterministic dialect of Python. The interpreter has no network, no
-// filesystem and no clock of its own; a script sees only what a Request gives
-// it:
-//
-//   - Starlark's universe (len, range, str, dict, sorted, set, ...), with
-//     print captured into Result.Output;
-//   - json (encode, decode, indent) and math, both pure;
-//   - write_file(name, content), whose files come back in Result.Files;
-//   - read_input(name), which returns a digest-verified Request.Inputs entry;
-//   - now, an ISO-8601 UTC string, only when Request.Now is set.
-//
-// load is refused, and there is no time module, open, os or http. Nothing
-// a script can reach depends on the environment, so the same Request gives
-// the same Result, unless the wall-time limit or the caller's context
-// interrupts it. Limits bound steps, output, files and wall time; recursion
-// is allowed up to 5,000 nested calls.
-//
-// Memory is not metered: steps bound what a script builds element by
-// element, but one string or list repetition ("x" * n) may allocate up to
-// 1 GiB in a single step, so the process running Run should itself have a
-// memory limit.
 package sandbox
 
 import (
@@ -44,9 +20,10 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// The errors Run returns wrap exactly one of these sentinels (test with
-// errors.Is) together with a message meant for the model that wrote the
-// script.
+// The errors Pool.Run returns wrap exactly one of these sentinels (test
+// with errors.Is) together with a message meant for the model that wrote
+// the script, except for request mistakes and a pool that is not running
+// (plain errors: the caller's doing, not the script's).
 var (
 	// ErrSteps: the script ran out of Limits.MaxSteps execution steps.
 	ErrSteps = errors.New("sandbox: step limit exceeded")
@@ -55,9 +32,16 @@ var (
 	// files.
 	ErrOutput = errors.New("sandbox: output limit exceeded")
 	// ErrWallTime: the script ran longer than Limits.WallTime, or the
-	// caller's context ended; in the latter case the error also wraps
-	// ctx.Err().
+	// caller's context ended (while it ran or while it waited for a
+	// worker); in the latter case the error also wraps ctx.Err().
 	ErrWallTime = errors.New("sandbox: wall time exceeded")
+	// ErrMemory: the script needed more memory than PoolConfig.Memory; its
+	// worker process died of it and was replaced. Nothing the script
+	// printed or wrote is returned.
+	ErrMemory = errors.New("sandbox: memory limit exceeded")
+	// ErrBusy: every worker was busy and PoolConfig.Queue runs were
+	// already waiting, so the script was not run.
+	ErrBusy = errors.New("sandbox: busy")
 	// ErrScript: the script has a syntax or name-resolution error (for
 	// instance "undefined: open"), or failed at run time, including
 	// recursion deeper than 5,000 calls. The message holds the Starlark
@@ -68,7 +52,7 @@ var (
 	// is not a plain file name (a path, a leading dot, ...).
 	ErrRefused = errors.New("sandbox: refused")
 	// ErrInputDigest: an Input's SHA256 is missing or does not match its
-	// Data. Run checks every input before it runs anything.
+	// Data. Pool.Run checks every input before it runs anything.
 	ErrInputDigest = errors.New("sandbox: input digest mismatch")
 )
 
@@ -97,7 +81,9 @@ type Limits struct {
 	// MaxFiles bounds the number of distinct files the script may write;
 	// default 8.
 	MaxFiles int
-	// WallTime bounds the run's duration, from Run's start; default 2s.
+	// WallTime bounds the run's duration, from the moment a worker takes
+	// it (waiting for a worker does not count); default 2s, and never
+	// more than PoolConfig.WallTime.
 	WallTime time.Duration
 }
 
@@ -124,8 +110,9 @@ type File struct {
 }
 
 // Input is a read-only input the script can read with read_input(Name).
-// SHA256 is the lowercase or uppercase hex digest of Data; Run refuses the
-// whole request with ErrInputDigest when it is missing or does not match.
+// SHA256 is the lowercase or uppercase hex digest of Data; Pool.Run refuses
+// the whole request with ErrInputDigest when it is missing or does not
+// match.
 // Name must be a plain file name: 1–128 characters of [A-Za-z0-9._-], not
 // starting with a dot.
 type Input struct {
@@ -160,17 +147,19 @@ type Result struct {
 	Steps uint64
 }
 
-// Run runs req.Script and returns what it printed and wrote.
+// execute runs req.Script in this process and returns what it printed and
+// wrote. It is the engine of a worker process (see doc.go); nothing here
+// bounds memory, and a single step (one string repetition, one sort) is
+// not interrupted by the watchdogs, which is why the server never calls it
+// itself.
 //
 // Request problems are reported before anything runs: an input with a bad
 // digest (ErrInputDigest), and an input with an invalid or duplicate name
-// (a plain error: that is the caller's mistake, not the script's). After the
-// script has started, an error wraps one of ErrSteps, ErrOutput,
-// ErrWallTime, ErrScript or ErrRefused, and the Result still holds the
-// output, files and steps produced before the script stopped.
-//
-// Run is safe for concurrent use; each call has its own interpreter thread.
-func Run(ctx context.Context, req Request) (Result, error) {
+// (a plain error). After the script has started, an error wraps one of
+// ErrSteps, ErrOutput, ErrWallTime, ErrScript or ErrRefused, and the Result
+// still holds the output, files and steps produced before the script
+// stopped.
+func execute(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
 	lim := req.Limits.withDefaults()
 
@@ -269,7 +258,7 @@ func (r *run) onSteps(t *starlark.Thread) {
 	}
 }
 
-// run is the state of one Run. Only the interpreter's goroutine touches it,
+// run is the state of one execute. Only the interpreter's goroutine touches it,
 // except stopped, which the watchdogs set.
 type run struct {
 	lim     Limits

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,11 +16,28 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// pool is the worker pool the tests of the interpreter share; the tests of
+// the pool itself (pool_test.go) start their own.
+var pool *Pool
+
+func TestMain(m *testing.M) {
+	pool = NewPool(PoolConfig{Workers: 4, Queue: 64})
+	if err := pool.Start(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	pool.Stop()
+	if err := goleak.Find(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
 
 func runT(t *testing.T, req Request) (Result, error) {
 	t.Helper()
-	return Run(context.Background(), req)
+	return pool.Run(context.Background(), req)
 }
 
 func mustRun(t *testing.T, req Request) Result {
@@ -166,7 +184,7 @@ func TestContextEnds(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := Run(ctx, Request{Script: "while True:\n    pass", Limits: Limits{MaxSteps: 1 << 62, WallTime: time.Minute}})
+		_, err := pool.Run(ctx, Request{Script: "while True:\n    pass", Limits: Limits{MaxSteps: 1 << 62, WallTime: time.Minute}})
 		wantErr(t, err, ErrWallTime, "cancelled")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("err = %v, want it to wrap context.DeadlineExceeded", err)
@@ -179,7 +197,7 @@ func TestContextEnds(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() {
-			_, err := Run(ctx, Request{Script: "while True:\n    pass", Limits: Limits{MaxSteps: 1 << 62, WallTime: time.Minute}})
+			_, err := pool.Run(ctx, Request{Script: "while True:\n    pass", Limits: Limits{MaxSteps: 1 << 62, WallTime: time.Minute}})
 			done <- err
 		}()
 		cancel()
@@ -196,7 +214,7 @@ func TestContextEnds(t *testing.T) {
 	t.Run("cancelled before", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		res, err := Run(ctx, Request{Script: `write_file("x.txt", "ran")`})
+		res, err := pool.Run(ctx, Request{Script: `write_file("x.txt", "ran")`})
 		wantErr(t, err, ErrWallTime)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want it to wrap context.Canceled", err)
@@ -398,7 +416,7 @@ func TestConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			res, err := Run(context.Background(), Request{
+			res, err := pool.Run(context.Background(), Request{
 				Script: fmt.Sprintf("print(%d * 2)\nwrite_file('f', json.encode([%d]))", i, i),
 			})
 			if err != nil || res.Output != fmt.Sprintf("%d\n", i*2) || string(res.Files[0].Data) != fmt.Sprintf("[%d]", i) {

@@ -1,0 +1,7 @@
+//go:build !race
+
+package sandbox
+
+// raceShadow scales a worker's RLIMIT_DATA budget; 1 without the race
+// detector (see race.go).
+const raceShadow = 1
