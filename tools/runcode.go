@@ -17,7 +17,12 @@ import (
 // the turn. The script's inputs are the artifacts the turn's manifest pins
 // and the member may read now, digest-verified; the files it writes become
 // artifacts the member owns. Its only clock is the call's.
-type RunCode struct{}
+type RunCode struct {
+	// Sandbox is the started pool of worker processes scripts run in,
+	// which bounds their memory, time and number. Without one the tool
+	// fails every call: scripts never run unmetered in the server.
+	Sandbox *sandbox.Pool
+}
 
 // RunCodeName is the tool's name.
 const RunCodeName = "run_code"
@@ -45,8 +50,12 @@ func (RunCode) Spec() Spec {
 // member's own artifacts.
 func (RunCode) Permission() string { return "" }
 
+// errNoSandbox is RunCode's error without a pool: the server's wiring is
+// wrong, not the script.
+var errNoSandbox = errors.New("run_code: no sandbox pool configured")
+
 // Run implements Tool.
-func (RunCode) Run(ctx context.Context, call Call) (Result, error) {
+func (rc RunCode) Run(ctx context.Context, call Call) (Result, error) {
 	var args struct {
 		Script string `json:"script"`
 	}
@@ -59,11 +68,14 @@ func (RunCode) Run(ctx context.Context, call Call) (Result, error) {
 	if len(args.Script) > maxScriptBytes {
 		return Result{}, fmt.Errorf("%w: script is %d bytes; the limit is %d", ErrBadArguments, len(args.Script), maxScriptBytes)
 	}
+	if rc.Sandbox == nil {
+		return Result{}, errNoSandbox
+	}
 	inputs, err := runInputs(ctx, call)
 	if err != nil {
 		return Result{}, err
 	}
-	out, err := sandbox.Run(ctx, sandbox.Request{Script: args.Script, Inputs: inputs, Now: call.Now})
+	out, err := rc.Sandbox.Run(ctx, sandbox.Request{Script: args.Script, Inputs: inputs, Now: call.Now})
 	if err != nil {
 		if ctx.Err() != nil {
 			// The call itself was cancelled: nothing for the model.
@@ -130,8 +142,13 @@ func sandboxRefusal(err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrRefused), errors.Is(err, sandbox.ErrInputDigest):
 		status = "sandbox_refused"
-	case errors.Is(err, sandbox.ErrSteps), errors.Is(err, sandbox.ErrOutput), errors.Is(err, sandbox.ErrWallTime):
+	case errors.Is(err, sandbox.ErrSteps), errors.Is(err, sandbox.ErrOutput), errors.Is(err, sandbox.ErrWallTime),
+		errors.Is(err, sandbox.ErrMemory):
 		status = "sandbox_limit"
+	case errors.Is(err, sandbox.ErrBusy):
+		// Too many scripts on this replica right now; the model may try
+		// again later, or answer without running code.
+		status = "sandbox_busy"
 	case errors.Is(err, sandbox.ErrScript):
 		status = "script_error"
 	default:

@@ -12,16 +12,29 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/sandbox"
 	"github.com/turngate/turngate/tools"
 )
 
-func runCode(t *testing.T, env *testkit.Env, actor tools.Actor, script string) (tools.Result, error) {
+// newRunCode returns run_code with a sandbox pool of its own, stopped when
+// the test ends.
+func newRunCode(t *testing.T, cfg sandbox.PoolConfig) tools.RunCode {
+	t.Helper()
+	pool := sandbox.NewPool(cfg)
+	t.Cleanup(pool.Stop)
+	if err := pool.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return tools.RunCode{Sandbox: pool}
+}
+
+func runCode(t *testing.T, rc tools.RunCode, env *testkit.Env, actor tools.Actor, script string) (tools.Result, error) {
 	t.Helper()
 	raw, err := json.Marshal(map[string]string{"script": script})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tools.RunCode{}.Run(context.Background(), tools.Call{
+	return rc.Run(context.Background(), tools.Call{
 		Actor: actor, DB: env.DB, Arguments: raw,
 		Now: time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC),
 	})
@@ -40,6 +53,7 @@ func artifactCount(t *testing.T, env *testkit.Env) int {
 // the model is told why; nothing it wrote before stopping is kept.
 func TestRunCodeEscapesRefused(t *testing.T) {
 	t.Parallel()
+	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	actor := tools.Actor{MemberID: env.Alice.ID, Email: env.Alice.Email, ConversationID: env.Shared.ID}
 	for _, tc := range []struct {
@@ -63,7 +77,7 @@ func TestRunCodeEscapesRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := artifactCount(t, env)
-			res, err := runCode(t, env, actor, tc.script)
+			res, err := runCode(t, rc, env, actor, tc.script)
 			var refusal *tools.Refusal
 			if !errors.As(err, &refusal) || refusal.Status != tc.status {
 				t.Fatalf("err = %v, want a %s refusal", err, tc.status)
@@ -90,6 +104,7 @@ func TestRunCodeEscapesRefused(t *testing.T) {
 // sha256 of exactly what was written.
 func TestRunCodeFilesBecomeArtifacts(t *testing.T) {
 	t.Parallel()
+	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	ctx := context.Background()
 	if tool, ok := tools.Default().Get("run_code"); !ok || tool.Permission() != "" {
@@ -97,7 +112,7 @@ func TestRunCodeFilesBecomeArtifacts(t *testing.T) {
 	}
 	turnID := env.Submit(t, env.Bob, env.Shared.ID, "crunch the numbers").ID
 	actor := tools.Actor{MemberID: env.Bob.ID, Email: env.Bob.Email, ConversationID: env.Shared.ID, TurnID: turnID}
-	res, err := runCode(t, env, actor, `
+	res, err := runCode(t, rc, env, actor, `
 rows = [[i, i * i] for i in range(5)]
 write_file("squares.csv", "n,sq\n" + "".join(["%d,%d\n" % (a, b) for a, b in rows]))
 write_file("squares.json", json.encode({"squares": [b for _, b in rows]}))
@@ -144,7 +159,7 @@ print("wrote", len(rows), "rows")
 	}
 
 	// A run's output is bounded before the model reads it.
-	res, err = runCode(t, env, actor, "for i in range(600):\n    print('line %d of output' % i)")
+	res, err = runCode(t, rc, env, actor, "for i in range(600):\n    print('line %d of output' % i)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +172,7 @@ print("wrote", len(rows), "rows")
 // by its name; one the actor may not read is not there at all.
 func TestRunCodeReadsPinnedArtifacts(t *testing.T) {
 	t.Parallel()
+	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	ctx := context.Background()
 	input, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "prices.csv", "", []byte("apple,3\npear,4\n"))
@@ -176,7 +192,7 @@ for line in read_input("prices.csv").strip().split("\n"):
 print("total", total)
 `
 	for _, m := range []authority.Member{env.Alice, env.Bob} {
-		res, err := runCode(t, env, tools.Actor{MemberID: m.ID, Email: m.Email, ConversationID: env.Shared.ID, Manifest: pinned}, script)
+		res, err := runCode(t, rc, env, tools.Actor{MemberID: m.ID, Email: m.Email, ConversationID: env.Shared.ID, Manifest: pinned}, script)
 		if err != nil || !strings.Contains(res.Content, "total 7") {
 			t.Errorf("%s: %+v, %v; want the input summed", m.Email, res, err)
 		}
@@ -185,12 +201,12 @@ print("total", total)
 	// script it does not exist.
 	bob := tools.Actor{MemberID: env.Bob.ID, Email: env.Bob.Email, ConversationID: env.Shared.ID, Manifest: pinned}
 	var refusal *tools.Refusal
-	if _, err := runCode(t, env, bob, `print(read_input("secret.txt"))`); !errors.As(err, &refusal) || refusal.Status != "script_error" ||
+	if _, err := runCode(t, rc, env, bob, `print(read_input("secret.txt"))`); !errors.As(err, &refusal) || refusal.Status != "script_error" ||
 		!strings.Contains(refusal.Message, `no input named "secret.txt"`) || strings.Contains(refusal.Message, "alice's secret") {
 		t.Errorf("bob reading alice's private artifact: %v", err)
 	}
 	alice := tools.Actor{MemberID: env.Alice.ID, Email: env.Alice.Email, ConversationID: env.Shared.ID, Manifest: pinned}
-	if res, err := runCode(t, env, alice, `print(read_input("secret.txt"))`); err != nil || !strings.Contains(res.Content, "alice's secret") {
+	if res, err := runCode(t, rc, env, alice, `print(read_input("secret.txt"))`); err != nil || !strings.Contains(res.Content, "alice's secret") {
 		t.Errorf("alice reading her own artifact: %+v, %v", res, err)
 	}
 	// An artifact that is not pinned is not an input, even to its owner.
@@ -198,7 +214,7 @@ print("total", total)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCode(t, env, alice, `print(read_input("other.txt"))`); !errors.As(err, &refusal) || refusal.Status != "script_error" {
+	if _, err := runCode(t, rc, env, alice, `print(read_input("other.txt"))`); !errors.As(err, &refusal) || refusal.Status != "script_error" {
 		t.Errorf("reading an unpinned artifact (%s): %v", other.ID, err)
 	}
 }
@@ -207,6 +223,7 @@ print("total", total)
 // before the script starts.
 func TestRunCodeRefusesTamperedInput(t *testing.T) {
 	t.Parallel()
+	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	ctx := context.Background()
 	input, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "balance.txt", "", []byte("balance: 100"))
@@ -220,7 +237,7 @@ func TestRunCodeRefusesTamperedInput(t *testing.T) {
 	before := artifactCount(t, env)
 	actor := tools.Actor{MemberID: env.Alice.ID, Email: env.Alice.Email, ConversationID: env.Shared.ID,
 		Manifest: authority.Manifest{Artifacts: []uuid.UUID{input.ID}}}
-	res, err := runCode(t, env, actor, `write_file("copy.txt", read_input("balance.txt"))`+"\n"+`print(read_input("balance.txt"))`)
+	res, err := runCode(t, rc, env, actor, `write_file("copy.txt", read_input("balance.txt"))`+"\n"+`print(read_input("balance.txt"))`)
 	var refusal *tools.Refusal
 	if !errors.As(err, &refusal) || refusal.Status != "sandbox_refused" || !strings.Contains(refusal.Message, "digest") {
 		t.Fatalf("err = %v, want a sandbox_refused refusal about the digest", err)
@@ -231,4 +248,76 @@ func TestRunCodeRefusesTamperedInput(t *testing.T) {
 	if after := artifactCount(t, env); after != before {
 		t.Errorf("a refused run stored %d artifacts", after-before)
 	}
+}
+
+// The sandbox's own bounds reach the model as refusals it can act on: a
+// script over its memory ends with sandbox_limit and the next one runs; a
+// replica whose workers are all busy (and whose queue is full) refuses
+// with sandbox_busy. Without a pool, run_code never runs a script.
+func TestRunCodeSandboxBounds(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	actor := tools.Actor{MemberID: env.Alice.ID, Email: env.Alice.Email, ConversationID: env.Shared.ID}
+
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		rc := newRunCode(t, sandbox.PoolConfig{Workers: 1})
+		_, err := runCode(t, rc, env, actor, `x = "x" * 1000000000`)
+		var refusal *tools.Refusal
+		if !errors.As(err, &refusal) || refusal.Status != "sandbox_limit" ||
+			!strings.Contains(refusal.Message, "memory limit exceeded") || !strings.Contains(refusal.Message, "128 MiB") {
+			t.Fatalf("err = %v, want a sandbox_limit refusal about the 128 MiB memory limit", err)
+		}
+		if res, err := runCode(t, rc, env, actor, "print('after')"); err != nil || !strings.HasPrefix(res.Content, "output:\nafter\n") {
+			t.Fatalf("the next run: %+v, %v", res, err)
+		}
+	})
+
+	t.Run("busy", func(t *testing.T) {
+		t.Parallel()
+		rc := newRunCode(t, sandbox.PoolConfig{Workers: 1, Queue: -1, WallTime: time.Minute})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// One step of some seconds (parsing a 2,000,000-digit int) holds
+		// the only worker; it retries until it has it.
+		held := make(chan error, 1)
+		go func() {
+			raw, _ := json.Marshal(map[string]string{"script": "x = int('9' * 2000000)"})
+			for {
+				_, err := rc.Run(ctx, tools.Call{Actor: actor, DB: env.DB, Arguments: raw})
+				var refusal *tools.Refusal
+				if !errors.As(err, &refusal) || refusal.Status != "sandbox_busy" {
+					held <- err
+					return
+				}
+			}
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := runCode(t, rc, env, actor, "print(1)")
+			var refusal *tools.Refusal
+			if errors.As(err, &refusal) && refusal.Status == "sandbox_busy" {
+				if !strings.Contains(refusal.Message, "try again later") {
+					t.Errorf("busy message %q", refusal.Message)
+				}
+				break
+			}
+			if err != nil || time.Now().After(deadline) {
+				t.Fatalf("never refused as busy; last: %v", err)
+			}
+		}
+		cancel()
+		if err := <-held; err == nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("the held run: %v, want it cancelled", err)
+		}
+	})
+
+	t.Run("no pool", func(t *testing.T) {
+		t.Parallel()
+		_, err := runCode(t, tools.RunCode{}, env, actor, "print(1)")
+		var refusal *tools.Refusal
+		if err == nil || errors.As(err, &refusal) || !strings.Contains(err.Error(), "no sandbox") {
+			t.Fatalf("err = %v, want a plain error: no sandbox pool", err)
+		}
+	})
 }

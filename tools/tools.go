@@ -134,7 +134,9 @@ func NewRegistry(ts ...Tool) *Registry {
 	return r
 }
 
-// Default is the registry of the tools turngate ships.
+// Default is the registry of the tools turngate ships. Its run_code has
+// no sandbox pool and fails every call until a server replaces it with
+// With(RunCode{Sandbox: pool}).
 func Default() *Registry {
 	return NewRegistry(HistorySearch{}, Retrieval{}, ReadDocument{}, RunCode{}, CreateArtifactTool{},
 		CreateTask{}, ListTasks{}, UpdateTask{}, SendWebhook{}, Delegate{})
