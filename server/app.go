@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/sandbox"
 	"github.com/turngate/turngate/server/pgembed"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
@@ -44,6 +45,7 @@ type App struct {
 	rooms   *room.Service
 	turns   *turn.Service
 	signer  *authority.Signer // dev mode only
+	sandbox *sandbox.Pool     // run_code's worker processes; nil with NoRunner
 	handler http.Handler
 
 	ln        net.Listener
@@ -106,9 +108,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		providers["openai"] = gateway.NewOpenAI(cfg.OpenAI)
 	}
 	gw := gateway.New(providers)
+	toolset := tools.Default().With(tools.SendWebhook{Endpoints: cfg.Webhooks})
+	if !cfg.NoRunner {
+		// Scripts run in worker processes of this binary, bounded in
+		// memory, time and number (DESIGN §10).
+		lim := cfg.Limits.WithDefaults()
+		a.sandbox = sandbox.NewPool(sandbox.PoolConfig{
+			Workers: lim.SandboxWorkers, Queue: lim.SandboxQueue, Memory: lim.SandboxMemory, WallTime: lim.SandboxWallTime,
+		})
+		if err := a.sandbox.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start the run_code sandbox: %w", err)
+		}
+		toolset = toolset.With(tools.RunCode{Sandbox: a.sandbox})
+	}
 	a.runner = turn.NewRunner(turn.RunnerConfig{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, ApprovalTimeout: cfg.ApprovalTimeout,
-		Tools: tools.Default().With(tools.SendWebhook{Endpoints: cfg.Webhooks}), LeaseTTL: cfg.LeaseTTL, Logger: log,
+		Tools: toolset, LeaseTTL: cfg.LeaseTTL, Logger: log,
 		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
 	})
 	if !cfg.NoRunner {
@@ -242,8 +257,8 @@ func (a *App) Serve(ctx context.Context) error {
 	return err
 }
 
-// Close releases the database and stops the embedded Postgres. Safe to call
-// twice.
+// Close stops the sandbox's workers, releases the database and stops the
+// embedded Postgres. Safe to call twice.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
 		if a.runner != nil {
@@ -251,6 +266,9 @@ func (a *App) Close() {
 		}
 		if a.hub != nil {
 			a.hub.Stop()
+		}
+		if a.sandbox != nil {
+			a.sandbox.Stop() // after the runner: no run_code call is left
 		}
 		if a.db != nil {
 			a.db.Close()
