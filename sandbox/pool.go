@@ -37,9 +37,10 @@ type PoolConfig struct {
 	// Queue bounds the runs waiting for a worker; past it Run refuses at
 	// once with ErrBusy. Default 64; negative: no run waits.
 	Queue int
-	// Memory bounds what one run may make its worker process commit
-	// beyond the worker's idle footprint, in bytes; default 128 MiB. A
-	// script that needs more ends with ErrMemory.
+	// Memory bounds what one run may add to its worker process's idle
+	// footprint, in bytes: its resident memory, and (with room for thread
+	// stacks) its address space; default 128 MiB. A script that needs
+	// more ends with ErrMemory.
 	Memory int64
 	// WallTime is the default and the most a Request's Limits.WallTime
 	// may ask for; default 2s.
@@ -104,7 +105,7 @@ func (p *Pool) Config() PoolConfig { return p.cfg }
 // Start starts the workers and waits for each to be ready, within ctx. A
 // pool starts once; on an error, Stop still ends the workers that did
 // start.
-func (p *Pool) Start(ctx context.Context) (err error) {
+func (p *Pool) Start(ctx context.Context) error {
 	p.mu.Lock()
 	select {
 	case <-p.stopping:
@@ -123,9 +124,11 @@ func (p *Pool) Start(ctx context.Context) (err error) {
 	ws := make([]*worker, p.cfg.Workers)
 	var first error
 	for i := range ws {
-		if ws[i], err = p.spawn(); err != nil && first == nil {
+		w, err := p.spawn()
+		if err != nil && first == nil {
 			first = err
 		}
+		ws[i] = w
 	}
 	deadline := helloDeadline(ctx)
 	for _, w := range ws {

@@ -141,6 +141,25 @@ func sampleRSS(pid int) (peak func() int64) {
 	return func() int64 { return <-done }
 }
 
+// Memory that grows step by step within the address-space limit is
+// stopped by the pool's watch of the worker's resident memory, close to
+// the budget.
+func TestPoolMemoryWatch(t *testing.T) {
+	t.Parallel()
+	const budget = 16 << 20 // the address-space limit leaves 64 MiB more for thread stacks
+	p := startPool(t, PoolConfig{Workers: 1, Memory: budget, WallTime: 20 * time.Second})
+	pid := p.pids()[0]
+	idle := anonRSS(pid)
+	peak := sampleRSS(pid)
+	_, err := p.Run(context.Background(), Request{Script: "x = []\nfor i in range(3000):\n    x.append('y' * 100000)"})
+	wantErr(t, err, ErrMemory, "16 MiB")
+	got := peak()
+	if limit := idle + budget*raceShadow; got > limit+16<<20 {
+		t.Errorf("the worker's RSS reached %d MiB, over its idle %d MiB + budget + 16 MiB", got>>20, idle>>20)
+	}
+	t.Logf("worker RSS idle %d MiB, peak %d MiB (sampled), budget %d MiB", idle>>20, got>>20, budget*raceShadow>>20)
+}
+
 // A script within its budget runs, and its worker gives the memory back to
 // the OS afterwards.
 func TestPoolMemoryReturned(t *testing.T) {

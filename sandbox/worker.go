@@ -29,9 +29,9 @@ type worker struct {
 	sendMu sync.Mutex
 	seq    uint64
 
-	// maxRSS is the anonymous resident size at which the pool kills the
-	// worker: its idle size, measured at hello, plus the run's memory
-	// budget.
+	// budget is the memory a run may add (PoolConfig.Memory, scaled under
+	// -race); maxRSS is the anonymous resident size at which the pool
+	// kills the worker: its idle size, measured at hello, plus budget.
 	budget int64
 	maxRSS int64
 
@@ -237,23 +237,25 @@ func (w *worker) lost(ctx context.Context, req Request, grace time.Duration, mem
 		w.kill(killWall)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
 		// It closed its pipes: it is exiting. Let it finish on its own,
-		// so that its exit status is its own, but not forever.
+		// so that it says why, but not forever.
 		t := time.AfterFunc(grace, func() { w.kill(killBroken) })
 		defer t.Stop()
 	default:
 		w.kill(killBroken)
 	}
 	state := w.reap()
+	why := w.killed.Load()
 	switch {
-	case w.killed.Load() == killStop:
+	case why == killStop:
 		return errStopped
+	case why == killMemory, outOfMemory(w.said), why == killNone && killedByOthers(state):
+		// (A SIGKILL says nothing on stderr: what a worker said there
+		// is its own reason, whatever the pool sent it afterwards.)
+		return fmt.Errorf("%w: the script needed more than the %s of memory a run may use", ErrMemory, formatBytes(memory))
 	case timedOut && ctx.Err() != nil:
 		return fmt.Errorf("%w: the caller cancelled the run: %w", ErrWallTime, ctx.Err())
 	case timedOut:
 		return fmt.Errorf("%w: the script ran longer than %v (a single step did not end, so the sandbox stopped it)", ErrWallTime, req.Limits.WallTime)
-	case w.killed.Load() == killMemory,
-		w.killed.Load() == killNone && (outOfMemory(w.said) || killedByOthers(state)):
-		return fmt.Errorf("%w: the script needed more than the %s of memory a run may use", ErrMemory, formatBytes(memory))
 	}
 	return fmt.Errorf("sandbox: worker failed (%v; %v)%s", err, state, say(w.said))
 }
