@@ -76,8 +76,8 @@
 //     "out of memory". Not RLIMIT_DATA, although it counts only committed
 //     memory: the runtime reserves address space and later maps it with
 //     MAP_FIXED, which the kernel checks against RLIMIT_DATA only for its
-//     net growth (measured: a 1.6 GB allocation passed a 200 MiB
-//     RLIMIT_DATA and was filled);
+//     net growth (measured: a worker limited to its idle VmData plus
+//     128 MiB by RLIMIT_DATA filled [0] * 100000000 past 1.3 GB);
 //   - the pool reads a busy worker's anonymous resident memory every 2 ms
 //     (/proc/<pid>/statm) and kills the worker once it exceeds its idle
 //     figure plus the budget. This is the bound on what the machine

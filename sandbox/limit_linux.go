@@ -48,8 +48,9 @@ const threadSlack = 8 * 8 << 20
 // RLIMIT_AS, not RLIMIT_DATA: the Go runtime reserves address space
 // PROT_NONE and later maps it read-write with MAP_FIXED, and the kernel
 // checks RLIMIT_DATA only against the net growth of the mapping, so
-// committing a reservation passes it: measured, a 1.6 GB allocation got
-// through a 200 MiB RLIMIT_DATA and was filled. RLIMIT_AS counts the
+// committing a reservation passes it (measured: a 1.6 GB MAP_FIXED over a
+// PROT_NONE reservation passed a 200 MiB RLIMIT_DATA; a worker limited by
+// it filled [0] * 100000000 past 1.3 GB). RLIMIT_AS counts the
 // reservation itself, so a huge allocation fails at once, before a byte of
 // it is touched. The limit is measured from the current size because the
 // runtime reserves gigabytes at start (heap index, page summaries, and

@@ -2,6 +2,6 @@
 
 package sandbox
 
-// raceShadow scales a worker's RLIMIT_DATA budget; 1 without the race
-// detector (see race.go).
+// raceShadow scales a worker's memory budget; 1 without the race detector
+// (see race.go).
 const raceShadow = 1

@@ -2,7 +2,7 @@
 
 package sandbox
 
-// raceShadow scales a worker's RLIMIT_DATA budget under the race detector,
-// whose shadow memory grows with the heap (about 2–3 times the heap it
-// covers) and counts against the same limit.
+// raceShadow scales a worker's memory budget (its RLIMIT_AS and its RSS
+// watch) under the race detector, whose shadow memory grows with the heap
+// it covers and counts against both.
 const raceShadow = 4

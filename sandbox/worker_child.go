@@ -23,7 +23,7 @@ const (
 
 // workerProcs is the worker's GOMAXPROCS. The interpreter is one
 // goroutine; a second P lets the GC and the pipe reader run beside it. More
-// would only create OS threads, whose stacks count against RLIMIT_DATA.
+// would only create OS threads, whose stacks count against RLIMIT_AS.
 const workerProcs = 2
 
 // freeSlack is how much the worker's mapped memory may exceed its idle
