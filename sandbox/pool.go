@@ -237,13 +237,19 @@ func (p *Pool) Run(ctx context.Context, req Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("%w: not started: %w", ErrWallTime, err)
 	}
-	w, err := p.acquire(ctx)
-	if err != nil {
-		return Result{}, err
+	// A worker found dead when the run is handed to it (it died while
+	// idle) costs one more try, on the next worker.
+	for try := 0; ; try++ {
+		w, err := p.acquire(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err, broken := w.run(ctx, req, killGrace, p.cfg.Memory)
+		p.release(w, broken)
+		if !errors.Is(err, errWorkerGone) || try == 1 {
+			return res, err
+		}
 	}
-	res, err, broken := w.run(ctx, req, killGrace, p.cfg.Memory)
-	p.release(w, broken)
-	return res, err
 }
 
 // acquire takes a worker slot, waiting for one if the queue allows, and

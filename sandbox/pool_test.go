@@ -296,6 +296,25 @@ func TestPoolWaitEndsWithContext(t *testing.T) {
 	<-doneA
 }
 
+// A worker that died while idle (killed from outside) costs the next run
+// nothing: it runs on a replacement.
+func TestPoolWorkerDiedIdle(t *testing.T) {
+	t.Parallel()
+	p := startPool(t, PoolConfig{Workers: 1})
+	pid := p.pids()[0]
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the killed worker never died", func() bool { return !alive(pid) })
+	res, err := p.Run(context.Background(), Request{Script: "print('fine')"})
+	if err != nil || res.Output != "fine\n" {
+		t.Fatalf("Run after the idle worker died: %+v, %v", res, err)
+	}
+	if now := p.pids(); len(now) != 1 || now[0] == pid {
+		t.Errorf("workers %v, want one replacing %d", now, pid)
+	}
+}
+
 // Stop kills every worker, busy ones included, and returns once they are
 // gone; it is safe twice, and a stopped pool refuses to run.
 func TestPoolStopEndsWorkers(t *testing.T) {

@@ -45,6 +45,10 @@ type worker struct {
 	reaped sync.Once
 }
 
+// errWorkerGone is run's error when the worker could not take the run:
+// nothing ran.
+var errWorkerGone = errors.New("sandbox: worker gone before the run")
+
 // Why the pool killed a worker. The first reason wins.
 const (
 	killNone   int32 = iota
@@ -185,7 +189,11 @@ func (w *worker) run(ctx context.Context, req Request, grace time.Duration, memo
 	w.out.SetReadDeadline(deadline)
 	w.in.SetWriteDeadline(deadline)
 	if err := w.send(call{Seq: seq, Req: req}); err != nil {
-		return Result{}, w.lost(ctx, req, grace, memory, err), true
+		// It died while idle (an OOM killer, an operator): the script
+		// has not started, and may run on another worker.
+		w.kill(killBroken)
+		w.reap()
+		return Result{}, fmt.Errorf("%w: %v%s", errWorkerGone, err, say(w.said)), true
 	}
 
 	// The caller's context ending cancels the run in the worker, which
