@@ -34,11 +34,19 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	lim := a.cfg.Limits.WithDefaults()
 	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
 	gql.AddTransport(transport.Websocket{
-		Implementation: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
-			// Same-origin upgrades are always accepted; other browser
-			// origins only when configured.
-			OriginPatterns: a.cfg.AllowedOrigins,
-		}},
+		// wsLimits adds what gqlgen leaves out of graphql-transport-ws:
+		// the connection_init timeout (4408; gqlgen's own InitTimeout
+		// stays zero), duplicate ids (4409), the per-connection
+		// subscription bound and the raw-input check (server/ws.go).
+		Implementation: wsLimits{
+			accept: transport.CoderWebsocketImplementation{AcceptOptions: coderws.AcceptOptions{
+				// Same-origin upgrades are always accepted; other browser
+				// origins only when configured.
+				OriginPatterns: a.cfg.AllowedOrigins,
+			}},
+			initTimeout:      lim.WSInitTimeout,
+			maxSubscriptions: lim.MaxSubscriptions,
+		},
 		// graphql-transport-ws keep-alive is ping/pong; KeepAlivePingInterval
 		// only serves the legacy protocol.
 		PingPongInterval:      15 * time.Second,
@@ -69,7 +77,9 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	gql.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
-	mux.Handle("/graphql", gql)
+	// Each member's WebSockets and SSE subscriptions on this replica are
+	// bounded together; identity is in the context by then.
+	mux.Handle("/graphql", newStreamSlots(lim.MaxStreams).Wrap(gql))
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /artifacts/{id}", a.downloadArtifact)
 	explorer := web.Config{Endpoint: "/graphql", Title: "turngate"}

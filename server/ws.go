@@ -1,0 +1,453 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph"
+)
+
+// This file holds what gqlgen's WebSocket transport leaves out of the
+// graphql-transport-ws protocol
+// (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), and
+// the per-member bound on open streams:
+//
+//   - wsLimits accepts only graphql-transport-ws (4406 otherwise) and
+//     wraps every socket in a wsConn, which reads each client message
+//     before gqlgen does. It closes with 4408 when connection_init is
+//     late, with 4409 on a subscribe whose id is still active (and with
+//     the spec's 4400, 4401 and 4429 on a message that does not decode, a
+//     subscribe before connection_init, a second connection_init, where
+//     gqlgen would send 1002). It answers a subscribe past
+//     Limits.MaxSubscriptions with an `error` (RATE_LIMITED), and one
+//     that is not valid UTF-8 or escapes a lone surrogate with an `error`
+//     (BAD_USER_INPUT); those never reach gqlgen, so nothing runs.
+//   - streamSlots counts each member's WebSockets and SSE requests on this
+//     replica and refuses one past Limits.MaxStreams with HTTP 429.
+//
+// gqlgen keys its running operations by the client's id and replaces one
+// silently when an id is reused; and after a client's complete its
+// goroutine still winds down and writes a complete of its own. So a
+// wsConn renames ids: gqlgen only ever sees ids the wsConn made (never
+// reused on a connection), the client only ever sees its own. That makes
+// "active" exact on both sides: a client id is active from its subscribe
+// until the client completes it or is sent its `error` or `complete`; a
+// gqlgen id holds one of the connection's MaxSubscriptions slots until
+// gqlgen writes its complete, which it does for every operation while the
+// connection is open — after an error too. (transport.AddSubscriptionError
+// would end an operation without a complete; nothing here uses it, and if
+// something did its slot would stay taken: the bound fails closed.)
+
+// The graphql-transport-ws subprotocol and the messages the wsConn reads.
+const (
+	wsSubprotocol = "graphql-transport-ws"
+	wsInit        = "connection_init"
+	wsSubscribe   = "subscribe"
+	wsComplete    = "complete"
+	wsError       = "error"
+)
+
+// Close codes of graphql-transport-ws the wsConn sends itself.
+const (
+	wsCloseBadRequest      = 4400 // "Invalid message received"
+	wsCloseUnauthorized    = 4401 // a subscribe before connection_ack
+	wsCloseSubprotocol     = 4406 // "Subprotocol not acceptable"
+	wsCloseInitTimeout     = 4408 // "Connection initialisation timeout"
+	wsCloseSubscriberExist = 4409 // "Subscriber for <id> already exists"
+	wsCloseTooManyInits    = 4429 // a second connection_init
+)
+
+// wsLimits is the transport.WebsocketImplementation of /graphql: gqlgen's
+// coder/websocket adapter, with every connection wrapped in a wsConn.
+type wsLimits struct {
+	accept transport.CoderWebsocketImplementation
+	// initTimeout bounds the wait for connection_init (Limits.WSInitTimeout).
+	// gqlgen's own InitTimeout must stay zero: it closes with 1002.
+	initTimeout time.Duration
+	// maxSubscriptions bounds the operations running on one connection
+	// (Limits.MaxSubscriptions).
+	maxSubscriptions int
+}
+
+var _ transport.WebsocketImplementation = wsLimits{}
+
+func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	// Only graphql-transport-ws: gqlgen would pick the legacy graphql-ws
+	// protocol first when a client offers both (or none), and the rules
+	// below are this protocol's.
+	opts.Subprotocols = []string{wsSubprotocol}
+	inner, err := l.accept.Accept(w, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &wsConn{
+		inner:    inner,
+		max:      l.maxSubscriptions,
+		byClient: map[string]*wsOp{},
+		byServer: map[string]*wsOp{},
+	}
+	if inner.Subprotocol() != wsSubprotocol {
+		// What the graphql-ws reference server does; gqlgen's read of
+		// connection_init then fails and it gives up.
+		c.closeWith(wsCloseSubprotocol, "Subprotocol not acceptable")
+		return c, nil
+	}
+	c.initTimer = time.AfterFunc(l.initTimeout, func() {
+		c.mu.Lock()
+		late := !c.initialised && !c.closed
+		c.closed = c.closed || late
+		c.mu.Unlock()
+		if late {
+			_ = c.inner.WriteClose(wsCloseInitTimeout, "Connection initialisation timeout")
+		}
+	})
+	return c, nil
+}
+
+// wsConn is one graphql-transport-ws connection as gqlgen sees it (see the
+// top of this file). gqlgen calls NextReader from its one reading
+// goroutine and WriteJSON under its own lock; the wsConn writes its own
+// `error` messages from NextReader, which coder/websocket allows
+// concurrently with gqlgen's writes.
+type wsConn struct {
+	inner     transport.WebsocketConn
+	max       int
+	initTimer *time.Timer
+
+	mu          sync.Mutex
+	initialised bool
+	closed      bool             // the wsConn has sent a close frame
+	byClient    map[string]*wsOp // active for the client, by client id
+	byServer    map[string]*wsOp // running in gqlgen, by gqlgen id
+	next        uint64           // the last gqlgen id handed out
+}
+
+// wsOp is one subscribe the wsConn passed on to gqlgen.
+type wsOp struct {
+	client, server string
+	// ended: the client completed it or was sent its error; whatever
+	// gqlgen still writes for it is dropped.
+	ended bool
+}
+
+// wsMessage is a graphql-transport-ws message.
+type wsMessage struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+)
+
+// errWSClosed ends gqlgen's read loop once the wsConn has closed the
+// socket; gqlgen does not report net.ErrClosed.
+var errWSClosed = fmt.Errorf("graphql-transport-ws: closed by the server: %w", net.ErrClosed)
+
+// NextReader returns the next client message gqlgen should see. It reads
+// each message the way gqlgen will (encoding/json's Decoder: the first
+// value, keys matched without case), so what it checks is what gqlgen
+// runs; subscribe and complete go on with gqlgen's id for the client's.
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	for {
+		if c.isClosed() {
+			return 0, nil, errWSClosed
+		}
+		typ, r, err := c.inner.NextReader()
+		if err != nil {
+			return typ, r, err
+		}
+		raw, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, err
+		}
+		var m wsMessage
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			c.closeWith(wsCloseBadRequest, "Invalid message received")
+			return 0, nil, errWSClosed
+		}
+		switch m.Type {
+		case wsInit:
+			c.mu.Lock()
+			late, again := c.closed, c.initialised
+			c.initialised = true
+			c.mu.Unlock()
+			if late {
+				return 0, nil, errWSClosed // the init timer fired first
+			}
+			if again {
+				c.closeWith(wsCloseTooManyInits, "Too many initialisation requests")
+				return 0, nil, errWSClosed
+			}
+			c.initTimer.Stop()
+		case wsSubscribe:
+			c.mu.Lock()
+			early := !c.initialised
+			c.mu.Unlock()
+			if early {
+				// Spec: a subscribe before connection_ack closes with 4401.
+				c.closeWith(wsCloseUnauthorized, "Unauthorized")
+				return 0, nil, errWSClosed
+			}
+			out, ok, err := c.subscribe(m, raw)
+			if err != nil {
+				return 0, nil, err
+			}
+			if !ok {
+				continue // answered here; gqlgen never sees it
+			}
+			raw = out
+		case wsComplete:
+			c.mu.Lock()
+			op := c.byClient[m.ID]
+			if op != nil {
+				delete(c.byClient, m.ID)
+				op.ended = true // spec: nothing more is sent for it
+			}
+			c.mu.Unlock()
+			if op == nil {
+				continue // nothing of the client's runs under that id
+			}
+			m.ID = op.server
+			if raw, err = json.Marshal(m); err != nil {
+				return 0, nil, err
+			}
+		}
+		return typ, bytes.NewReader(raw), nil
+	}
+}
+
+// subscribe applies the protocol's and this server's rules to a subscribe
+// message: it returns the message to pass on to gqlgen, or ok false when
+// the wsConn answered it, or an error when it closed the socket.
+func (c *wsConn) subscribe(m wsMessage, raw []byte) (out []byte, ok bool, err error) {
+	c.mu.Lock()
+	_, dup := c.byClient[m.ID]
+	c.mu.Unlock()
+	if dup {
+		// Spec: "If there is already an active subscriber for an
+		// operation matching the provided ID, ... the server must close
+		// the socket immediately with 4409".
+		c.closeWith(wsCloseSubscriberExist, closeReason("Subscriber for "+m.ID+" already exists"))
+		return nil, false, errWSClosed
+	}
+	// Every string a client sends is checked once (DESIGN §10): gqlgen
+	// would decode invalid UTF-8 and lone surrogates to U+FFFD and run
+	// the operation.
+	if err := graph.CheckRawJSON(raw); err != nil {
+		return nil, false, c.refuse(m.ID, err)
+	}
+	c.mu.Lock()
+	if len(c.byServer) >= c.max {
+		c.mu.Unlock()
+		return nil, false, c.refuse(m.ID, errcode.New(errcode.RateLimited,
+			"too many subscriptions on this connection: at most %d run at once; complete one first", c.max))
+	}
+	c.next++
+	op := &wsOp{client: m.ID, server: strconv.FormatUint(c.next, 10)}
+	c.byClient[op.client] = op
+	c.byServer[op.server] = op
+	c.mu.Unlock()
+	m.ID = op.server
+	out, err = json.Marshal(m)
+	return out, err == nil, err
+}
+
+// refuse sends the client an `error` for id: the operation ends there.
+func (c *wsConn) refuse(id string, err error) error {
+	e, _ := errcode.From(err)
+	payload, merr := json.Marshal([]*gqlerror.Error{graph.Present(&gqlerror.Error{Message: e.Message}, e.Code, err)})
+	if merr != nil {
+		return merr
+	}
+	return c.inner.WriteJSON(wsMessage{ID: id, Type: wsError, Payload: payload})
+}
+
+// WriteJSON writes a message of gqlgen's with the client's id in place of
+// gqlgen's, drops what gqlgen writes for an operation that has ended for
+// the client, and frees an operation's slot on gqlgen's complete. The
+// books are kept before the write, so a client that reuses an id as soon
+// as it reads the end of the last one finds it free.
+func (c *wsConn) WriteJSON(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var m wsMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	if m.ID == "" {
+		return c.inner.WriteJSON(json.RawMessage(data))
+	}
+	c.mu.Lock()
+	op := c.byServer[m.ID]
+	if op == nil {
+		c.mu.Unlock()
+		return nil // not an operation of this client's
+	}
+	drop := op.ended
+	switch m.Type {
+	case wsComplete:
+		delete(c.byServer, op.server)
+		if !op.ended {
+			delete(c.byClient, op.client)
+		}
+	case wsError:
+		// Spec: after an error "no Complete message will be emitted";
+		// gqlgen writes one anyway, which is dropped.
+		if !op.ended {
+			op.ended = true
+			delete(c.byClient, op.client)
+		}
+	}
+	c.mu.Unlock()
+	if drop {
+		return nil
+	}
+	m.ID = op.client
+	return c.inner.WriteJSON(m)
+}
+
+// closeWith starts the close handshake with code, once; gqlgen's own
+// close after it is a no-op in the adapter, so the client sees code.
+func (c *wsConn) closeWith(code int, reason string) {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if !already {
+		_ = c.inner.WriteClose(code, reason)
+	}
+}
+
+func (c *wsConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *wsConn) WriteClose(code int, message string) error {
+	return c.inner.WriteClose(code, message)
+}
+
+func (c *wsConn) Close() error {
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+	return c.inner.Close()
+}
+
+func (c *wsConn) Subprotocol() string { return c.inner.Subprotocol() }
+
+// SetReadLimit forwards gqlgen's PayloadReadLimit: without it messages
+// would be unbounded.
+func (c *wsConn) SetReadLimit(limit int64) {
+	if l, ok := c.inner.(transport.WebsocketReadLimiter); ok {
+		l.SetReadLimit(limit)
+	}
+}
+
+// SetReadDeadline forwards gqlgen's ping/pong deadline: without it a
+// silent peer would hold its socket forever.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	if d, ok := c.inner.(transport.WebsocketReadDeadliner); ok {
+		return d.SetReadDeadline(t)
+	}
+	return nil
+}
+
+// closeReason fits s in a close frame (123 bytes of reason), cut at a
+// rune boundary.
+func closeReason(s string) string {
+	const max = 123
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// streamSlots bounds the streams each member holds open on this replica
+// (Limits.MaxStreams): WebSocket connections and SSE requests together.
+// Requests without a verified identity share one budget of the same size:
+// they can run nothing (every operation needs an identity), but they must
+// not be able to hold sockets without bound either.
+type streamSlots struct {
+	max int
+
+	mu   sync.Mutex
+	open map[string]int // by identity subject; "" for no identity
+}
+
+func newStreamSlots(max int) *streamSlots {
+	return &streamSlots{max: max, open: map[string]int{}}
+}
+
+// Wrap counts the streams next serves: a request holds its member's slot
+// until next returns, which for a WebSocket is when the connection has
+// ended and for SSE when the stream has. Past the bound, the request is
+// refused before any upgrade or work with HTTP 429 RATE_LIMITED. It must
+// run after authority.Middleware, which puts the identity in the context.
+func (s *streamSlots) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The same tests gqlgen uses to pick the transport.
+		if !(transport.Websocket{}).Supports(r) && !(transport.SSE{}).Supports(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := ""
+		if id, ok := authority.IdentityFromContext(r.Context()); ok {
+			key = id.Subject
+		}
+		if !s.acquire(key) {
+			msg := "too many open streams: at most %d WebSockets and SSE subscriptions per member; close one first"
+			if key == "" {
+				msg = "too many open streams without an identity envelope: at most %d; send a valid envelope"
+			}
+			writeError(w, http.StatusTooManyRequests, errcode.New(errcode.RateLimited, msg, s.max))
+			return
+		}
+		defer s.release(key)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *streamSlots) acquire(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[key] >= s.max {
+		return false
+	}
+	s.open[key]++
+	return true
+}
+
+func (s *streamSlots) release(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[key]--; s.open[key] <= 0 {
+		delete(s.open, key)
+	}
+}
