@@ -1,0 +1,574 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// rawWS is a graphql-transport-ws client that shows everything the server
+// sends, close codes included (gqlclient keeps them to itself).
+type rawWS struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+// dialRaw opens a graphql-transport-ws socket with email's envelope on the
+// upgrade request (none when email is ""), without connection_init.
+func dialRaw(t *testing.T, ctx context.Context, h *harness, email string) *rawWS {
+	t.Helper()
+	ws, res, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		HTTPHeader:   identityHeader(t, h, email),
+		Subprotocols: []string{"graphql-transport-ws"},
+	})
+	if err != nil {
+		if res != nil {
+			t.Fatalf("dial: HTTP %d: %v", res.StatusCode, err)
+		}
+		t.Fatalf("dial: %v", err)
+	}
+	ws.SetReadLimit(16 << 20)
+	t.Cleanup(func() { ws.CloseNow() })
+	return &rawWS{t: t, ws: ws}
+}
+
+func identityHeader(t *testing.T, h *harness, email string) http.Header {
+	t.Helper()
+	hdr := http.Header{}
+	if email != "" {
+		tok, err := mintDev(h.signer, email, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr.Set(h.cfg.IdentityHeader, tok)
+	}
+	return hdr
+}
+
+// init sends connection_init and waits for connection_ack.
+func (c *rawWS) init(ctx context.Context) {
+	c.t.Helper()
+	c.send(ctx, gqlclient.Message{Type: "connection_init"})
+	if m := c.read(ctx); m.Type != "connection_ack" {
+		c.t.Fatalf("got %s %s, want connection_ack", m.Type, m.Payload)
+	}
+}
+
+func (c *rawWS) send(ctx context.Context, m gqlclient.Message) {
+	c.t.Helper()
+	if err := wsjson.Write(ctx, c.ws, m); err != nil {
+		c.t.Fatalf("send %s %s: %v", m.Type, m.ID, err)
+	}
+}
+
+func (c *rawWS) subscribe(ctx context.Context, id string, r gqlclient.Request) {
+	c.t.Helper()
+	payload, err := json.Marshal(r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.send(ctx, gqlclient.Message{ID: id, Type: "subscribe", Payload: payload})
+}
+
+// read returns the next message that is not a ping (pings are answered).
+func (c *rawWS) read(ctx context.Context) gqlclient.Message {
+	c.t.Helper()
+	for {
+		var m gqlclient.Message
+		if err := wsjson.Read(ctx, c.ws, &m); err != nil {
+			c.t.Fatalf("read: %v", err)
+		}
+		if m.Type == "ping" {
+			c.send(ctx, gqlclient.Message{Type: "pong"})
+			continue
+		}
+		return m
+	}
+}
+
+// expectClose reads until the server closes the socket and checks the
+// close code and reason.
+func (c *rawWS) expectClose(ctx context.Context, code websocket.StatusCode, reason string) {
+	c.t.Helper()
+	for {
+		_, data, err := c.ws.Read(ctx)
+		if err == nil {
+			continue // messages sent before the close
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) {
+			c.t.Fatalf("socket ended with %v (last message %s), want close %d %q", err, data, code, reason)
+		}
+		if ce.Code != code || ce.Reason != reason {
+			c.t.Fatalf("closed with %d %q, want %d %q", ce.Code, ce.Reason, code, reason)
+		}
+		return
+	}
+}
+
+// errorsOf decodes an `error` message's payload.
+func errorsOf(t *testing.T, m gqlclient.Message) []gqlclient.Error {
+	t.Helper()
+	var errs []gqlclient.Error
+	if err := json.Unmarshal(m.Payload, &errs); err != nil {
+		t.Fatalf("error payload %s: %v", m.Payload, err)
+	}
+	return errs
+}
+
+// pause lets d pass; a test waits this way only to let a deadline go by.
+func pause(ctx context.Context, t *testing.T, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		t.Fatal("test deadline while waiting")
+	}
+}
+
+var meQuery = gqlclient.Request{Query: `{ me { email } }`}
+
+func journalFrom(room roomRef) gqlclient.Request {
+	return gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
+}
+
+// TestWSInitTimeout: a socket that does not send connection_init within
+// WSInitTimeout is closed with 4408 (graphql-transport-ws), and one that
+// did keeps working after that time.
+func TestWSInitTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.Limits.WSInitTimeout = timeout })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	silent := dialRaw(t, ctx, h, alice)
+	start := time.Now()
+	closeCtx, closeCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer closeCancel()
+	silent.expectClose(closeCtx, 4408, "Connection initialisation timeout")
+	if waited := time.Since(start); waited < timeout-50*time.Millisecond {
+		t.Fatalf("closed after %v, before the %v timeout", waited, timeout)
+	}
+
+	prompt := dialRaw(t, ctx, h, alice)
+	prompt.init(ctx)
+	pause(ctx, t, 3*timeout)
+	prompt.subscribe(ctx, "me", meQuery)
+	if m := prompt.read(ctx); m.Type != "next" || m.ID != "me" || !strings.Contains(string(m.Payload), alice) {
+		t.Fatalf("after the init timeout: %s %s %s, want next with alice's email", m.ID, m.Type, m.Payload)
+	}
+}
+
+// TestWSDuplicateSubscriptionID: a subscribe whose id is still active
+// closes the socket with 4409; an id the client completed is free again at
+// once, and nothing of the completed operation reaches the client after.
+func TestWSDuplicateSubscriptionID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	room := rooms(t, h.client(t, alice))["Team room"]
+
+	c := dialRaw(t, ctx, h, alice)
+	c.init(ctx)
+	c.subscribe(ctx, "a", journalFrom(room))
+	c.send(ctx, gqlclient.Message{ID: "a", Type: "complete"})
+	c.subscribe(ctx, "a", journalFrom(room)) // reused right after its complete: allowed
+	c.subscribe(ctx, "q", meQuery)
+	for done := false; !done; {
+		m := c.read(ctx)
+		switch {
+		case m.ID == "a":
+			t.Fatalf("message for the journal subscription: %s %s", m.Type, m.Payload)
+		case m.ID == "q" && m.Type == "next":
+		case m.ID == "q" && m.Type == "complete":
+			done = true
+		default:
+			t.Fatalf("unexpected %s %s %s", m.ID, m.Type, m.Payload)
+		}
+	}
+
+	c.subscribe(ctx, "a", journalFrom(room)) // the second "a" is active
+	closeCtx, closeCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer closeCancel()
+	c.expectClose(closeCtx, 4409, "Subscriber for a already exists")
+}
+
+// TestWSSubscriptionLimit: past MaxSubscriptions on one connection a
+// subscribe gets an `error` (RATE_LIMITED, retryable); the connection
+// stays up, the earlier subscriptions keep streaming, and completing one
+// frees its slot.
+func TestWSSubscriptionLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.Limits.MaxSubscriptions = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := h.client(t, alice)
+	room := rooms(t, client)["Team room"]
+
+	c := dialRaw(t, ctx, h, alice)
+	c.init(ctx)
+	c.subscribe(ctx, "j1", journalFrom(room))
+	c.subscribe(ctx, "j2", journalFrom(room))
+	c.subscribe(ctx, "j3", journalFrom(room))
+	if err := client.Do(ctx, submit, map[string]any{"c": room.ID, "t": "over the limit", "k": "ws-limit-1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var refused bool
+	streamed := map[string]bool{}
+	for !refused || !streamed["j1"] || !streamed["j2"] {
+		m := c.read(ctx)
+		switch {
+		case m.ID == "j3" && m.Type == "error":
+			errs := errorsOf(t, m)
+			checkCoded(t, errs, "RATE_LIMITED")
+			if !strings.Contains(errs[0].Message, "at most 2") {
+				t.Fatalf("message %q does not say the limit", errs[0].Message)
+			}
+			refused = true
+		case m.ID == "j3":
+			t.Fatalf("subscription past the limit got %s %s", m.Type, m.Payload)
+		case m.Type == "next":
+			streamed[m.ID] = true
+		default:
+			t.Fatalf("unexpected %s %s %s", m.ID, m.Type, m.Payload)
+		}
+	}
+
+	// Completing j1 frees its slot once the server has stopped it; a
+	// client at the limit retries on RATE_LIMITED.
+	c.send(ctx, gqlclient.Message{ID: "j1", Type: "complete"})
+	for attempt := 4; ; attempt++ {
+		id := fmt.Sprintf("j%d", attempt)
+		c.subscribe(ctx, id, journalFrom(room)) // replays the turn's entries
+		m := c.read(ctx)
+		for m.ID != id {
+			m = c.read(ctx) // j2 may still be streaming
+		}
+		if m.Type == "next" {
+			break
+		}
+		if m.Type != "error" || !containsCode(m.Payload, "RATE_LIMITED") {
+			t.Fatalf("%s: %s %s", id, m.Type, m.Payload)
+		}
+		pause(ctx, t, 10*time.Millisecond)
+	}
+}
+
+// TestWSSubscribeInputChecked: a subscribe message that is not valid
+// UTF-8 or escapes a lone surrogate gets an `error` (BAD_USER_INPUT) for
+// its id, never echoing it, and nothing runs (gqlgen alone would decode
+// both to U+FFFD and submit the message); the connection stays up.
+func TestWSSubscribeInputChecked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	room := rooms(t, h.client(t, alice))["Team room"]
+	query, err := json.Marshal(submit)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := dialRaw(t, ctx, h, alice)
+	c.init(ctx)
+	tests := []struct {
+		name string
+		text string // raw JSON string content
+	}{
+		{"lone surrogate", `hello \ud800 there`},
+		{"invalid UTF-8", "hello \xff there"},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("bad-%d", i)
+		key := fmt.Sprintf("never-runs-%d", i)
+		msg := `{"id":"` + id + `","type":"subscribe","payload":{"query":` + string(query) +
+			`,"variables":{"c":"` + room.ID + `","t":"` + tt.text + `","k":"` + key + `"}}}`
+		if err := c.ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		m := c.read(ctx)
+		if m.ID != id || m.Type != "error" {
+			t.Fatalf("%s: %s %s %s, want error for %s", tt.name, m.ID, m.Type, m.Payload, id)
+		}
+		checkCoded(t, errorsOf(t, m), "BAD_USER_INPUT")
+		if bytes.Contains(m.Payload, []byte(key)) || bytes.Contains(m.Payload, []byte("hello")) {
+			t.Fatalf("%s: the error echoes the request: %s", tt.name, m.Payload)
+		}
+	}
+	if head := rooms(t, h.client(t, alice))["Team room"].Head; head != room.Head {
+		t.Fatalf("room head moved from %d to %d: a refused subscribe ran", room.Head, head)
+	}
+	c.subscribe(ctx, "me", meQuery)
+	if m := c.read(ctx); m.ID != "me" || m.Type != "next" {
+		t.Fatalf("after the refusals: %s %s %s", m.ID, m.Type, m.Payload)
+	}
+}
+
+// openSSE starts a journal subscription over SSE as email and returns the
+// response (200 with the stream open, or the refusal).
+func openSSE(t *testing.T, ctx context.Context, h *harness, email string, room roomRef) *http.Response {
+	t.Helper()
+	body, err := json.Marshal(journalFrom(room))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = identityHeader(t, h, email)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// checkTooMany fails unless res is HTTP 429 with a RATE_LIMITED error.
+func checkTooMany(t *testing.T, what string, res *http.Response) {
+	t.Helper()
+	if res == nil {
+		t.Fatalf("%s: no response, want HTTP 429", what)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("%s: HTTP %d %s, want 429", what, res.StatusCode, raw)
+	}
+	var out gqlclient.Response
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: 429 body is not a GraphQL response: %s", what, raw)
+	}
+	checkCoded(t, out.Errors, "RATE_LIMITED")
+}
+
+// TestStreamsPerMember: a member's WebSockets and SSE subscriptions on a
+// replica are bounded together (MaxStreams); past it both an upgrade and
+// an SSE request get HTTP 429 RATE_LIMITED, another member is unaffected,
+// and closing either kind of stream frees a slot. Upgrades without an
+// identity share one budget of the same size.
+func TestStreamsPerMember(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.Limits.MaxStreams = 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	room := rooms(t, h.client(t, alice))["Team room"]
+	wsURL := strings.Replace(h.base, "http", "ws", 1) + "/graphql"
+	dial := func(email string) (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(ctx, wsURL, &websocket.DialOptions{
+			HTTPHeader:   identityHeader(t, h, email),
+			Subprotocols: []string{"graphql-transport-ws"},
+		})
+	}
+
+	ws1, _, err := dial(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sseCtx, closeSSE := context.WithCancel(ctx)
+	defer closeSSE()
+	if res := openSSE(t, sseCtx, h, alice, room); res.StatusCode != http.StatusOK {
+		t.Fatalf("SSE: HTTP %d", res.StatusCode)
+	}
+
+	_, res, err := dial(alice)
+	if err == nil {
+		t.Fatal("a third stream was upgraded")
+	}
+	checkTooMany(t, "third stream, WebSocket", res)
+	checkTooMany(t, "third stream, SSE", openSSE(t, ctx, h, alice, room))
+
+	bobWS, _, err := dial(bob)
+	if err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	defer bobWS.CloseNow()
+
+	// Closing the WebSocket frees its slot once the server has seen it go.
+	ws1.CloseNow()
+	for {
+		ws, res, err := dial(alice)
+		if err == nil {
+			ws.CloseNow()
+			break
+		}
+		checkTooMany(t, "after closing a WebSocket", res)
+		pause(ctx, t, 10*time.Millisecond)
+	}
+	// So does ending the SSE request.
+	closeSSE()
+	for {
+		res := openSSE(t, ctx, h, alice, room)
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		checkTooMany(t, "after closing the SSE stream", res)
+		pause(ctx, t, 10*time.Millisecond)
+	}
+
+	// Without an identity: a shared budget, and nothing runs.
+	anon := dialRaw(t, ctx, h, "")
+	anon.init(ctx)
+	anon.subscribe(ctx, "j", journalFrom(room))
+	if m := anon.read(ctx); !containsCode(m.Payload, "UNAUTHENTICATED") {
+		t.Fatalf("anonymous subscribe: %s %s", m.Type, m.Payload)
+	}
+	dialRaw(t, ctx, h, "")
+	_, res, err = dial("")
+	if err == nil {
+		t.Fatal("a third anonymous socket was upgraded")
+	}
+	checkTooMany(t, "third anonymous WebSocket", res)
+}
+
+// TestSlowBodyCutOff: a client that sends its headers and then trickles
+// the body is cut off at ReadTimeout instead of holding a connection and
+// a handler for as long as it likes.
+func TestSlowBodyCutOff(t *testing.T) {
+	t.Parallel()
+	const readTimeout = 500 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.Limits.ReadTimeout = readTimeout })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := mintDev(h.signer, alice, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const bodyLen = 4096 // at one byte per 20ms: 80s
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s: %s\r\n\r\n",
+		strings.TrimPrefix(h.base, "http://"), bodyLen, h.cfg.IdentityHeader, tok)
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < bodyLen; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+		}
+	}()
+
+	// The server answers (with an error) and closes, or just closes.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	if res, err := http.ReadResponse(br, nil); err == nil {
+		if res.StatusCode < 400 {
+			t.Fatalf("a trickled body got HTTP %d", res.StatusCode)
+		}
+		io.Copy(io.Discard, res.Body)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the connection is still open after the response")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection was not cut off within %v of a %v ReadTimeout", time.Since(start), readTimeout)
+	}
+	if elapsed := time.Since(start); elapsed < readTimeout-50*time.Millisecond {
+		t.Fatalf("cut off after %v, before ReadTimeout", elapsed)
+	}
+	conn.Close()
+	<-trickled
+}
+
+// TestStreamsOutliveReadTimeout: ReadTimeout bounds reading a request,
+// not the stream that answers it: an SSE subscription and a WebSocket
+// subscription opened before the deadline both deliver an entry written
+// well after it.
+func TestStreamsOutliveReadTimeout(t *testing.T) {
+	t.Parallel()
+	const readTimeout = time.Second
+	h := newHarness(t, func(c *Config) { c.Limits.ReadTimeout = readTimeout })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := h.client(t, alice)
+	room := rooms(t, client)["Team room"]
+
+	sse, err := client.SSE(ctx, journalFrom(room))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", client.Header, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ws, err := conn.Subscribe(ctx, "j", journalFrom(room))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Let the read deadline pass, failing at once if a stream ends.
+	deadline := time.NewTimer(2*readTimeout + 500*time.Millisecond)
+	defer deadline.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-deadline.C:
+			waiting = false
+		case _, ok := <-sse:
+			if !ok {
+				t.Fatal("the SSE stream ended before any entry")
+			}
+		case _, ok := <-ws:
+			if !ok {
+				t.Fatal("the WebSocket subscription ended before any entry")
+			}
+		case <-ctx.Done():
+			t.Fatal("test deadline")
+		}
+	}
+
+	if err := client.Do(ctx, submit, map[string]any{"c": room.ID, "t": "still there?", "k": "after-read-timeout"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, ok := <-sse:
+		if !ok {
+			t.Fatal("the SSE stream ended without the new entry")
+		}
+		var d struct {
+			Journal wireEntry `json:"journal"`
+		}
+		if err := ev.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(ev.Data, &d); err != nil || d.Journal.Seq <= room.Head {
+			t.Fatalf("SSE entry %s (%v), want seq > %d", ev.Data, err, room.Head)
+		}
+	case <-ctx.Done():
+		t.Fatal("no SSE entry after the read deadline")
+	}
+	if e := nextEntry(t, ctx, ws); e.Seq <= room.Head {
+		t.Fatalf("WebSocket entry seq %d, want > %d", e.Seq, room.Head)
+	}
+}
