@@ -129,6 +129,10 @@ func (s QueryShape) MutateOperationContext(ctx context.Context, rc *graphql.Oper
 	if rc.Operation == nil {
 		return nil
 	}
+	if readOnly, _ := ctx.Value(readOnlyKey{}).(bool); readOnly && rc.Operation.Operation != ast.Query {
+		e := errcode.New(errcode.BadUserInput, "a GET request runs queries only: send %s operations with POST", rc.Operation.Operation)
+		return &gqlerror.Error{Message: e.Message, Err: e}
+	}
 	w := shapeWalker{frags: rc.Doc.Fragments, limit: s.MaxDepth}
 	depth := w.depth(rc.Operation.SelectionSet, 0)
 	switch {
@@ -138,6 +142,16 @@ func (s QueryShape) MutateOperationContext(ctx context.Context, rc *graphql.Oper
 		return validationError(fmt.Sprintf("the operation nests fields more than %d deep", s.MaxDepth))
 	}
 	return nil
+}
+
+type readOnlyKey struct{}
+
+// NewContextReadOnly marks a request that may run queries only (an HTTP
+// GET, which caches and prefetchers repeat at will); QueryShape refuses
+// anything else with BAD_USER_INPUT before gqlgen would refuse it
+// without a code.
+func NewContextReadOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, readOnlyKey{}, true)
 }
 
 func validationError(msg string) *gqlerror.Error {

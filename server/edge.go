@@ -41,7 +41,7 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err)
 			return
 		}
-		e.next.ServeHTTP(w, r)
+		e.next.ServeHTTP(w, r.WithContext(graph.NewContextReadOnly(r.Context())))
 		return
 	case r.Method == http.MethodOptions:
 		e.next.ServeHTTP(w, r)
@@ -100,8 +100,22 @@ func checkBody(body []byte) error {
 	if !json.Valid(body) {
 		return errcode.New(errcode.BadUserInput, "the request body is not valid JSON")
 	}
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-		return errcode.New(errcode.BadUserInput, "the request body must be a JSON object with query, variables and operationName")
+	// The shape gqlgen reads, checked here so that its decoding error,
+	// which quotes the whole body, never happens.
+	var req struct {
+		Query         *string         `json:"query"`
+		OperationName *string         `json:"operationName"`
+		Variables     json.RawMessage `json:"variables"`
+		Extensions    json.RawMessage `json:"extensions"`
+	}
+	shape := errcode.New(errcode.BadUserInput, "the request body must be a JSON object with a string query, an optional string operationName and optional variables and extensions objects")
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' || json.Unmarshal(body, &req) != nil {
+		return shape
+	}
+	for _, obj := range []json.RawMessage{req.Variables, req.Extensions} {
+		if o := bytes.TrimSpace(obj); len(o) > 0 && o[0] != '{' && !bytes.Equal(o, []byte("null")) {
+			return shape
+		}
 	}
 	return nil
 }
@@ -119,6 +133,12 @@ func checkQueryParams(raw string) error {
 			if err := graph.CheckRawJSON([]byte(v)); err != nil {
 				return err
 			}
+		}
+	}
+	for _, name := range []string{"variables", "extensions"} {
+		// gqlgen would answer a malformed one without a code.
+		if v := bytes.TrimSpace([]byte(vals.Get(name))); len(v) > 0 && (v[0] != '{' || !json.Valid(v)) {
+			return errcode.New(errcode.BadUserInput, "the %s parameter must be a JSON object", name)
 		}
 	}
 	return nil

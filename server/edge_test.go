@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,9 @@ func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 		{"lone high surrogate", http.MethodPost, "application/json", submitBody(`\ud800 ` + secret), http.StatusBadRequest},
 		{"lone low surrogate", http.MethodPost, "application/json", submitBody(`\udc00 ` + secret), http.StatusBadRequest},
 		{"reversed pair", http.MethodPost, "application/json", submitBody(`\udc00\ud800 ` + secret), http.StatusBadRequest},
+		{"query not a string", http.MethodPost, "application/json", []byte(`{"query": 1, "x": "` + secret + `"}`), http.StatusBadRequest},
+		{"variables not an object", http.MethodPost, "application/json", []byte(`{"query": "{ me { id } }", "variables": "` + secret + `"}`), http.StatusBadRequest},
+		{"operationName not a string", http.MethodPost, "application/json", []byte(`{"query": "{ me { id } }", "operationName": ["` + secret + `"]}`), http.StatusBadRequest},
 		{"text/plain", http.MethodPost, "text/plain", []byte(`{"query": "{ me { id } }"}`), http.StatusUnsupportedMediaType},
 		{"PUT", http.MethodPut, "application/json", []byte(`{"query": "{ me { id } }"}`), http.StatusMethodNotAllowed},
 	}
@@ -123,6 +127,50 @@ func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 	status, raw, errs := postRaw(t, h, http.MethodPost, tok, "application/json", submitBody(`pair \ud83d\ude00`))
 	if status != http.StatusOK || len(errs) != 0 {
 		t.Fatalf("a valid surrogate pair: HTTP %d %s", status, raw)
+	}
+}
+
+// TestMalformedGETRefused: a GET's variables that are not a JSON object,
+// invalid UTF-8 in its parameters, and a mutation over GET get coded
+// errors and write nothing.
+func TestMalformedGETRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	tok, err := mintDev(h.signer, alice, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, rawQuery string }{
+		{"variables not JSON", "query=" + url.QueryEscape("{ me { id } }") + "&variables=SECRET"},
+		{"variables an array", "query=" + url.QueryEscape("{ me { id } }") + "&variables=" + url.QueryEscape("[1]")},
+		{"extensions not JSON", "query=" + url.QueryEscape("{ me { id } }") + "&extensions=%7B"},
+		{"invalid UTF-8", "query=" + url.QueryEscape("{ documents(query: \"caf\xe9\") { id } }")},
+		{"a mutation", "query=" + url.QueryEscape(`mutation { createConversation(input: {title: "via GET", kind: SHARED}) { id } }`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := counts(t, h)
+			req, err := http.NewRequest(http.MethodGet, h.base+"/graphql?"+tt.rawQuery, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(h.cfg.IdentityHeader, tok)
+			res, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var out gqlclient.Response
+			if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+				t.Fatalf("HTTP %d: not a GraphQL response: %v", res.StatusCode, err)
+			}
+			checkCoded(t, out.Errors, "BAD_USER_INPUT")
+			if strings.Contains(out.Errors[0].Message, "SECRET") {
+				t.Fatalf("the error echoes the request: %s", out.Errors[0].Message)
+			}
+			if after := counts(t, h); after != before {
+				t.Fatalf("database changed: %+v -> %+v", before, after)
+			}
+		})
 	}
 }
 
