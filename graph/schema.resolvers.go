@@ -7,6 +7,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/google/uuid"
@@ -171,8 +172,10 @@ func (r *mutationResolver) ResumeTurn(ctx context.Context, input model.ResumeTur
 	}
 	// Recovery runs with the caller's current authority: only a current
 	// member of the turn's room may ask for it.
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); err != nil {
+	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
 		return nil, errcode.New(errcode.NotFound, "turn %s not found", input.TurnID)
+	} else if err != nil {
+		return nil, err
 	}
 	if r.Runs != nil {
 		if _, err := r.Runs.Resume(ctx, tid); err != nil {
@@ -327,8 +330,10 @@ func (r *queryResolver) Turn(ctx context.Context, id string) (*model.Turn, error
 	// A turn is visible to the current members of its room, and to no one
 	// else: anyone else gets the same NOT_FOUND as for a turn that does
 	// not exist.
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); err != nil {
+	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
 		return nil, errcode.New(errcode.NotFound, "turn %s not found", id)
+	} else if err != nil {
+		return nil, err
 	}
 	return toTurn(t), nil
 }
@@ -468,8 +473,10 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); err != nil {
+	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
 		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
+	} else if err != nil {
+		return nil, err
 	}
 	read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
 		entries, err := journal.ReadTurn(ctx, r.Client, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
