@@ -15,7 +15,8 @@ import (
 // StorageUnavailable reports whether err says the database could not be
 // reached or could not serve, rather than that the request was wrong: a
 // refused or dropped connection, Postgres starting up or shutting down,
-// too many clients, a connection pool that is closed. Such a failure is
+// too many clients, a connection pool that is closed, a transaction the
+// database rolled back to break a deadlock or a serialization conflict. Such a failure is
 // UNAVAILABLE to the client, who may retry (with the same idempotency key
 // or command id: a COMMIT whose answer was lost may have landed).
 func StorageUnavailable(err error) bool {
@@ -25,6 +26,8 @@ func StorageUnavailable(err error) bool {
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code.Class() {
+		case "40": // transaction rollback: a deadlock victim or a serialization failure; retrying is safe
+			return true
 		case "08", // connection exception
 			"53", // insufficient resources: too many connections, out of memory, disk full
 			"57": // operator intervention: admin/crash shutdown, cannot connect now

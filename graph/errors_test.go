@@ -47,6 +47,8 @@ func TestPresenterCodes(t *testing.T) {
 		{"too many clients", wrap(&pq.Error{Code: "53300"}), errcode.Unavailable},
 		{"connection failure", wrap(&pq.Error{Code: "08006"}), errcode.Unavailable},
 		{"closed pool", wrap(errors.New("sql: database is closed")), errcode.Unavailable},
+		{"deadlock victim", wrap(&pq.Error{Code: "40P01"}), errcode.Unavailable},
+		{"serialization failure", wrap(&pq.Error{Code: "40001"}), errcode.Unavailable},
 		{"unique violation", wrap(&pq.Error{Code: "23505"}), errcode.Internal},
 		{"NUL the driver refused", wrap(&pq.Error{Code: "22021"}), errcode.Internal},
 		{"deadline", wrap(context.DeadlineExceeded), errcode.Unavailable},

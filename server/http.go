@@ -19,6 +19,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/tools"
@@ -166,8 +167,7 @@ func (a *App) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		a.log.ErrorContext(r.Context(), "artifact download: resolve member", "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		a.downloadFailed(w, r, "resolve member", err)
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
@@ -185,8 +185,7 @@ func (a *App) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "artifact content failed its digest check; it is not served", http.StatusConflict)
 		return
 	case err != nil:
-		a.log.ErrorContext(r.Context(), "artifact download", "artifact", id, "err", err)
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		a.downloadFailed(w, r, "read artifact "+id.String(), err)
 		return
 	}
 	h := w.Header()
@@ -211,6 +210,20 @@ func (a *App) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		w.Write(content)
 	}
+}
+
+// downloadFailed answers a download the server could not serve: 503
+// with Retry-After when the database is unavailable (retry), 500
+// otherwise (a bug, logged).
+func (a *App) downloadFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errcode.StorageUnavailable(err) {
+		a.log.WarnContext(r.Context(), "artifact download: database unavailable", "what", what, "err", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the database is unavailable; retry", http.StatusServiceUnavailable)
+		return
+	}
+	a.log.ErrorContext(r.Context(), "artifact download", "what", what, "err", err)
+	http.Error(w, "internal error", http.StatusInternalServerError)
 }
 
 // etagMatches reports whether an If-None-Match header names etag.

@@ -244,7 +244,10 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 	if kind == "shared" && actor.ID == ownerID && actor.ID != authorID {
 		// The owner decides only while still the owner and a member.
 		member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(roomID), roommember.MemberID(actor.ID)).Exist(ctx)
-		if err != nil || !member {
+		if err != nil {
+			return nil, fmt.Errorf("decide approval %s: owner's membership: %w", approvalID, err)
+		}
+		if !member {
 			return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may decide this approval")
 		}
 	}
