@@ -93,6 +93,10 @@ type Limits struct {
 	// documents it holds, weighted by what their parse costs
 	// (TURNGATE_QUERY_CACHE, 16 MiB).
 	QueryCache int64
+	// MaxFields bounds the field selections of a query document, counted
+	// before it is validated (TURNGATE_MAX_FIELDS, 500): validation is
+	// quadratic in fields that may overlap.
+	MaxFields int
 	// MaxDepth bounds the nesting of a query's selections, introspection
 	// included (TURNGATE_MAX_DEPTH, 15).
 	MaxDepth int
@@ -148,6 +152,7 @@ const (
 	DefaultMaxQuery          = 64 << 10
 	DefaultQueryCache        = 16 << 20
 	DefaultMaxDepth          = 15
+	DefaultMaxFields         = 500
 	DefaultWSInitTimeout     = 10 * time.Second
 	DefaultMaxSubscriptions  = 100
 	DefaultMaxStreams        = 50
@@ -183,6 +188,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxQuery, DefaultMaxQuery)
 	def(&l.QueryCache, DefaultQueryCache)
 	defInt(&l.MaxDepth, DefaultMaxDepth)
+	defInt(&l.MaxFields, DefaultMaxFields)
 	defDur(&l.WSInitTimeout, DefaultWSInitTimeout)
 	defInt(&l.MaxSubscriptions, DefaultMaxSubscriptions)
 	defInt(&l.MaxStreams, DefaultMaxStreams)
@@ -207,6 +213,7 @@ func (l *Limits) vars() []envVar {
 		{"TURNGATE_MAX_QUERY", &l.MaxQuery},
 		{"TURNGATE_QUERY_CACHE", &l.QueryCache},
 		{"TURNGATE_MAX_DEPTH", &l.MaxDepth},
+		{"TURNGATE_MAX_FIELDS", &l.MaxFields},
 		{"TURNGATE_WS_INIT_TIMEOUT", &l.WSInitTimeout},
 		{"TURNGATE_MAX_SUBSCRIPTIONS", &l.MaxSubscriptions},
 		{"TURNGATE_MAX_STREAMS_PER_MEMBER", &l.MaxStreams},

@@ -463,3 +463,31 @@ func TestDevEnvelopeOnlyForLoopbackHost(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldCountBounded: a document of more field selections than
+// MaxFields is refused before validation, whose cost is quadratic in
+// overlapping fields (64 KiB of "id id id ..." took some 16 s of CPU):
+// the refusal comes back within the client's deadline. Documents of
+// ordinary size, introspection included, pass.
+func TestFieldCountBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	a := h.client(t, alice)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, q := range []string{
+		"{ me { " + strings.Repeat("id ", 21000) + "} }",
+		"{ " + strings.Repeat("a: me { id } ", 5000) + "}",
+		"query { ...F } fragment F on Query { me { " + strings.Repeat("id ", 501) + "} }",
+	} {
+		res, err := a.Raw(ctx, gqlclient.Request{Query: q})
+		if err != nil {
+			t.Fatalf("%.40s…: %v", q, err)
+		}
+		checkCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
+	}
+	res, err := a.Raw(ctx, gqlclient.Request{Query: "{ me { " + strings.Repeat("id ", 400) + "} }"})
+	if err != nil || len(res.Errors) != 0 {
+		t.Fatalf("400 fields: %v %v", err, res.Errors)
+	}
+}

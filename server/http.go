@@ -63,12 +63,13 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
-	gql.SetQueryCache(graph.NewQueryCache[*ast.QueryDocument](lim.QueryCache))
+	queries := graph.NewQueryCache[*ast.QueryDocument](lim.QueryCache)
+	gql.SetQueryCache(queries)
 	gql.SetDisableSuggestion(!a.suggestions())
 	if !lim.NoIntrospection {
 		gql.Use(extension.Introspection{})
 	}
-	gql.Use(graph.QueryLimit{MaxBytes: lim.MaxQuery})
+	gql.Use(graph.QueryLimit{MaxBytes: lim.MaxQuery, MaxFields: lim.MaxFields, Cache: queries})
 	gql.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
 	gql.Use(graph.InputCheck{})
 	gql.Use(graph.StreamErrors{})
