@@ -4,11 +4,13 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/turngate/turngate/errcode"
@@ -88,10 +90,10 @@ func countFields(doc *ast.QueryDocument, limit int) int {
 }
 
 // QueryCache is gqlgen's parsed-query cache bounded by bytes rather than
-// entries: each document costs queryCostFactor times the length of its
-// text (the key it is held under plus the syntax tree parsed from it), and
-// the least recently used documents are dropped to stay within the budget.
-// An entry bound alone lets a few large documents hold hundreds of MiB.
+// entries: each document costs what queryCost weighs its text at (the key
+// it is held under plus the syntax tree parsed from it), and the least
+// recently used documents are dropped to stay within the budget. An entry
+// bound alone lets a few large documents hold hundreds of MiB.
 type QueryCache[T any] struct {
 	mu     sync.Mutex
 	budget int64
@@ -100,9 +102,36 @@ type QueryCache[T any] struct {
 	byKey  map[string]*list.Element
 }
 
-// queryCostFactor weighs a document's text: measured, a parsed document
-// and its key hold about twice the text's bytes; four leaves headroom.
-const queryCostFactor = 4
+// What a cached document weighs. Its text is held twice at most: as the
+// key, and in the strings the parser unescapes from it. Its tree holds at
+// most a node per token, comments included, and a node with what
+// validation hangs on it weighs up to about 400 bytes (measured: a
+// __typename field, which gets a definition of its own; a list value
+// 216, a field 225, a comment 97). Weighing the text alone, at four times
+// its length, let 64 KiB of comment lines or of list items, 3 to 7 MB of
+// tree each, pass for 256 KiB.
+const (
+	queryTextFactor = 2
+	queryTokenCost  = 512
+)
+
+// queryCost weighs a document by its text and its tokens. One that does
+// not lex (gqlgen caches only documents that parsed) outweighs any budget.
+func queryCost(query string) int64 {
+	lex := lexer.New(&ast.Source{Input: query})
+	var tokens int64
+	for {
+		tok, err := lex.ReadToken()
+		if err != nil {
+			return math.MaxInt64
+		}
+		if tok.Kind == lexer.EOF {
+			break
+		}
+		tokens++
+	}
+	return queryTextFactor*int64(len(query)) + tokens*queryTokenCost
+}
 
 type queryEntry[T any] struct {
 	key   string
@@ -133,7 +162,7 @@ func (c *QueryCache[T]) Get(_ context.Context, key string) (T, bool) {
 // Add implements graphql.Cache. A document costing more than the whole
 // budget is not kept.
 func (c *QueryCache[T]) Add(_ context.Context, key string, value T) {
-	cost := int64(len(key)) * queryCostFactor
+	cost := queryCost(key)
 	if cost > c.budget {
 		return
 	}

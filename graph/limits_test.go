@@ -1,0 +1,177 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/vektah/gqlparser/v2/validator"
+	"github.com/vektah/gqlparser/v2/validator/rules"
+
+	"github.com/turngate/turngate/graph/generated"
+)
+
+// cacheKeys lists the keys c holds, most recently used first.
+func cacheKeys[T any](c *QueryCache[T]) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []string
+	for el := c.order.Front(); el != nil; el = el.Next() {
+		keys = append(keys, el.Value.(*queryEntry[T]).key)
+	}
+	return keys
+}
+
+// TestQueryCacheLRU: the cache drops its least recently used documents to
+// make room, Get counts as a use, adding a document it holds costs
+// nothing more, and it never holds more than its budget.
+func TestQueryCacheLRU(t *testing.T) {
+	ctx := context.Background()
+	// Keys of one length and token count cost the same.
+	key := func(i int) string { return fmt.Sprintf("query Q%d { me { id } }", i) }
+	cost := queryCost(key(0))
+	c := NewQueryCache[int](3 * cost)
+	check := func(step string, want ...int) {
+		t.Helper()
+		var keys []string
+		for _, i := range want {
+			keys = append(keys, key(i))
+		}
+		if got := cacheKeys(c); !slices.Equal(got, keys) {
+			t.Fatalf("%s: holds %q, want %q", step, got, keys)
+		}
+		if got := c.Used(); got != int64(len(want))*cost || got > c.budget {
+			t.Fatalf("%s: Used() = %d for %d documents of %d (budget %d)", step, got, len(want), cost, c.budget)
+		}
+	}
+
+	for i := range 3 {
+		c.Add(ctx, key(i), i)
+	}
+	check("three added", 2, 1, 0)
+	if v, ok := c.Get(ctx, key(0)); !ok || v != 0 {
+		t.Fatalf("Get(%q) = %v, %v", key(0), v, ok)
+	}
+	check("0 read", 0, 2, 1)
+	c.Add(ctx, key(3), 3)
+	check("3 added: 1 was least recently used", 3, 0, 2)
+	if _, ok := c.Get(ctx, key(1)); ok {
+		t.Fatal("an evicted document is still found")
+	}
+	c.Add(ctx, key(2), 2)
+	check("2 added again: a use, not a second copy", 2, 3, 0)
+	c.Add(ctx, key(4), 4)
+	c.Add(ctx, key(5), 5)
+	check("4 and 5 added", 5, 4, 2)
+}
+
+// TestQueryCacheRefusesOversizedDocument: a document costing more than
+// the whole budget is not kept and evicts nothing; one costing exactly the
+// budget is kept alone.
+func TestQueryCacheRefusesOversizedDocument(t *testing.T) {
+	ctx := context.Background()
+	small := "{ me { id } }"
+	big := "{ me { id email displayName } }"
+	c := NewQueryCache[string](queryCost(small) + queryCost(big) - 1)
+	c.Add(ctx, small, small)
+	tooBig := "{ me { id } } # " + strings.Repeat("x", int(c.budget))
+	c.Add(ctx, tooBig, tooBig)
+	if got := cacheKeys(c); !slices.Equal(got, []string{small}) {
+		t.Fatalf("after an oversized document the cache holds %q", got)
+	}
+	c.Add(ctx, big, big)
+	if got := cacheKeys(c); !slices.Equal(got, []string{big}) || c.Used() > c.budget {
+		t.Fatalf("the cache holds %q, %d of %d bytes", got, c.Used(), c.budget)
+	}
+	exact := NewQueryCache[string](queryCost(big))
+	exact.Add(ctx, big, big)
+	if _, ok := exact.Get(ctx, big); !ok {
+		t.Fatal("a document costing exactly the budget was not kept")
+	}
+	if got := queryCost(`{ me { id } } "unterminated`); got <= c.budget {
+		t.Fatalf("a document that does not lex costs %d", got)
+	}
+}
+
+// TestQueryCostBoundsParsedDocument: queryCost is never less than what a
+// parsed and validated document really holds, its text included, for
+// each shape that makes a tree heavy per byte of text. Without the token
+// weight, comment lines and list values held 12 to 19 times what they
+// were weighed at. Not parallel: it measures the heap.
+func TestQueryCostBoundsParsedDocument(t *testing.T) {
+	schema := generated.NewExecutableSchema(generated.Config{}).Schema()
+	// Small documents: validation is quadratic in fields that may
+	// overlap, so "id id id" of 64 KiB would take 16 s here.
+	const size, copies = 8 << 10, 8
+	fill := func(head, fill, tail string) func(i int) string {
+		return func(i int) string {
+			head := fmt.Sprintf(head, i)
+			var b strings.Builder
+			b.WriteString(head)
+			for n := 0; b.Len()+len(fill)+len(tail) <= size; n++ {
+				if strings.Contains(fill, "%d") {
+					fmt.Fprintf(&b, fill, n)
+				} else {
+					b.WriteString(fill)
+				}
+			}
+			b.WriteString(tail)
+			return b.String()
+		}
+	}
+	shapes := []struct {
+		name  string
+		query func(i int) string
+	}{
+		{"one long comment", fill("query Q%d { me { id } } #", "x", "")},
+		{"comment lines", fill("query Q%d { me {\n", "#\n", "id } }")},
+		{"the same field", fill("query Q%d { me { ", "id ", "} }")},
+		{"aliases", fill("query Q%d { me { ", "a%d:id ", "} }")},
+		{"__typename", fill("query Q%d { ", "__typename ", "}")},
+		{"inline fragments", fill("query Q%d { me { ", "...{a%d:id} ", "} }")},
+		{"fragment spreads", fill("query Q%d { me { ", "...F ", "} } fragment F on Member { id }")},
+		{"list values", fill(`query Q%d { me { id } } mutation M($d: [ID!] = [`, "1 ",
+			`]) { submitMessage(input: {conversationId: "c", text: "t", idempotencyKey: "k", documentIds: $d}) { id } }`)},
+		{"escaped string", fill(`query Q%d { documents(query: "`, `\u00e9`, `") { id } }`)},
+		{"block string", fill(`query Q%d { documents(query: """`, "x\n ", `""") { id } }`)},
+	}
+	for _, tt := range shapes {
+		heapBefore := liveHeap()
+		queries := make([]string, copies)
+		docs := make([]*ast.QueryDocument, copies)
+		var weighed int64
+		for i := range queries {
+			// A copy: the text is the server's own, as gqlgen's key is.
+			queries[i] = strings.Clone(tt.query(i))
+			doc, err := parser.ParseQuery(&ast.Source{Input: queries[i]})
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if errs := validator.ValidateWithRules(schema, doc, rules.NewDefaultRules()); len(errs) > 0 {
+				t.Fatalf("%s: %v", tt.name, errs[0])
+			}
+			docs[i] = doc
+			weighed += queryCost(queries[i])
+		}
+		held := int64(liveHeap()) - int64(heapBefore)
+		runtime.KeepAlive(queries)
+		runtime.KeepAlive(docs)
+		t.Logf("%-17s %5d bytes of text: holds %7d bytes, weighed %7d (%.1fx)", tt.name, len(queries[0]), held/copies, weighed/copies, float64(weighed)/float64(held))
+		if held > weighed {
+			t.Errorf("%s: %d documents hold %d bytes, weighed at %d", tt.name, copies, held, weighed)
+		}
+	}
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
