@@ -1,9 +1,7 @@
 package authority
 
 import (
-	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -75,9 +73,4 @@ func (b Bundle) Digest() (string, json.RawMessage, error) {
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:]), raw, nil
-}
-
-// Querier is the database access the resolvers need.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }

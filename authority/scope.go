@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/pg"
 )
 
 // TaskSeparator joins a room's name and one of its tasks in a
@@ -30,7 +31,7 @@ type Scope struct {
 // acquires its files). It says nothing about access; callers check
 // membership. Post-run linking and invitation-time reconciliation both go
 // through it.
-func Resolve(ctx context.Context, q Querier, ref string) (Scope, error) {
+func Resolve(ctx context.Context, q pg.Querier, ref string) (Scope, error) {
 	name, task, tasked := strings.Cut(ref, TaskSeparator)
 	var s Scope
 	if tasked {
@@ -65,12 +66,12 @@ func Resolve(ctx context.Context, q Querier, ref string) (Scope, error) {
 }
 
 // ResolveScope resolves a scope name to its room; see Resolve.
-func ResolveScope(ctx context.Context, q Querier, ref string) (uuid.UUID, error) {
+func ResolveScope(ctx context.Context, q pg.Querier, ref string) (uuid.UUID, error) {
 	s, err := Resolve(ctx, q, ref)
 	return s.Room, err
 }
 
-func queryOneID(ctx context.Context, q Querier, query string, args ...any) (uuid.NullUUID, error) {
+func queryOneID(ctx context.Context, q pg.Querier, query string, args ...any) (uuid.NullUUID, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return uuid.NullUUID{}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -126,7 +127,7 @@ func turnApprovals(ctx context.Context, client *ent.Client, turnID uuid.UUID) ([
 // answerOf reads the payload of a turn's turn_answer entry; the zero
 // payload when the turn has none (it has not answered, or its answer was
 // refused).
-func answerOf(ctx context.Context, q journal.Querier, t *model.Turn) (turn.AnswerPayload, error) {
+func answerOf(ctx context.Context, q pg.Querier, t *model.Turn) (turn.AnswerPayload, error) {
 	if t.Answer == nil {
 		return turn.AnswerPayload{}, nil // no answer, so no turn_answer entry
 	}

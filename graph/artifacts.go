@@ -12,7 +12,7 @@ import (
 
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/model"
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -60,7 +60,7 @@ func isTextMedia(mediaType string) bool {
 // artifactText is an artifact's content as text, read (re-authorised and
 // digest-verified) for viewer; nil when it is not a text artifact or is
 // too big.
-func artifactText(ctx context.Context, q journal.Querier, viewer uuid.UUID, a *model.Artifact) (*string, error) {
+func artifactText(ctx context.Context, q pg.Querier, viewer uuid.UUID, a *model.Artifact) (*string, error) {
 	if !isTextMedia(a.MediaType) || a.Size > MaxArtifactText {
 		return nil, nil
 	}
@@ -109,7 +109,7 @@ LIMIT $2`
 
 // documentsFor lists up to first documents email may read now, filtered
 // by a full-text query over their passages when query is not blank.
-func documentsFor(ctx context.Context, q journal.Querier, email, query string, first int) ([]*model.Document, error) {
+func documentsFor(ctx context.Context, q pg.Querier, email, query string, first int) ([]*model.Document, error) {
 	sqlText, args := listDocuments, []any{strings.ToLower(email), first}
 	if strings.TrimSpace(query) != "" {
 		sqlText, args = searchDocuments, append(args, query)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/pg"
 )
 
 // Kind names what an entry records.
@@ -71,13 +73,6 @@ var ErrFenced = errors.New("lease token fenced: the run no longer owns this turn
 
 // ErrNoConversation reports an append to a conversation that does not exist.
 var ErrNoConversation = errors.New("conversation does not exist")
-
-// Querier is what Append and Read need: a *sql.DB, a *sql.Tx, an *ent.Client
-// or an *ent.Tx.
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
 
 // The position and the entries are one statement: the room's counter
 // moves by the number of entries and the entries take the positions it
@@ -139,7 +134,7 @@ func appendStatement(n int, fenced bool) (string, int) {
 // that record nothing else; the caller commits and then calls
 // Hub.Committed. With a non-nil fence the append lands only while the
 // fence's run owns the turn, otherwise it returns ErrFenced.
-func Append(ctx context.Context, q Querier, conversation uuid.UUID, fence *Fence, drafts ...Draft) ([]Entry, error) {
+func Append(ctx context.Context, q pg.Querier, conversation uuid.UUID, fence *Fence, drafts ...Draft) ([]Entry, error) {
 	if len(drafts) == 0 {
 		return nil, nil
 	}
@@ -221,7 +216,7 @@ FROM journal_entries`
 
 // Read returns up to limit entries of conversation with seq > after, in
 // position order.
-func Read(ctx context.Context, q Querier, conversation uuid.UUID, after int64, limit int) ([]Entry, error) {
+func Read(ctx context.Context, q pg.Querier, conversation uuid.UUID, after int64, limit int) ([]Entry, error) {
 	rows, err := q.QueryContext(ctx, selectEntries+` WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 		conversation, after, limit)
 	if err != nil {
@@ -232,7 +227,7 @@ func Read(ctx context.Context, q Querier, conversation uuid.UUID, after int64, l
 
 // ReadTurn returns up to limit entries of one turn with seq > after and a
 // kind among kinds (all kinds when empty), in position order.
-func ReadTurn(ctx context.Context, q Querier, turn uuid.UUID, after int64, limit int, kinds ...Kind) ([]Entry, error) {
+func ReadTurn(ctx context.Context, q pg.Querier, turn uuid.UUID, after int64, limit int, kinds ...Kind) ([]Entry, error) {
 	ks := make([]string, len(kinds))
 	for i, k := range kinds {
 		ks[i] = string(k)
@@ -264,7 +259,7 @@ func scanEntries(rows *sql.Rows) ([]Entry, error) {
 }
 
 // Head returns the conversation's last assigned position.
-func Head(ctx context.Context, q Querier, conversation uuid.UUID) (int64, error) {
+func Head(ctx context.Context, q pg.Querier, conversation uuid.UUID) (int64, error) {
 	rows, err := q.QueryContext(ctx, `SELECT next_seq FROM conversations WHERE id = $1`, conversation)
 	if err != nil {
 		return 0, err

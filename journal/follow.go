@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/pg"
 )
 
 // FollowBatch is how many entries a follower reads per query.
@@ -16,7 +18,7 @@ const FollowBatch = 256
 //
 // Entries always come from the database, after the last position emitted,
 // so a follower never skips or repeats one however late it is woken.
-func Follow(ctx context.Context, q Querier, hub *Hub, room uuid.UUID, after int64,
+func Follow(ctx context.Context, q pg.Querier, hub *Hub, room uuid.UUID, after int64,
 	read func(ctx context.Context, after int64) ([]Entry, error), emit func(Entry) error) error {
 	if read == nil {
 		read = func(ctx context.Context, after int64) ([]Entry, error) {

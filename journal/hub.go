@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/pg"
 )
 
 // Channel is the Postgres NOTIFY channel carrying journal heads.
@@ -18,7 +20,7 @@ const Channel = "turngate_journal"
 // HubConfig configures a Hub.
 type HubConfig struct {
 	// DB sends the NOTIFYs.
-	DB Querier
+	DB pg.Querier
 	// ListenURL is the connection string for the replica's one LISTEN
 	// connection. Empty: no cross-replica wake-ups (a single process).
 	ListenURL string

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // MaxArtifactBytes bounds one artifact's content.
@@ -81,7 +81,7 @@ func sha256Hex(b []byte) string {
 // name (ValidArtifactName); an empty media type is chosen from the name
 // (MediaTypeFor). Bad names or media types are ErrBadArguments; content
 // over MaxArtifactBytes is a *Refusal with Status "too_large".
-func CreateArtifact(ctx context.Context, q journal.Querier, owner uuid.UUID, turn uuid.UUID, name, mediaType string, content []byte) (ArtifactRef, error) {
+func CreateArtifact(ctx context.Context, q pg.Querier, owner uuid.UUID, turn uuid.UUID, name, mediaType string, content []byte) (ArtifactRef, error) {
 	if !ValidArtifactName(name) {
 		return ArtifactRef{}, fmt.Errorf("%w: artifact name %q must be 1-%d characters of A-Z a-z 0-9 . _ - not starting with a dot",
 			ErrBadArguments, clip(name, 40), maxArtifactName)
@@ -141,7 +141,7 @@ var (
 
 // StatArtifact returns an artifact's record, re-authorising the viewer as
 // ReadArtifact does, without reading or verifying its content.
-func StatArtifact(ctx context.Context, q journal.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, error) {
+func StatArtifact(ctx context.Context, q pg.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, error) {
 	ref, _, _, err := loadArtifact(ctx, q, statArtifact, viewer, id)
 	return ref, err
 }
@@ -153,7 +153,7 @@ func StatArtifact(ctx context.Context, q journal.Querier, viewer uuid.UUID, id u
 // returned the content's sha256 is checked against the stored one and
 // against the digest of every room reference through which the viewer
 // sees it; a mismatch is ErrDigestMismatch, with no bytes.
-func ReadArtifact(ctx context.Context, q journal.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, []byte, error) {
+func ReadArtifact(ctx context.Context, q pg.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, []byte, error) {
 	ref, content, refs, err := loadArtifact(ctx, q, readArtifact, viewer, id)
 	if err != nil {
 		return ArtifactRef{}, nil, err
@@ -170,14 +170,14 @@ func ReadArtifact(ctx context.Context, q journal.Querier, viewer uuid.UUID, id u
 	return ref, content, nil
 }
 
-func loadArtifact(ctx context.Context, q journal.Querier, query string, viewer, id uuid.UUID) (ArtifactRef, []byte, []string, error) {
+func loadArtifact(ctx context.Context, q pg.Querier, query string, viewer, id uuid.UUID) (ArtifactRef, []byte, []string, error) {
 	if viewer == uuid.Nil || id == uuid.Nil {
 		return ArtifactRef{}, nil, nil, ErrArtifactNotFound
 	}
 	ref := ArtifactRef{ID: id}
 	var content []byte
 	var refs pq.StringArray
-	err := queryRow(ctx, q, query, []any{viewer, id}, &ref.Name, &ref.MediaType, &ref.Size, &ref.SHA256, &content, &refs)
+	err := pg.QueryRow(ctx, q, query, []any{viewer, id}, &ref.Name, &ref.MediaType, &ref.Size, &ref.SHA256, &content, &refs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ArtifactRef{}, nil, nil, ErrArtifactNotFound
 	}

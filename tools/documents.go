@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // Document is a document to add: its readers are lowercased verified
@@ -50,7 +50,7 @@ func Digest(body string) string {
 
 // AddDocument stores a document, its passages and its ACL. Call it inside
 // a transaction to make the three one change.
-func AddDocument(ctx context.Context, q journal.Querier, d Document) (uuid.UUID, error) {
+func AddDocument(ctx context.Context, q pg.Querier, d Document) (uuid.UUID, error) {
 	id := uuid.New()
 	if _, err := q.ExecContext(ctx, `INSERT INTO documents (id, title, body, digest) VALUES ($1, $2, $3, $4)`,
 		id, d.Title, d.Body, Digest(d.Body)); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // RoomRef is an immutable room resource reference: a room's hold on one
@@ -44,7 +44,7 @@ ORDER BY r.created_at, r.id`
 // digest; the files themselves stay their owners' records. Call it in the
 // transaction that checked the access it relies on. It returns the room's
 // references to the listed artifacts (or all).
-func LinkToRoom(ctx context.Context, q journal.Querier, scope string, only []uuid.UUID) ([]RoomRef, error) {
+func LinkToRoom(ctx context.Context, q pg.Querier, scope string, only []uuid.UUID) ([]RoomRef, error) {
 	s, err := authority.Resolve(ctx, q, scope)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	"github.com/turngate/turngate/pg"
 )
 
 // Retrieval searches the documents the member may read — their ACL holds
@@ -148,7 +150,7 @@ func (ReadDocument) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: id is not a document id", ErrBadArguments)
 	}
 	var title, digest, body string
-	err = queryRow(ctx, call.DB, readDocument, append(manifestArgs(call.Actor), id), &title, &digest, &body)
+	err = pg.QueryRow(ctx, call.DB, readDocument, append(manifestArgs(call.Actor), id), &title, &digest, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		// A document the member may not read reads as one that does not
 		// exist.

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/pg"
 )
 
 // Task tools manage the member's own tasks; writing needs tasks.write.
@@ -127,7 +129,7 @@ func (UpdateTask) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: status is open or done", ErrBadArguments)
 	}
 	var title, status string
-	err = queryRow(ctx, call.DB, `UPDATE tasks SET title = COALESCE(NULLIF($3, ''), title), status = COALESCE(NULLIF($4, ''), status), updated_at = now()
+	err = pg.QueryRow(ctx, call.DB, `UPDATE tasks SET title = COALESCE(NULLIF($3, ''), title), status = COALESCE(NULLIF($4, ''), status), updated_at = now()
 WHERE id = $1 AND owner_id = $2 RETURNING title, status`, []any{id, call.Actor.MemberID, strings.TrimSpace(args.Title), args.Status}, &title, &status)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Another member's task reads as one that does not exist.

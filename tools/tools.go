@@ -6,7 +6,6 @@ package tools
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // Spec describes a tool to a model.
@@ -41,7 +40,7 @@ type Call struct {
 	Actor     Actor
 	Arguments json.RawMessage
 	// DB is where the tool reads and writes, as the member.
-	DB journal.Querier
+	DB pg.Querier
 	// Now is the backend's clock for the call (the sandbox's only clock).
 	Now time.Time
 	// IdempotencyKey identifies the one execution of an effectful call:
@@ -99,26 +98,6 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return r.Status + ": " + r.Message }
-
-// queryRow scans the first row of a query into dest, or returns
-// sql.ErrNoRows.
-func queryRow(ctx context.Context, q journal.Querier, query string, args []any, dest ...any) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := rows.Scan(dest...); err != nil {
-		return err
-	}
-	return rows.Close()
-}
 
 // Registry is the set of tools a backend offers, by name.
 type Registry struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -94,7 +95,7 @@ func (h *callbackHost) gate(ctx context.Context, call runtime.ToolCall, t tools.
 			}
 			timer.Stop()
 		}
-		if err := queryRow(ctx, h.r.cfg.Client, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
+		if err := pg.QueryRow(ctx, h.r.cfg.Client, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
 			return "", tools.Result{}, err
 		}
 	}
@@ -154,7 +155,7 @@ ON CONFLICT (turn_id, call_id) DO NOTHING`, id, c.Turn.ID, c.Turn.ConversationID
 		return approvalRow{}, fmt.Errorf("request approval: %w", err)
 	}
 	var a approvalRow
-	if err := queryRow(ctx, tx, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
+	if err := pg.QueryRow(ctx, tx, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
 		return approvalRow{}, err
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
@@ -229,7 +230,7 @@ func (s *Service) DecideApproval(ctx context.Context, actor authority.Member, ap
 	}
 	var turnID, roomID, authorID, ownerID uuid.UUID
 	var kind, state string
-	err := queryRow(ctx, s.Client, `SELECT a.turn_id, a.conversation_id, t.author_id, c.owner_id, c.kind, a.state
+	err := pg.QueryRow(ctx, s.Client, `SELECT a.turn_id, a.conversation_id, t.author_id, c.owner_id, c.kind, a.state
 FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id = a.conversation_id WHERE a.id = $1`,
 		[]any{approvalID}, &turnID, &roomID, &authorID, &ownerID, &kind, &state)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -264,13 +265,13 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
 	}
 	var decided string
-	err = queryRow(ctx, tx, `UPDATE approvals SET state = $2, decided_by = $3, decided_at = now()
+	err = pg.QueryRow(ctx, tx, `UPDATE approvals SET state = $2, decided_by = $3, decided_at = now()
 WHERE id = $1 AND state = 'pending' AND expires_at > now()
   AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $4 AND member_id = $3)
 RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 	if errors.Is(err, sql.ErrNoRows) {
 		var member bool
-		if err := queryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
+		if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
 			[]any{roomID, actor.ID}, &member); err != nil {
 			return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
 		}
@@ -291,7 +292,7 @@ RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
 	}
 	var attempt int
-	if err := queryRow(ctx, tx, `SELECT attempt FROM turns WHERE id = $1`, []any{turnID}, &attempt); err != nil {
+	if err := pg.QueryRow(ctx, tx, `SELECT attempt FROM turns WHERE id = $1`, []any{turnID}, &attempt); err != nil {
 		return nil, err
 	}
 	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
@@ -324,7 +325,7 @@ type ApprovalState struct {
 func (s *Service) approvalState(ctx context.Context, id uuid.UUID) (*ApprovalState, error) {
 	a := &ApprovalState{ID: id}
 	var decidedBy uuid.NullUUID
-	err := queryRow(ctx, s.Client, `SELECT turn_id, tool, arguments, state, decided_by, expires_at, executed_at IS NOT NULL FROM approvals WHERE id = $1`,
+	err := pg.QueryRow(ctx, s.Client, `SELECT turn_id, tool, arguments, state, decided_by, expires_at, executed_at IS NOT NULL FROM approvals WHERE id = $1`,
 		[]any{id}, &a.TurnID, &a.Tool, &a.Arguments, &a.State, &decidedBy, &a.ExpiresAt, &a.Executed)
 	if err != nil {
 		return nil, fmt.Errorf("approval %s: %w", id, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // ReasonCancelled ends a turn a member cancelled.
@@ -86,7 +87,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, t.State)
 	}
 	var roomID uuid.UUID
-	err = queryRow(ctx, tx, cancelQueued, []any{turnID, ReasonCancelled}, &roomID)
+	err = pg.QueryRow(ctx, tx, cancelQueued, []any{turnID, ReasonCancelled}, &roomID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// Running, or claimed a moment ago: the command waits for the
@@ -95,7 +96,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		// too late), or waits for this command to commit (and settles it
 		// with its terminal). Either way no command is left pending.
 		var state string
-		if err := queryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
+		if err := pg.QueryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
 			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 		}
 		if state != "running" && state != "queued" {
@@ -133,9 +134,9 @@ WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 }
 
 // pendingCancel finds a pending cancel command for a turn.
-func pendingCancel(ctx context.Context, q journal.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
+func pendingCancel(ctx context.Context, q pg.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
 	var id uuid.UUID
-	err := queryRow(ctx, q, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`,
+	err := pg.QueryRow(ctx, q, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`,
 		[]any{turnID}, &id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return uuid.Nil, false, nil

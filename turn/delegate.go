@@ -12,6 +12,7 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -43,7 +44,7 @@ func (h *callbackHost) delegate(ctx context.Context, call runtime.ToolCall) (str
 	var agentID, versionID uuid.UUID
 	var version int
 	var controller, route string
-	err := queryRow(ctx, h.r.cfg.Client, specialistVersion, []any{args.Specialist}, &agentID, &versionID, &version, &controller, &route)
+	err := pg.QueryRow(ctx, h.r.cfg.Client, specialistVersion, []any{args.Specialist}, &agentID, &versionID, &version, &controller, &route)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ToolForbidden, tools.Result{Content: fmt.Sprintf("FORBIDDEN: there is no specialist %q.", args.Specialist)}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // ReasonRecoveryExhausted ends a turn whose runs kept dying: after
@@ -62,7 +63,7 @@ func Recover(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID u
 			return nil, err
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("recover %s: %w", turnID, err)
 	}
 	if !found {
@@ -104,7 +105,7 @@ func (r *Runner) salvage(ctx, runsCtx context.Context, freed chan<- struct{}) er
 	if free == 0 {
 		return nil
 	}
-	ids, err := queryIDs(ctx, r.cfg.Client, expiredRuns, r.cfg.LeaseTTL.Seconds(), free)
+	ids, err := pg.QueryIDs(ctx, r.cfg.Client, expiredRuns, r.cfg.LeaseTTL.Seconds(), free)
 	if err != nil {
 		return fmt.Errorf("expired runs: %w", err)
 	}

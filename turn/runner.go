@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -257,7 +257,7 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 	if free == 0 {
 		return nil
 	}
-	heads, err := queryIDs(ctx, r.cfg.Client, laneHeads, free)
+	heads, err := pg.QueryIDs(ctx, r.cfg.Client, laneHeads, free)
 	if err != nil {
 		return fmt.Errorf("lane heads: %w", err)
 	}
@@ -398,7 +398,7 @@ func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uui
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, claimTurn, turnID, owner, ttl.Seconds())
 	if err != nil {
-		if isUniqueViolation(err) {
+		if pg.IsUniqueViolation(err) {
 			return nil, ErrNotClaimable
 		}
 		return nil, fmt.Errorf("claim %s: %w", turnID, err)
@@ -412,8 +412,8 @@ func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uui
 			return nil, err
 		}
 	}
-	if err := closeRows(rows); err != nil {
-		if isUniqueViolation(err) {
+	if err := pg.CloseRows(rows); err != nil {
+		if pg.IsUniqueViolation(err) {
 			return nil, ErrNotClaimable
 		}
 		return nil, fmt.Errorf("claim %s: %w", turnID, err)
@@ -452,9 +452,4 @@ func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uui
 	}
 	hub.Committed(t.ConversationID, entries[0].Seq)
 	return &Claimed{Turn: t, Fence: fence}, nil
-}
-
-func isUniqueViolation(err error) bool {
-	var pqErr *pq.Error
-	return errors.As(err, &pqErr) && pqErr.Code == "23505"
 }

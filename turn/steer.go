@@ -11,6 +11,7 @@ import (
 	entcommand "github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/pg"
 )
 
 // MaxSteerText bounds a steering instruction, in bytes.
@@ -57,7 +58,7 @@ func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, 
 	// this command to commit (and rejects it with the terminal if no step
 	// boundary came first). No command is left pending on an ended turn.
 	var state string
-	if err := queryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
+	if err := pg.QueryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
 		return nil, fmt.Errorf("steer %s: %w", turnID, err)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id, text) VALUES ($1, 'steer', $2, $3, $4, $5)

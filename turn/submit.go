@@ -19,6 +19,7 @@ import (
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -229,7 +230,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("submit: take position: %w", err)
 	}
 	if !foundRoom {
@@ -271,7 +272,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 			return nil, err
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("submit: accept turn: %w", err)
 	}
 	if !inserted {
@@ -329,13 +330,6 @@ func (s *Service) existing(ctx context.Context, in Submission) (*ent.Turn, error
 		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with a different message", in.IdempotencyKey)
 	}
 	return t, nil
-}
-
-func closeRows(rows *sql.Rows) error {
-	if err := rows.Close(); err != nil {
-		return err
-	}
-	return rows.Err()
 }
 
 // Get returns a turn by id.

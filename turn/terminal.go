@@ -9,6 +9,7 @@ import (
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 )
 
 // Outcome is how a turn ends.
@@ -162,7 +163,7 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 			return err
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return fmt.Errorf("terminal %s: %w", fence.TurnID, err)
 	}
 	if !found {
@@ -216,7 +217,7 @@ func nonNil[T any](xs []T) []T {
 // of its own, so a removal either committed before the read (and is seen)
 // or waits for this publication to commit. A removed author's answer is
 // refused: the turn ends failed and the answer is not stored.
-func checkAudience(ctx context.Context, tx journal.Querier, room, author, turnID uuid.UUID, out Outcome) (Outcome, error) {
+func checkAudience(ctx context.Context, tx pg.Querier, room, author, turnID uuid.UUID, out Outcome) (Outcome, error) {
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, room); err != nil {
 		return out, err
 	}
@@ -231,7 +232,7 @@ func checkAudience(ctx context.Context, tx journal.Querier, room, author, turnID
 			return out, err
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return out, err
 	}
 	if member {
@@ -252,7 +253,7 @@ WHERE id = $1 AND lease_token = $2 AND lease_owner = $3 AND state = 'running' AN
 // Renew extends the lease of the run holding fence. It extends only an
 // unexpired running claim: a lease that has already expired stays expired
 // even if this renewal arrives late, and the run gets ErrLeaseLost.
-func Renew(ctx context.Context, q journal.Querier, fence journal.Fence, owner string, ttlSeconds float64) error {
+func Renew(ctx context.Context, q pg.Querier, fence journal.Fence, owner string, ttlSeconds float64) error {
 	res, err := q.ExecContext(ctx, renewLease, fence.TurnID, fence.LeaseToken, owner, ttlSeconds)
 	if err != nil {
 		return fmt.Errorf("renew lease of %s: %w", fence.TurnID, err)
@@ -294,7 +295,7 @@ func Release(ctx context.Context, client *ent.Client, hub *journal.Hub, fence jo
 			return err
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := pg.CloseRows(rows); err != nil {
 		return fmt.Errorf("release %s: %w", fence.TurnID, err)
 	}
 	if !found {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -195,7 +196,7 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 			return err
 		}
 		var member bool
-		if err := queryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
+		if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
 			[]any{c.Turn.ConversationID, h.bundle.MemberID}, &member); err != nil {
 			return err
 		}
@@ -230,7 +231,7 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 // holds reports whether the member holds a permission at this moment.
 func (h *callbackHost) holds(ctx context.Context, perm string) (bool, error) {
 	var held bool
-	err := queryRow(ctx, h.r.cfg.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
+	err := pg.QueryRow(ctx, h.r.cfg.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
 		[]any{h.bundle.MemberID, perm}, &held)
 	return held, err
 }
