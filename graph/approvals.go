@@ -127,26 +127,26 @@ func turnApprovals(ctx context.Context, client *ent.Client, turnID uuid.UUID) ([
 // answerOf reads the payload of a turn's turn_answer entry; the zero
 // payload when the turn has none (it has not answered, or its answer was
 // refused).
-func answerOf(ctx context.Context, q pg.Querier, t *model.Turn) (turn.AnswerPayload, error) {
+func answerOf(ctx context.Context, q pg.Querier, t *model.Turn) (journal.AnswerPayload, error) {
 	if t.Answer == nil {
-		return turn.AnswerPayload{}, nil // no answer, so no turn_answer entry
+		return journal.AnswerPayload{}, nil // no answer, so no turn_answer entry
 	}
 	id, err := uuid.Parse(t.ID)
 	if err != nil {
-		return turn.AnswerPayload{}, fmt.Errorf("turn id %q: %w", t.ID, err)
+		return journal.AnswerPayload{}, fmt.Errorf("turn id %q: %w", t.ID, err)
 	}
 	entries, err := journal.ReadTurn(ctx, q, id, 0, 1, journal.KindTurnAnswer)
 	if err != nil || len(entries) == 0 {
-		return turn.AnswerPayload{}, err
+		return journal.AnswerPayload{}, err
 	}
-	var p turn.AnswerPayload
+	var p journal.AnswerPayload
 	if err := json.Unmarshal(entries[0].Payload, &p); err != nil {
-		return turn.AnswerPayload{}, fmt.Errorf("decode the answer of turn %s: %w", id, err)
+		return journal.AnswerPayload{}, fmt.Errorf("decode the answer of turn %s: %w", id, err)
 	}
 	return p, nil
 }
 
-func toCitations(cs []turn.AnswerCitation) []*model.Citation {
+func toCitations(cs []journal.AnswerCitation) []*model.Citation {
 	out := make([]*model.Citation, len(cs))
 	for i, c := range cs {
 		mc := &model.Citation{ID: c.ID, Source: c.Source, Passage: c.Passage}
@@ -163,7 +163,7 @@ func toCitations(cs []turn.AnswerCitation) []*model.Citation {
 	return out
 }
 
-func toAnswerArtifacts(as []turn.AnswerArtifact) []*model.AnswerArtifact {
+func toAnswerArtifacts(as []journal.AnswerArtifact) []*model.AnswerArtifact {
 	out := make([]*model.AnswerArtifact, len(as))
 	for i, a := range as {
 		ma := &model.AnswerArtifact{

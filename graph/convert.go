@@ -112,7 +112,7 @@ func toEntry(e journal.Entry) *model.JournalEntry {
 }
 
 func toDelta(e journal.Entry) *model.AnswerDelta {
-	var p turn.DeltaPayload
+	var p journal.DeltaPayload
 	_ = json.Unmarshal(e.Payload, &p)
 	return &model.AnswerDelta{
 		TurnID:  e.TurnID.UUID.String(),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/model"
+	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -204,7 +205,7 @@ func TestApprovalView(t *testing.T) {
 // downloads from its /artifacts path.
 func TestAnswerViews(t *testing.T) {
 	doc, art, res := uuid.New(), uuid.New(), uuid.New()
-	cs := toCitations([]turn.AnswerCitation{
+	cs := toCitations([]journal.AnswerCitation{
 		{ID: "doc:1", Document: doc, Source: "Launch plan", Passage: "Friday", Digest: "ab"},
 		{ID: "msg:2", Source: "history", Passage: "earlier"},
 	})
@@ -214,7 +215,7 @@ func TestAnswerViews(t *testing.T) {
 	if c := cs[1]; c.DocumentID != nil || c.Digest != nil {
 		t.Fatalf("citation without lineage %+v", c)
 	}
-	as := toAnswerArtifacts([]turn.AnswerArtifact{
+	as := toAnswerArtifacts([]journal.AnswerArtifact{
 		{ArtifactID: art, ResourceID: res, Name: "a.csv", MediaType: "text/csv", Size: 3, SHA256: "cd"},
 		{ArtifactID: art, Name: "a.csv", MediaType: "text/csv", Size: 3, SHA256: "cd"},
 	})

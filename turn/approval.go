@@ -21,21 +21,6 @@ import (
 	"github.com/turngate/turngate/tools"
 )
 
-// ApprovalRequestedPayload is the payload of an approval_requested entry.
-type ApprovalRequestedPayload struct {
-	ApprovalID uuid.UUID `json:"approvalId"`
-	Tool       string    `json:"tool"`
-	Arguments  string    `json:"arguments"`
-	ExpiresAt  time.Time `json:"expiresAt"`
-}
-
-// ApprovalDecidedPayload is the payload of an approval_decided entry.
-type ApprovalDecidedPayload struct {
-	ApprovalID uuid.UUID `json:"approvalId"`
-	Decision   string    `json:"decision"` // approved | rejected | expired
-	DecidedBy  uuid.UUID `json:"decidedBy,omitempty"`
-}
-
 // Approval statuses a tool call can end with besides ToolOK.
 const (
 	ToolRejected = "rejected"
@@ -162,7 +147,7 @@ ON CONFLICT (turn_id, call_id) DO NOTHING`, id, c.Turn.ID, c.Turn.ConversationID
 		args := h.redact(clipBytes(call.Arguments, maxArgumentsShown))
 		entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, journal.Draft{
 			Kind: journal.KindApprovalRequested, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-			Payload: ApprovalRequestedPayload{ApprovalID: a.id, Tool: call.Name, Arguments: args, ExpiresAt: a.expires.UTC()},
+			Payload: journal.ApprovalRequestedPayload{ApprovalID: a.id, Tool: call.Name, Arguments: args, ExpiresAt: a.expires.UTC()},
 		})
 		if err != nil {
 			return approvalRow{}, err
@@ -193,7 +178,7 @@ func (h *callbackHost) expireApproval(ctx context.Context, id uuid.UUID) error {
 	}
 	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, journal.Draft{
 		Kind: journal.KindApprovalDecided, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-		Payload: ApprovalDecidedPayload{ApprovalID: id, Decision: "expired"},
+		Payload: journal.ApprovalDecidedPayload{ApprovalID: id, Decision: "expired"},
 	})
 	if err != nil {
 		return err
@@ -298,7 +283,7 @@ RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
 		Kind: journal.KindApprovalDecided, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: attempt,
 		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
-		Payload: ApprovalDecidedPayload{ApprovalID: approvalID, Decision: decision, DecidedBy: actor.ID},
+		Payload: journal.ApprovalDecidedPayload{ApprovalID: approvalID, Decision: decision, DecidedBy: actor.ID},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)

@@ -68,7 +68,7 @@ func approvalOf(t *testing.T, env *testkit.Env, turnID uuid.UUID) uuid.UUID {
 	env.WaitTurn(t, turnID, func(*turnState) bool {
 		return len(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)) == 1
 	})
-	var p turn.ApprovalRequestedPayload
+	var p journal.ApprovalRequestedPayload
 	if err := json.Unmarshal(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)[0].Payload, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestRejectedOrExpiredEffectNeverRuns(t *testing.T) {
 func assertToolStatus(t *testing.T, env *testkit.Env, turnID uuid.UUID, want string) {
 	t.Helper()
 	completed := entriesOf(t, env, env.Shared.ID, turnID, journal.KindToolCompleted)
-	var p turn.ToolCompletedPayload
+	var p journal.ToolCompletedPayload
 	if len(completed) != 1 || json.Unmarshal(completed[0].Payload, &p) != nil || p.Status != want {
 		t.Fatalf("tool_completed %+v, want status %s", p, want)
 	}

@@ -34,9 +34,9 @@ func TestArtifactsSettleAsRoomReferences(t *testing.T) {
 	env.Agent(t, "react", []string{tools.CreateArtifactName}, nil)
 	env.Runner(t, turn.RunnerConfig{Gateway: (&scriptModel{script: makesAFile}).gateway()})
 	ctx := context.Background()
-	answerArtifacts := func(room, turnID uuid.UUID) []turn.AnswerArtifact {
+	answerArtifacts := func(room, turnID uuid.UUID) []journal.AnswerArtifact {
 		t.Helper()
-		var p turn.AnswerPayload
+		var p journal.AnswerPayload
 		if err := json.Unmarshal(entriesOf(t, env, room, turnID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
 			t.Fatal(err)
 		}

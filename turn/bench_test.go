@@ -169,7 +169,7 @@ func followTurn(env *testkit.Env, hub *journal.Hub, roomID uuid.UUID, text strin
 		at := time.Now()
 		switch e.Kind {
 		case journal.KindAnswerDelta:
-			var d turn.DeltaPayload
+			var d journal.DeltaPayload
 			if err := json.Unmarshal(e.Payload, &d); err != nil {
 				return err
 			}

@@ -113,7 +113,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
 		Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
 		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
-		Payload: TerminalPayload{Outcome: "cancelled", Reason: ReasonCancelled},
+		Payload: journal.TerminalPayload{Outcome: "cancelled", Reason: ReasonCancelled},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)

@@ -108,7 +108,7 @@ func TestCitationDiscipline(t *testing.T) {
 		t.Fatalf("answer %v: want the real citation kept and the invented one removed", done.Answer)
 	}
 	answers := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindTurnAnswer)
-	var p turn.AnswerPayload
+	var p journal.AnswerPayload
 	if err := json.Unmarshal(answers[0].Payload, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestLoopControlStopsRepeatedCalls(t *testing.T) {
 	}
 	var statuses []string
 	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
-		var p turn.ToolCompletedPayload
+		var p journal.ToolCompletedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestToolOutsideTheListIsRefused(t *testing.T) {
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "What are the salary bands?")
 	env.WaitTerminal(t, tt.ID)
 	completed := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted)
-	var p turn.ToolCompletedPayload
+	var p journal.ToolCompletedPayload
 	if len(completed) != 1 || json.Unmarshal(completed[0].Payload, &p) != nil || p.Status != "tool_not_allowed" || len(p.Citations) != 0 {
 		t.Fatalf("tool_completed = %+v", p)
 	}

@@ -51,7 +51,7 @@ type callbackHost struct {
 	corrected bool
 	// artifacts are the files the turn's tools made, as the answer will
 	// reference them.
-	artifacts []AnswerArtifact
+	artifacts []journal.AnswerArtifact
 	// usage is what the turn has spent: what its last checkpoint recorded
 	// plus this attempt's work.
 	usage Usage
@@ -233,7 +233,7 @@ func (h *callbackHost) takeHeld() []journal.Draft {
 		return nil
 	}
 	d := journal.Draft{Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
-		Payload: DeltaPayload{Text: h.held, Offset: h.heldAt}}
+		Payload: journal.DeltaPayload{Text: h.held, Offset: h.heldAt}}
 	h.held = ""
 	return []journal.Draft{d}
 }
@@ -241,7 +241,7 @@ func (h *callbackHost) takeHeld() []journal.Draft {
 func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int) error {
 	return h.append(ctx, journal.Draft{
 		Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
-		Payload: DeltaPayload{Text: text, Offset: offset},
+		Payload: journal.DeltaPayload{Text: text, Offset: offset},
 	})
 }
 
@@ -272,16 +272,16 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 	h.mu.Lock()
 	correct := checked.NeedsCorrection && !h.corrected
 	h.corrected = h.corrected || correct
-	artifacts := append([]AnswerArtifact(nil), h.artifacts...)
+	artifacts := append([]journal.AnswerArtifact(nil), h.artifacts...)
 	h.mu.Unlock()
 	if correct {
 		return &runtime.CorrectionNeeded{Prompt: guard.CorrectionPrompt(h.evidence.IDs())}
 	}
 	answer := h.redact(checked.Text)
-	citations := make([]AnswerCitation, 0, len(checked.Cited))
+	citations := make([]journal.AnswerCitation, 0, len(checked.Cited))
 	for _, id := range checked.Cited {
 		l := h.lineage[id]
-		citations = append(citations, AnswerCitation{ID: id, Document: l.Document, Source: h.redact(l.Source), Passage: h.redact(l.Passage), Digest: l.Digest})
+		citations = append(citations, journal.AnswerCitation{ID: id, Document: l.Document, Source: h.redact(l.Source), Passage: h.redact(l.Passage), Digest: l.Digest})
 	}
 	usage := h.usageNow()
 	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{

@@ -22,30 +22,8 @@ type storedCheckpoint struct {
 	// Evidence and Artifacts are what the turn's tools gathered and made
 	// up to the checkpoint: an answer of a replacement attempt may cite
 	// and reference them.
-	Evidence  []tools.Citation `json:"evidence,omitempty"`
-	Artifacts []AnswerArtifact `json:"artifacts,omitempty"`
-}
-
-// CheckpointPayload is the payload of a checkpoint entry.
-type CheckpointPayload struct {
-	Steps     int `json:"steps"`
-	ToolCalls int `json:"toolCalls"`
-	Messages  int `json:"messages"`
-}
-
-// CompactionPayload is the payload of a compaction entry: what a
-// controller summarised, not the summary itself.
-type CompactionPayload struct {
-	Summarised   int `json:"summarised"`
-	TokensBefore int `json:"tokensBefore"`
-	TokensAfter  int `json:"tokensAfter"`
-}
-
-// SteerDeliveredPayload is the payload of a steer_delivered entry.
-type SteerDeliveredPayload struct {
-	CommandID uuid.UUID `json:"commandId"`
-	ActorID   uuid.UUID `json:"actorId"`
-	Text      string    `json:"text"`
+	Evidence  []tools.Citation         `json:"evidence,omitempty"`
+	Artifacts []journal.AnswerArtifact `json:"artifacts,omitempty"`
 }
 
 const saveCheckpoint = `
@@ -84,10 +62,10 @@ func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) er
 	drafts := h.takeHeld()
 	if comp := cp.Compaction; comp != nil {
 		drafts = append(drafts, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-			Payload: CompactionPayload{Summarised: comp.Summarised, TokensBefore: comp.TokensBefore, TokensAfter: comp.TokensAfter}})
+			Payload: journal.CompactionPayload{Summarised: comp.Summarised, TokensBefore: comp.TokensBefore, TokensAfter: comp.TokensAfter}})
 	}
 	drafts = append(drafts, journal.Draft{Kind: journal.KindCheckpoint, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-		Payload: CheckpointPayload{Steps: cp.Steps, ToolCalls: cp.ToolCalls, Messages: len(cp.Messages)}})
+		Payload: journal.CheckpointPayload{Steps: cp.Steps, ToolCalls: cp.ToolCalls, Messages: len(cp.Messages)}})
 	entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, drafts...)
 	if err != nil {
 		return err

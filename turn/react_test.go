@@ -191,7 +191,7 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	if len(requested) != 1 || len(completed) != 1 || requested[0].Seq > completed[0].Seq {
 		t.Fatalf("tool entries: %d requested, %d completed", len(requested), len(completed))
 	}
-	var tc turn.ToolCompletedPayload
+	var tc journal.ToolCompletedPayload
 	if err := json.Unmarshal(completed[0].Payload, &tc); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestCompactionIsJournaled(t *testing.T) {
 	if len(comp) != 1 {
 		t.Fatalf("%d compaction entries, want 1", len(comp))
 	}
-	var p turn.CompactionPayload
+	var p journal.CompactionPayload
 	if err := json.Unmarshal(comp[0].Payload, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 	}
 	var statuses []string
 	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
-		var p turn.ToolCompletedPayload
+		var p journal.ToolCompletedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
 		}

@@ -34,12 +34,6 @@ UPDATE turns SET lease_token = lease_token + 1, lease_owner = $2,
 WHERE id = $1 AND state = 'running' AND lease_expires_at < now() - make_interval(secs => $4)
 RETURNING lease_token, lease_owner`
 
-// RecoveredPayload is the payload of the turn_started entry of a recovery.
-type RecoveredPayload struct {
-	StartedPayload
-	Recovered bool `json:"recovered"`
-}
-
 // Recover takes over a running turn whose lease expired at least grace ago,
 // for owner, and appends the new attempt's turn_started. It returns
 // ErrNotRecoverable when the turn is not in that state.
@@ -80,7 +74,7 @@ func Recover(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID u
 	fence := journal.Fence{TurnID: turnID, LeaseToken: token}
 	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
 		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
-		Payload: RecoveredPayload{StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: owner}, true},
+		Payload: journal.RecoveredPayload{StartedPayload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: owner}, Recovered: true},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recover %s: %w", turnID, err)

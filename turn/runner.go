@@ -335,7 +335,7 @@ WHERE id = $1 AND state = 'queued' RETURNING lease_token`, t.ID, r.cfg.Owner, r.
 	started.State, started.Attempt, started.LeaseToken = "running", 1, token
 	if _, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
 		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: 1,
-		Payload: StartedPayload{Attempt: 1, AgentVersion: agentVersion, Runner: r.cfg.Owner},
+		Payload: journal.StartedPayload{Attempt: 1, AgentVersion: agentVersion, Runner: r.cfg.Owner},
 	}); err != nil {
 		return nil, fmt.Errorf("claim at acceptance: %w", err)
 	}
@@ -442,7 +442,7 @@ func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uui
 	fence := journal.Fence{TurnID: turnID, LeaseToken: token}
 	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
 		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
-		Payload: StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: owner},
+		Payload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: owner},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", turnID, err)

@@ -117,9 +117,9 @@ func TestDelegateRunsASpecialistNested(t *testing.T) {
 	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
-	var byCall = map[string]turn.ToolCompletedPayload{}
+	var byCall = map[string]journal.ToolCompletedPayload{}
 	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
-		var p turn.ToolCompletedPayload
+		var p journal.ToolCompletedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
 		}

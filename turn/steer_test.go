@@ -71,7 +71,7 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	if len(delivered) != 1 {
 		t.Fatalf("%d steer_delivered entries, want 1", len(delivered))
 	}
-	var p turn.SteerDeliveredPayload
+	var p journal.SteerDeliveredPayload
 	if err := json.Unmarshal(delivered[0].Payload, &p); err != nil || p.CommandID != id || p.ActorID != env.Alice.ID {
 		t.Fatalf("steer_delivered = %+v (%v)", p, err)
 	}

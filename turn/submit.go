@@ -75,13 +75,6 @@ type Submission struct {
 	Artifacts []uuid.UUID
 }
 
-// AcceptedPayload is the payload of a turn_accepted entry.
-type AcceptedPayload struct {
-	Text       string    `json:"text"`
-	AuthorID   uuid.UUID `json:"authorId"`
-	AuthorName string    `json:"authorName,omitempty"`
-}
-
 // takePosition takes the next journal position of the room, only if the
 // author is a member of it, and reads in the same statement what the
 // authority bundle needs: the room's audience and agent's current version,
@@ -253,7 +246,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		return nil, err
 	}
 
-	payload, err := json.Marshal(AcceptedPayload{Text: in.Text, AuthorID: in.Member.ID, AuthorName: in.Member.DisplayName})
+	payload, err := json.Marshal(journal.AcceptedPayload{Text: in.Text, AuthorID: in.Member.ID, AuthorName: in.Member.DisplayName})
 	if err != nil {
 		return nil, err
 	}

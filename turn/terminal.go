@@ -33,8 +33,8 @@ type Outcome struct {
 	// what the turn's last checkpoint recorded.
 	Usage *Usage
 	// Citations and Artifacts go with the answer.
-	Citations []AnswerCitation
-	Artifacts []AnswerArtifact
+	Citations []journal.AnswerCitation
+	Artifacts []journal.AnswerArtifact
 }
 
 // Usage is what a turn spent over all its attempts' recorded work.
@@ -43,56 +43,6 @@ type Usage struct {
 	OutputTokens int `json:"outputTokens"`
 	ModelCalls   int `json:"modelCalls"`
 	ToolCalls    int `json:"toolCalls"`
-}
-
-// AnswerPayload is the payload of a turn_answer entry: the answer, the
-// sources it cites and the artifacts it references.
-type AnswerPayload struct {
-	Text      string           `json:"text"`
-	Citations []AnswerCitation `json:"citations"`
-	Artifacts []AnswerArtifact `json:"artifacts"`
-}
-
-// AnswerCitation is one source an answer cites, with its lineage.
-type AnswerCitation struct {
-	ID       string    `json:"id"`
-	Document uuid.UUID `json:"document,omitempty"`
-	Source   string    `json:"source"`
-	Passage  string    `json:"passage"`
-	Digest   string    `json:"digest,omitempty"`
-}
-
-// AnswerArtifact is one artifact an answer references: in a shared room
-// the immutable room resource reference, in a private one the member's
-// own artifact.
-type AnswerArtifact struct {
-	ArtifactID uuid.UUID `json:"artifactId"`
-	ResourceID uuid.UUID `json:"resourceId,omitempty"`
-	Name       string    `json:"name"`
-	MediaType  string    `json:"mediaType"`
-	Size       int64     `json:"size"`
-	SHA256     string    `json:"sha256"`
-}
-
-// TerminalPayload is the payload of a turn_terminal entry.
-type TerminalPayload struct {
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
-}
-
-// StartedPayload is the payload of a turn_started entry.
-type StartedPayload struct {
-	Attempt      int    `json:"attempt"`
-	AgentVersion int    `json:"agentVersion"`
-	Runner       string `json:"runner"`
-}
-
-// DeltaPayload is the payload of an answer_delta entry. Offset is where
-// Text starts in the attempt's answer, so a reader can tell a gap from a
-// repeat.
-type DeltaPayload struct {
-	Text   string `json:"text"`
-	Offset int    `json:"offset"`
 }
 
 // noUsage is the usage of a turn that spent nothing.
@@ -184,10 +134,10 @@ func CommitTerminal(ctx context.Context, client *ent.Client, hub *journal.Hub, f
 		// A refused publication (checkAudience) drops its deltas too.
 		drafts = append(drafts, out.Before...)
 		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: turnID, Attempt: attempt,
-			Payload: AnswerPayload{Text: *out.Answer, Citations: nonNil(out.Citations), Artifacts: nonNil(out.Artifacts)}})
+			Payload: journal.AnswerPayload{Text: *out.Answer, Citations: nonNil(out.Citations), Artifacts: nonNil(out.Artifacts)}})
 	}
 	drafts = append(drafts, journal.Draft{Kind: journal.KindTurnTerminal, TurnID: turnID, Attempt: attempt,
-		Payload: TerminalPayload{Outcome: out.State, Reason: out.Reason}})
+		Payload: journal.TerminalPayload{Outcome: out.State, Reason: out.Reason}})
 	// The turn row now holds our update, which is the fence: the append
 	// itself needs none.
 	entries, err := journal.Append(ctx, tx, room, nil, drafts...)

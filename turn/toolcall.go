@@ -16,23 +16,6 @@ import (
 	"github.com/turngate/turngate/tools"
 )
 
-// ToolRequestedPayload is the payload of a tool_requested entry.
-type ToolRequestedPayload struct {
-	CallID    string `json:"callId"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// ToolCompletedPayload is the payload of a tool_completed entry.
-type ToolCompletedPayload struct {
-	CallID string `json:"callId"`
-	Name   string `json:"name"`
-	// Status is ok, forbidden, refused, bad_arguments or failed.
-	Status    string   `json:"status"`
-	Bytes     int      `json:"bytes"`
-	Citations []string `json:"citations"`
-}
-
 // Tool statuses.
 const (
 	ToolOK           = "ok"
@@ -57,7 +40,7 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 	}
 	call := req.Call
 	drafts := append(h.takeHeld(), journal.Draft{Kind: journal.KindToolRequested, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
-		Payload: ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: clipBytes(call.Arguments, maxArgumentsShown)}})
+		Payload: journal.ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: clipBytes(call.Arguments, maxArgumentsShown)}})
 	if err := h.append(ctx, drafts...); err != nil {
 		return runtime.ToolResult{}, err
 	}
@@ -84,7 +67,7 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 		}
 	}
 	if err := h.append(ctx, journal.Draft{Kind: journal.KindToolCompleted, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
-		Payload: ToolCompletedPayload{CallID: call.ID, Name: call.Name, Status: status, Bytes: len(out.Content), Citations: cites}}); err != nil {
+		Payload: journal.ToolCompletedPayload{CallID: call.ID, Name: call.Name, Status: status, Bytes: len(out.Content), Citations: cites}}); err != nil {
 		return runtime.ToolResult{}, err
 	}
 	return out, nil
@@ -181,10 +164,10 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 		return nil
 	}
 	c := h.claim
-	var made []AnswerArtifact
+	var made []journal.AnswerArtifact
 	if h.bundle.ConversationKind != "shared" {
 		for _, a := range refs {
-			made = append(made, AnswerArtifact{ArtifactID: a.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
+			made = append(made, journal.AnswerArtifact{ArtifactID: a.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
 		}
 	} else {
 		tx, err := h.r.cfg.Client.Tx(ctx)
@@ -213,7 +196,7 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 			for _, a := range refs {
 				for _, l := range linked {
 					if l.ArtifactID == a.ID && l.Digest == a.SHA256 {
-						made = append(made, AnswerArtifact{ArtifactID: a.ID, ResourceID: l.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
+						made = append(made, journal.AnswerArtifact{ArtifactID: a.ID, ResourceID: l.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
 					}
 				}
 			}
