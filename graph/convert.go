@@ -10,7 +10,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/turn"
+	"github.com/turngate/turngate/lease"
 )
 
 func toMember(m authority.Member) *model.Member {
@@ -59,13 +59,13 @@ func toTurn(t *ent.Turn) *model.Turn {
 	}
 }
 
-// toUsage decodes a turn's settled usage column (turn.Usage); nil while
+// toUsage decodes a turn's settled usage column (lease.Usage); nil while
 // the turn has not ended.
 func toUsage(raw json.RawMessage) (*model.Usage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
-	var u turn.Usage
+	var u lease.Usage
 	if err := json.Unmarshal(raw, &u); err != nil {
 		return nil, fmt.Errorf("decode turn usage: %w", err)
 	}

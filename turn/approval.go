@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -100,14 +101,9 @@ func (h *callbackHost) gate(ctx context.Context, call runtime.ToolCall, t tools.
 	}
 	// Claim the execution, fenced by the lease: only the turn's current
 	// run executes, and a later run takes over from a dead one.
-	res, err := h.r.cfg.Client.ExecContext(ctx, `UPDATE approvals SET execution_lease = $2
-WHERE id = $1 AND state = 'approved' AND executed_at IS NULL AND (execution_lease IS NULL OR execution_lease < $2)
-  AND EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $2 AND state = 'running' FOR SHARE)`, a.id, c.Fence.LeaseToken, c.Turn.ID)
-	if err != nil {
+	exe := lease.ExecutionParams{Claim: c, ApprovalID: a.id}
+	if err := h.r.store.ClaimExecution(ctx, exe); err != nil {
 		return "", tools.Result{}, err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return "", tools.Result{}, ErrFenced
 	}
 	status, out := h.run(ctx, call, t, a.id.String())
 	raw, err := json.Marshal(out)
@@ -115,10 +111,10 @@ WHERE id = $1 AND state = 'approved' AND executed_at IS NULL AND (execution_leas
 		return "", tools.Result{}, err
 	}
 	if status == ToolOK {
-		if _, err := h.r.cfg.Client.ExecContext(ctx, `UPDATE approvals SET executed_at = now(), result = $2
-WHERE id = $1 AND execution_lease = $3 AND executed_at IS NULL`, a.id, string(raw), c.Fence.LeaseToken); err != nil {
+		if err := h.r.store.RecordExecution(ctx, exe, raw); err != nil {
 			return "", tools.Result{}, err
 		}
+
 	}
 	return status, out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
@@ -19,10 +20,10 @@ import (
 
 // claimAndAdmit accepts a turn with no runner, claims it, and admits its
 // run, returning the callback host the runtime would get.
-func claimAndAdmit(t *testing.T, env *testkit.Env, r *turn.Runner, text string) (*turn.Claimed, runtime.Callbacks, runtime.Contract) {
+func claimAndAdmit(t *testing.T, env *testkit.Env, r *turn.Runner, text string) (*lease.Claimed, runtime.Callbacks, runtime.Contract) {
 	t.Helper()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, text)
-	c, err := turn.Claim(context.Background(), env.Client, env.Hub, tt.ID, r.Owner(), 30*time.Second)
+	c, err := lease.NewStore(env.Client, env.Hub).Claim(context.Background(), lease.ClaimParams{TurnID: tt.ID, Owner: r.Owner(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package turn
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -13,27 +12,18 @@ import (
 	"github.com/turngate/turngate/ent"
 	entcommand "github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/roommember"
+	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
 )
-
-// ReasonCancelled ends a turn a member cancelled.
-const ReasonCancelled = "cancelled_by_member"
 
 // errCancelRequested is the cause of a run's cancellation by a durable,
 // authorised cancel command — the only thing that aborts a runtime.
 type errCancelRequested struct{ command uuid.UUID }
 
 func (e errCancelRequested) Error() string { return "cancelled by command " + e.command.String() }
-
-// cancelQueued ends a turn that has not started: no lease exists, so the
-// queued state is the fence.
-const cancelQueued = `
-UPDATE turns SET state = 'cancelled', terminal_reason = $2, finished_at = now(),
-  usage = COALESCE(checkpoint->'usage', ` + noUsage + `)
-WHERE id = $1 AND state = 'queued'
-RETURNING conversation_id`
 
 // Cancel stores a durable cancel command for a turn and, when the turn has
 // not started, ends it cancelled at once. A running turn's command waits
@@ -83,23 +73,22 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		return s.Get(ctx, turnID)
 	}
 	switch t.State {
-	case "completed", "failed", "cancelled":
+	case entturn.StateCompleted, entturn.StateFailed, entturn.StateCancelled:
 		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, t.State)
 	}
-	var roomID uuid.UUID
-	err = pg.QueryRow(ctx, tx, cancelQueued, []any{turnID, ReasonCancelled}, &roomID)
+	roomID, err := s.store().CancelQueued(ctx, tx, lease.CancelQueuedParams{TurnID: turnID})
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, lease.ErrNotClaimable):
 		// Running, or claimed a moment ago: the command waits for the
 		// run's owner. Read the turn under a share lock first: a terminal
 		// being committed finishes before this read (and the command comes
 		// too late), or waits for this command to commit (and settles it
 		// with its terminal). Either way no command is left pending.
-		var state string
+		var state entturn.State
 		if err := pg.QueryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
 			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 		}
-		if state != "running" && state != "queued" {
+		if state != entturn.StateRunning && state != entturn.StateQueued {
 			return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, state)
 		}
 		if err := tx.Commit(); err != nil {
@@ -113,7 +102,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
 		Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
 		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
-		Payload: journal.TerminalPayload{Outcome: "cancelled", Reason: ReasonCancelled},
+		Payload: journal.TerminalPayload{Outcome: entturn.StateCancelled.String(), Reason: lease.ReasonCancelled},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
@@ -133,22 +122,11 @@ WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 	return s.Get(ctx, turnID)
 }
 
-// pendingCancel finds a pending cancel command for a turn.
-func pendingCancel(ctx context.Context, q pg.Querier, turnID uuid.UUID) (uuid.UUID, bool, error) {
-	var id uuid.UUID
-	err := pg.QueryRow(ctx, q, `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`,
-		[]any{turnID}, &id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return uuid.Nil, false, nil
-	}
-	return id, err == nil, err
-}
-
 // checkCommands looks for a pending cancel of the turn once: one cancels
 // the run with that command as its cause. It reports whether it did.
 // (Steering is claimed by the run itself, at each step boundary.)
-func (r *Runner) checkCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc) bool {
-	id, ok, err := pendingCancel(ctx, r.cfg.Client, c.Turn.ID)
+func (r *Runner) checkCommands(ctx context.Context, c *lease.Claimed, cancel context.CancelCauseFunc) bool {
+	id, ok, err := r.store.PendingCancel(ctx, c.Turn.ID)
 	if err != nil || !ok {
 		return false // on an error, the next wake-up or tick looks again
 	}
@@ -160,7 +138,7 @@ func (r *Runner) checkCommands(ctx context.Context, c *Claimed, cancel context.C
 // when a command for the turn is stored on any replica (the hub's command
 // wake-up, taken as wake before the run's first look) and on the runner's
 // poll tick.
-func (r *Runner) watchCommands(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc, wake <-chan struct{}) {
+func (r *Runner) watchCommands(ctx context.Context, c *lease.Claimed, cancel context.CancelCauseFunc, wake <-chan struct{}) {
 	tick := time.NewTicker(r.cfg.Poll)
 	defer tick.Stop()
 	for {

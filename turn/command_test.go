@@ -12,6 +12,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/turn"
 )
@@ -67,7 +68,7 @@ func TestCancelRunningTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "cancelled" || *got.TerminalReason != turn.ReasonCancelled || got.Answer != nil {
+	if got.State != "cancelled" || *got.TerminalReason != lease.ReasonCancelled || got.Answer != nil {
 		t.Fatalf("turn ended %s (%v)", got.State, got.TerminalReason)
 	}
 	st, token := commandState(t, env, cmd)
@@ -186,7 +187,7 @@ func TestCancelRacesRecovery(t *testing.T) {
 		}
 		ids[i] = env.Submit(t, env.Alice, room.ID, "orphaned").ID
 		// A runner that claims the turn and dies at once.
-		if _, err := turn.Claim(ctx, env.Client, env.Hub, ids[i], "dead-runner", time.Millisecond); err != nil {
+		if _, err := lease.NewStore(env.Client, env.Hub).Claim(ctx, lease.ClaimParams{TurnID: ids[i], Owner: "dead-runner", TTL: time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -74,7 +75,7 @@ func (h *callbackHost) delegate(ctx context.Context, call runtime.ToolCall) (str
 	}
 	sub := &delegateHost{parent: h, route: av.ModelRoute, effort: av.Effort}
 	if err := runtime.Run(ctx, child, sub); err != nil {
-		if ctx.Err() != nil || errors.Is(err, ErrFenced) {
+		if ctx.Err() != nil || errors.Is(err, lease.ErrFenced) {
 			return ToolFailed, tools.Result{Content: "The delegation was interrupted."}
 		}
 		return ToolFailed, tools.Result{Content: fmt.Sprintf("The specialist %q did not finish: %v.", args.Specialist, err)}

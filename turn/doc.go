@@ -29,7 +29,7 @@
 // Every write a run makes afterwards carries its lease token: answer deltas
 // (journal.Fence), heartbeats, and the terminal commit, whose UPDATE is
 // `WHERE id = $turn AND lease_token = $mine AND state = 'running'`. A run
-// whose token is stale writes nothing and gets ErrFenced. The journal's
+// whose token is stale writes nothing and gets lease.ErrFenced. The journal's
 // partial unique index allows one turn_terminal per turn, whatever races.
 //
 // # Recovery

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"sync"
 
+	entturn "github.com/turngate/turngate/ent/turn"
+
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -24,7 +27,7 @@ import (
 // fenced by the lease token besides.
 type callbackHost struct {
 	r      *Runner
-	claim  *Claimed
+	claim  *lease.Claimed
 	ref    runtime.RunRef
 	bundle authority.Bundle
 	route  string
@@ -54,7 +57,7 @@ type callbackHost struct {
 	artifacts []journal.AnswerArtifact
 	// usage is what the turn has spent: what its last checkpoint recorded
 	// plus this attempt's work.
-	usage Usage
+	usage lease.Usage
 	// offset is where the next model text starts in the attempt's answer;
 	// held is text streamed but not yet appended, starting at heldAt.
 	offset int
@@ -86,9 +89,9 @@ func (h *callbackHost) redact(s string) string {
 	return out
 }
 
-func (h *callbackHost) usageNow() Usage {
+func (h *callbackHost) usageNow() lease.Usage {
 	if h == nil {
-		return Usage{}
+		return lease.Usage{}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -284,8 +287,8 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 		citations = append(citations, journal.AnswerCitation{ID: id, Document: l.Document, Source: h.redact(l.Source), Passage: h.redact(l.Passage), Digest: l.Digest})
 	}
 	usage := h.usageNow()
-	if err := CommitTerminal(ctx, h.r.cfg.Client, h.r.cfg.Hub, c.Fence, Outcome{
-		State: "completed", Reason: ReasonCompleted, Answer: &answer, Usage: &usage,
+	if err := h.r.store.Terminal(ctx, lease.TerminalParams{
+		Fence: c.Fence, State: entturn.StateCompleted, Reason: lease.ReasonCompleted, Answer: &answer, Usage: &usage,
 		Citations: citations, Artifacts: artifacts,
 		RenewFor: h.r.cfg.Owner, Before: h.takeHeld(),
 	}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -99,9 +100,9 @@ func TestLaneFIFO(t *testing.T) {
 }
 
 // claimHead claims a submitted turn directly, as a runner would.
-func claimHead(t *testing.T, env *testkit.Env, id uuid.UUID, owner string) *turn.Claimed {
+func claimHead(t *testing.T, env *testkit.Env, id uuid.UUID, owner string) *lease.Claimed {
 	t.Helper()
-	c, err := turn.Claim(context.Background(), env.Client, env.Hub, id, owner, time.Minute)
+	c, err := lease.NewStore(env.Client, env.Hub).Claim(context.Background(), lease.ClaimParams{TurnID: id, Owner: owner, TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("claim %s: %v", id, err)
 	}
@@ -126,7 +127,7 @@ func TestTerminalExactlyOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			errs[i] = turn.CommitTerminal(ctx, env.Client, env.Hub, c.Fence, turn.Outcome{State: "completed", Answer: &answers[i]})
+			errs[i] = lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: c.Fence, State: "completed", Answer: &answers[i]})
 		}()
 	}
 	close(start)
@@ -139,7 +140,7 @@ func TestTerminalExactlyOnce(t *testing.T) {
 				t.Fatal("both terminal commits landed")
 			}
 			won = i
-		case !errors.Is(err, turn.ErrFenced):
+		case !errors.Is(err, lease.ErrFenced):
 			t.Fatalf("commit %d: %v, want ErrFenced", i, err)
 		}
 	}
@@ -177,7 +178,7 @@ func TestStaleTokenWritesNothing(t *testing.T) {
 	old := claimHead(t, env, tt.ID, "old-owner")
 	// The old owner is fenced: its turn is handed back and re-claimed,
 	// which increments the token.
-	if err := turn.Release(ctx, env.Client, env.Hub, old.Fence); err != nil {
+	if err := lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: old.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	cur := claimHead(t, env, tt.ID, "new-owner")
@@ -196,18 +197,22 @@ func TestStaleTokenWritesNothing(t *testing.T) {
 			_, err := journal.Append(ctx, env.DB, env.Shared.ID, &old.Fence, journal.Draft{Kind: journal.KindAnswerDelta, TurnID: uuid.NullUUID{UUID: tt.ID, Valid: true}})
 			return err
 		}},
-		{"heartbeat", func() error { return turn.Renew(ctx, env.DB, old.Fence, "old-owner", 60) }},
+		{"heartbeat", func() error {
+			return lease.NewStore(env.Client, env.Hub).Renew(ctx, lease.RenewParams{Fence: old.Fence, Owner: "old-owner", TTL: 60})
+		}},
 		{"terminal", func() error {
-			return turn.CommitTerminal(ctx, env.Client, env.Hub, old.Fence, turn.Outcome{State: "completed", Answer: &answer})
+			return lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: old.Fence, State: "completed", Answer: &answer})
 		}},
 		{"failed terminal", func() error {
-			return turn.CommitTerminal(ctx, env.Client, env.Hub, old.Fence, turn.Outcome{State: "failed", Reason: turn.ReasonInputLeaseLost})
+			return lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: old.Fence, State: "failed", Reason: lease.ReasonInputLeaseLost})
 		}},
-		{"release", func() error { return turn.Release(ctx, env.Client, env.Hub, old.Fence) }},
+		{"release", func() error {
+			return lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: old.Fence})
+		}},
 	}
 	for _, w := range writes {
 		err := w.write()
-		if !errors.Is(err, turn.ErrFenced) && !errors.Is(err, turn.ErrLeaseLost) {
+		if !errors.Is(err, lease.ErrFenced) && !errors.Is(err, lease.ErrLeaseLost) {
 			t.Errorf("%s with a stale token: err = %v, want ErrFenced or ErrLeaseLost", w.name, err)
 		}
 	}
@@ -236,7 +241,7 @@ func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "expire me")
 	c := claimHead(t, env, tt.ID, "r1")
-	if err := turn.Renew(ctx, env.DB, c.Fence, "r1", 60); err != nil {
+	if err := lease.NewStore(env.Client, env.Hub).Renew(ctx, lease.RenewParams{Fence: c.Fence, Owner: "r1", TTL: 60}); err != nil {
 		t.Fatalf("renewing a live lease: %v", err)
 	}
 	// Backdate the expiry, as if the database clock had moved past it.
@@ -244,7 +249,7 @@ func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := turnRow(t, env, tt.ID)
-	if err := turn.Renew(ctx, env.DB, c.Fence, "r1", 60); !errors.Is(err, turn.ErrLeaseLost) {
+	if err := lease.NewStore(env.Client, env.Hub).Renew(ctx, lease.RenewParams{Fence: c.Fence, Owner: "r1", TTL: 60}); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("renewing an expired lease: err = %v, want ErrLeaseLost", err)
 	}
 	if after := turnRow(t, env, tt.ID); after != before {
@@ -254,7 +259,7 @@ func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() + interval '1 minute' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := turn.Renew(ctx, env.DB, c.Fence, "someone-else", 60); !errors.Is(err, turn.ErrLeaseLost) {
+	if err := lease.NewStore(env.Client, env.Hub).Renew(ctx, lease.RenewParams{Fence: c.Fence, Owner: "someone-else", TTL: 60}); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("renewal by another owner: err = %v, want ErrLeaseLost", err)
 	}
 }

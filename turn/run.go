@@ -14,8 +14,10 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
+	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -24,11 +26,11 @@ import (
 var errDetached = errors.New("runner stopping: detached from the run")
 
 // run drives one claimed turn to its terminal, or hands it back.
-func (r *Runner) run(ctx context.Context, c *Claimed) {
+func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	log := r.log.With("turn", c.Turn.ID, "attempt", c.Turn.Attempt)
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
-		r.fail(c, ReasonRecoveryExhausted, log)
+		r.fail(c, lease.ReasonRecoveryExhausted, log)
 		return
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -37,7 +39,7 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 	host, contract, err := r.admit(runCtx, c)
 	if err != nil {
 		log.Error("admitting run failed", "err", err)
-		r.fail(c, ReasonRuntimeFailed, log)
+		r.fail(c, lease.ReasonRuntimeFailed, log)
 		return
 	}
 
@@ -70,34 +72,34 @@ func (r *Runner) run(ctx context.Context, c *Claimed) {
 	case errors.As(cause, &cancelled):
 		// A member's durable cancel: the only thing that aborts a run.
 		usage := host.usageNow()
-		err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{
-			State: "cancelled", Reason: ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
+		err := r.store.Terminal(context.Background(), lease.TerminalParams{
+			Fence: c.Fence, State: entturn.StateCancelled, Reason: lease.ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
 			Usage: &usage,
 		})
-		if err != nil && !errors.Is(err, ErrFenced) {
+		if err != nil && !errors.Is(err, lease.ErrFenced) {
 			log.Warn("recording the cancelled terminal", "err", err)
 		}
 	case errors.Is(cause, errDetached):
 		// The runner is stopping; that is not member intent. Hand the
 		// turn back, fenced, so another runner takes it over now.
-		if rerr := Release(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence); rerr != nil && !errors.Is(rerr, ErrFenced) {
+		if rerr := r.store.Release(context.Background(), lease.ReleaseParams{Fence: c.Fence}); rerr != nil && !errors.Is(rerr, lease.ErrFenced) {
 			log.Warn("releasing turn on stop failed; it is recovered when its lease expires", "err", rerr)
 		}
-	case errors.Is(cause, ErrLeaseLost) || errors.Is(err, ErrFenced) || errors.Is(err, ErrLeaseLost):
-		r.failWith(c, ReasonInputLeaseLost, host, log)
+	case errors.Is(cause, lease.ErrLeaseLost) || errors.Is(err, lease.ErrFenced) || errors.Is(err, lease.ErrLeaseLost):
+		r.failWith(c, lease.ReasonInputLeaseLost, host, log)
 	case errors.Is(err, runtime.ErrBudgetExhausted) || errors.Is(err, runtime.ErrWallTime) || errors.Is(err, gateway.ErrBudgetExhausted):
-		r.failWith(c, ReasonBudgetExhausted, host, log)
+		r.failWith(c, lease.ReasonBudgetExhausted, host, log)
 	default:
 		log.Error("run failed", "err", err)
-		r.failWith(c, ReasonRuntimeFailed, host, log)
+		r.failWith(c, lease.ReasonRuntimeFailed, host, log)
 	}
 }
 
 // failWith records a failed terminal with the usage the run spent.
-func (r *Runner) failWith(c *Claimed, reason string, h *callbackHost, log interface{ Warn(string, ...any) }) {
+func (r *Runner) failWith(c *lease.Claimed, reason string, h *callbackHost, log interface{ Warn(string, ...any) }) {
 	usage := h.usageNow()
-	err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{State: "failed", Reason: reason, Usage: &usage})
-	if err != nil && !errors.Is(err, ErrFenced) {
+	err := r.store.Terminal(context.Background(), lease.TerminalParams{Fence: c.Fence, State: entturn.StateFailed, Reason: reason, Usage: &usage})
+	if err != nil && !errors.Is(err, lease.ErrFenced) {
 		log.Warn("recording failed terminal", "reason", reason, "err", err)
 	}
 }
@@ -105,16 +107,16 @@ func (r *Runner) failWith(c *Claimed, reason string, h *callbackHost, log interf
 // fail records a failed terminal, fenced by the run's token: it lands only
 // while no other runner has re-claimed the turn; otherwise the outcome is
 // the new owner's to decide.
-func (r *Runner) fail(c *Claimed, reason string, log interface{ Warn(string, ...any) }) {
-	err := CommitTerminal(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence, Outcome{State: "failed", Reason: reason})
-	if err != nil && !errors.Is(err, ErrFenced) {
+func (r *Runner) fail(c *lease.Claimed, reason string, log interface{ Warn(string, ...any) }) {
+	err := r.store.Terminal(context.Background(), lease.TerminalParams{Fence: c.Fence, State: entturn.StateFailed, Reason: reason})
+	if err != nil && !errors.Is(err, lease.ErrFenced) {
 		log.Warn("recording failed terminal", "reason", reason, "err", err)
 	}
 }
 
 // heartbeat renews the lease until the run ends. A failed renewal cancels
-// the run with ErrLeaseLost, which stops any further publication.
-func (r *Runner) heartbeat(ctx context.Context, c *Claimed, cancel context.CancelCauseFunc) {
+// the run with lease.ErrLeaseLost, which stops any further publication.
+func (r *Runner) heartbeat(ctx context.Context, c *lease.Claimed, cancel context.CancelCauseFunc) {
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -123,10 +125,10 @@ func (r *Runner) heartbeat(ctx context.Context, c *Claimed, cancel context.Cance
 			return
 		case <-t.C:
 		}
-		err := Renew(ctx, r.cfg.Client, c.Fence, r.cfg.Owner, r.cfg.LeaseTTL.Seconds())
+		err := r.store.Renew(ctx, lease.RenewParams{Fence: c.Fence, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL.Seconds()})
 		switch {
-		case errors.Is(err, ErrLeaseLost):
-			cancel(ErrLeaseLost)
+		case errors.Is(err, lease.ErrLeaseLost):
+			cancel(lease.ErrLeaseLost)
 			return
 		case err != nil && ctx.Err() == nil:
 			// A renewal that cannot reach the database may still leave the
@@ -139,7 +141,7 @@ func (r *Runner) heartbeat(ctx context.Context, c *Claimed, cancel context.Cance
 // admit builds the run's immutable contract and its callback host. The
 // stored bundle must still hash to the turn's digest: a bundle that does
 // not is refused, never reconciled.
-func (r *Runner) admit(ctx context.Context, c *Claimed) (*callbackHost, runtime.Contract, error) {
+func (r *Runner) admit(ctx context.Context, c *lease.Claimed) (*callbackHost, runtime.Contract, error) {
 	var b authority.Bundle
 	if err := json.Unmarshal(c.Turn.AuthorityBundle, &b); err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("decode authority bundle: %w", err)

@@ -3,9 +3,7 @@ package turn
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,7 +14,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/pg"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -91,6 +89,7 @@ type Runner struct {
 	runs     sync.WaitGroup
 
 	versions sync.Map // agent version id → *ent.AgentVersion
+	store    *lease.Store
 }
 
 // NewRunner returns a runner; Start begins claiming.
@@ -156,6 +155,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 		freed:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		claiming: make(map[uuid.UUID]bool),
+		store:    lease.NewStore(cfg.Client, cfg.Hub),
 	}
 }
 
@@ -243,23 +243,14 @@ func (r *Runner) loop(ctx, runsCtx context.Context) {
 	}
 }
 
-// lane heads: per room with no active turn, its queued turn with the
-// lowest position.
-const laneHeads = `
-SELECT DISTINCT ON (t.conversation_id) t.id
-FROM turns t JOIN conversations c ON c.id = t.conversation_id
-WHERE t.state = 'queued' AND c.active_turn_id IS NULL
-ORDER BY t.conversation_id, t.position
-LIMIT $1`
-
 func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{}) error {
 	free := cap(r.slots) - len(r.slots)
 	if free == 0 {
 		return nil
 	}
-	heads, err := pg.QueryIDs(ctx, r.cfg.Client, laneHeads, free)
+	heads, err := r.store.LaneHeads(ctx, lease.LaneHeadsParams{Max: free})
 	if err != nil {
-		return fmt.Errorf("lane heads: %w", err)
+		return err
 	}
 	// Claims run concurrently, each in its own slot: they commit together
 	// (one group commit) instead of queueing behind one another.
@@ -269,9 +260,9 @@ func (r *Runner) claimHeads(ctx, runsCtx context.Context, freed chan<- struct{})
 		}
 		go func() {
 			defer r.unreserve(id, freed)
-			c, err := Claim(ctx, r.cfg.Client, r.cfg.Hub, id, r.cfg.Owner, r.cfg.LeaseTTL)
+			c, err := r.store.Claim(ctx, lease.ClaimParams{TurnID: id, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
 			switch {
-			case errors.Is(err, ErrNotClaimable):
+			case errors.Is(err, lease.ErrNotClaimable):
 				// Another runner was faster, or the lane moved.
 			case err != nil:
 				if ctx.Err() == nil {
@@ -316,34 +307,14 @@ func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
 	}
 }
 
-// claimAccepted claims a turn in the transaction that accepts it, for a
-// lane the accepting statement found idle (no active turn, nothing queued
-// or running) under the room's row lock. The same fenced updates as Claim
-// apply, and the partial unique index still has the last word.
-func (r *Runner) claimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*Claimed, error) {
-	var token int64
-	if err := tx.QueryRowContext(ctx, `UPDATE turns SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
-  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1, started_at = now()
-WHERE id = $1 AND state = 'queued' RETURNING lease_token`, t.ID, r.cfg.Owner, r.cfg.LeaseTTL.Seconds()).Scan(&token); err != nil {
-		return nil, fmt.Errorf("claim at acceptance: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1 AND active_turn_id IS NULL`, t.ConversationID, t.ID); err != nil {
-		return nil, fmt.Errorf("claim at acceptance: %w", err)
-	}
-	fence := journal.Fence{TurnID: t.ID, LeaseToken: token}
-	started := *t
-	started.State, started.Attempt, started.LeaseToken = "running", 1, token
-	if _, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
-		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: 1,
-		Payload: journal.StartedPayload{Attempt: 1, AgentVersion: agentVersion, Runner: r.cfg.Owner},
-	}); err != nil {
-		return nil, fmt.Errorf("claim at acceptance: %w", err)
-	}
-	return &Claimed{Turn: &started, Fence: fence}, nil
+// claimAccepted claims a turn in the transaction that accepts it; see
+// lease.Store.ClaimAccepted.
+func (r *Runner) claimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*lease.Claimed, error) {
+	return r.store.ClaimAccepted(ctx, tx, lease.ClaimAcceptedParams{Turn: t, AgentVersion: agentVersion, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
 }
 
 // runReserved runs a turn claimed in a slot reserve already took.
-func (r *Runner) runReserved(c *Claimed) {
+func (r *Runner) runReserved(c *lease.Claimed) {
 	go func() {
 		defer r.unreserve(c.Turn.ID, r.freed)
 		r.run(r.runsCtx, c)
@@ -353,9 +324,9 @@ func (r *Runner) runReserved(c *Claimed) {
 // start runs a turn already claimed (a recovery) in its own goroutine, in
 // a slot. A runner that is stopping or full starts nothing: the claim is
 // handed back for another runner to take at once.
-func (r *Runner) start(runsCtx context.Context, c *Claimed, freed chan<- struct{}) {
+func (r *Runner) start(runsCtx context.Context, c *lease.Claimed, freed chan<- struct{}) {
 	if !r.reserve(c.Turn.ID) {
-		if err := Release(context.Background(), r.cfg.Client, r.cfg.Hub, c.Fence); err != nil && !errors.Is(err, ErrFenced) {
+		if err := r.store.Release(context.Background(), lease.ReleaseParams{Fence: c.Fence}); err != nil && !errors.Is(err, lease.ErrFenced) {
 			r.log.Warn("handing back a claim", "turn", c.Turn.ID, "err", err)
 		}
 		return
@@ -364,92 +335,4 @@ func (r *Runner) start(runsCtx context.Context, c *Claimed, freed chan<- struct{
 		defer r.unreserve(c.Turn.ID, freed)
 		r.run(runsCtx, c)
 	}()
-}
-
-// Claimed is a run's hold on a turn.
-type Claimed struct {
-	Turn  *ent.Turn
-	Fence journal.Fence
-}
-
-// ErrNotClaimable reports a turn that is not the claimable head of its
-// lane (it is running, finished, behind another turn, or the room is busy).
-var ErrNotClaimable = errors.New("turn is not the claimable head of its lane")
-
-// claimTurn moves the head of a lane to running. The NOT EXISTS keeps the
-// lane first-in-first-out; the partial unique index on running turns keeps
-// one running per room if anything else ever tried.
-const claimTurn = `
-UPDATE turns t SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
-  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1,
-  started_at = COALESCE(started_at, now())
-WHERE t.id = $1 AND t.state = 'queued'
-  AND NOT EXISTS (SELECT 1 FROM turns e WHERE e.conversation_id = t.conversation_id
-                  AND e.state IN ('queued', 'running') AND e.position < t.position)
-RETURNING lease_token`
-
-// Claim takes a queued turn that heads its lane, for owner, and appends
-// turn_started. It returns ErrNotClaimable when the turn is not that.
-func Claim(ctx context.Context, client *ent.Client, hub *journal.Hub, turnID uuid.UUID, owner string, ttl time.Duration) (*Claimed, error) {
-	tx, err := client.Tx(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: begin: %w", turnID, err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, claimTurn, turnID, owner, ttl.Seconds())
-	if err != nil {
-		if pg.IsUniqueViolation(err) {
-			return nil, ErrNotClaimable
-		}
-		return nil, fmt.Errorf("claim %s: %w", turnID, err)
-	}
-	var token int64
-	found := false
-	for rows.Next() {
-		found = true
-		if err := rows.Scan(&token); err != nil {
-			rows.Close()
-			return nil, err
-		}
-	}
-	if err := pg.CloseRows(rows); err != nil {
-		if pg.IsUniqueViolation(err) {
-			return nil, ErrNotClaimable
-		}
-		return nil, fmt.Errorf("claim %s: %w", turnID, err)
-	}
-	if !found {
-		return nil, ErrNotClaimable
-	}
-	t, err := tx.Turn.Get(ctx, turnID)
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", turnID, err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1 AND active_turn_id IS NULL`, t.ConversationID, turnID)
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: activate room: %w", turnID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil, ErrNotClaimable
-	}
-	// The bundle pinned the agent version at acceptance.
-	var pinned struct {
-		AgentVersion int `json:"agentVersion"`
-	}
-	if err := json.Unmarshal(t.AuthorityBundle, &pinned); err != nil {
-		return nil, fmt.Errorf("claim %s: authority bundle: %w", turnID, err)
-	}
-	fence := journal.Fence{TurnID: turnID, LeaseToken: token}
-	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
-		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
-		Payload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: owner},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", turnID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim %s: commit: %w", turnID, err)
-	}
-	hub.Committed(t.ConversationID, entries[0].Seq)
-	return &Claimed{Turn: t, Fence: fence}, nil
 }

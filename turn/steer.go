@@ -10,6 +10,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	entcommand "github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/roommember"
+	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/pg"
 )
@@ -57,7 +58,7 @@ func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, 
 	// finished before this read (and the steer is refused) or waits for
 	// this command to commit (and rejects it with the terminal if no step
 	// boundary came first). No command is left pending on an ended turn.
-	var state string
+	var state entturn.State
 	if err := pg.QueryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
 		return nil, fmt.Errorf("steer %s: %w", turnID, err)
 	}
@@ -79,7 +80,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, tex
 		return cmd, nil
 	}
 	switch state {
-	case "completed", "failed", "cancelled":
+	case entturn.StateCompleted, entturn.StateFailed, entturn.StateCancelled:
 		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s: it can no longer be steered", turnID, state)
 	}
 	if err := tx.Commit(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
@@ -116,11 +117,11 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 	if _, err := env.Turns.Steer(ctx, env.Alice, id, c1.Turn.ID, "be brief"); err != nil {
 		t.Fatal(err)
 	}
-	reclaim := func(c *turn.Claimed) (*turn.Claimed, runtime.Callbacks, runtime.Contract) {
-		if err := turn.Release(ctx, env.Client, env.Hub, c.Fence); err != nil {
+	reclaim := func(c *lease.Claimed) (*lease.Claimed, runtime.Callbacks, runtime.Contract) {
+		if err := lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: c.Fence}); err != nil {
 			t.Fatal(err)
 		}
-		next, err := turn.Claim(ctx, env.Client, env.Hub, c.Turn.ID, "replica-b", 30*time.Second)
+		next, err := lease.NewStore(env.Client, env.Hub).Claim(ctx, lease.ClaimParams{TurnID: c.Turn.ID, Owner: "replica-b", TTL: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +132,7 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 		return next, h, contract
 	}
 	c2, host2, contract2 := reclaim(c1)
-	if _, err := host1.Steering(ctx, contract1.Run); !errors.Is(err, turn.ErrFenced) {
+	if _, err := host1.Steering(ctx, contract1.Run); !errors.Is(err, lease.ErrFenced) {
 		t.Fatalf("steering claimed by a run that lost the turn: %v", err)
 	}
 	if cmd, _ := env.Client.Command.Get(ctx, id); cmd.State != entcommand.StatePending {

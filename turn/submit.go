@@ -19,6 +19,7 @@ import (
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/tools"
 )
@@ -281,7 +282,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created,
 	}
 	head := pos
-	var claimed *Claimed
+	var claimed *lease.Claimed
 	if idle && s.Runner != nil && s.Runner.reserve(id) {
 		if claimed, err = s.Runner.claimAccepted(ctx, tx, t, b.AgentVersion); err != nil {
 			s.Runner.unreserve(id, s.Runner.freed)
@@ -336,3 +337,6 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*ent.Turn, error) {
 	}
 	return t, nil
 }
+
+// store is the lease store over the service's handles.
+func (s *Service) store() *lease.Store { return lease.NewStore(s.Client, s.Hub) }

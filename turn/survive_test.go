@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -53,7 +54,7 @@ func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonInputLeaseLost {
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonInputLeaseLost {
 		t.Fatalf("turn ended %s (%v), want failed input_lease_lost", got.State, got.TerminalReason)
 	}
 	if got.Answer != nil {
@@ -104,7 +105,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	if took, err := r.Resume(ctx, tt.ID); err != nil || took {
 		t.Fatalf("resume of a live lease: took=%v err=%v, want no takeover", took, err)
 	}
-	if _, err := turn.Recover(ctx, env.Client, env.Hub, tt.ID, "x", time.Minute, 0); !errors.Is(err, turn.ErrNotRecoverable) {
+	if _, err := lease.NewStore(env.Client, env.Hub).Recover(ctx, lease.RecoverParams{TurnID: tt.ID, Owner: "x", TTL: time.Minute, Grace: 0}); !errors.Is(err, lease.ErrNotRecoverable) {
 		t.Fatalf("recover of a live lease: %v, want ErrNotRecoverable", err)
 	}
 
@@ -113,7 +114,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	}
 	// Expired one second ago: too soon for the background salvage (one
 	// further lease period), not for a present client.
-	if _, err := turn.Recover(ctx, env.Client, env.Hub, tt.ID, "x", time.Minute, time.Minute); !errors.Is(err, turn.ErrNotRecoverable) {
+	if _, err := lease.NewStore(env.Client, env.Hub).Recover(ctx, lease.RecoverParams{TurnID: tt.ID, Owner: "x", TTL: time.Minute, Grace: time.Minute}); !errors.Is(err, lease.ErrNotRecoverable) {
 		t.Fatalf("salvage before one further lease period: %v, want ErrNotRecoverable", err)
 	}
 	if took, err := r.Resume(ctx, tt.ID); err != nil || !took {
@@ -125,7 +126,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	}
 	// The dead runner wakes up: everything it tries is fenced.
 	answer := "zombie answer"
-	if err := turn.CommitTerminal(ctx, env.Client, env.Hub, dead.Fence, turn.Outcome{State: "completed", Answer: &answer}); !errors.Is(err, turn.ErrFenced) {
+	if err := lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: dead.Fence, State: "completed", Answer: &answer}); !errors.Is(err, lease.ErrFenced) {
 		t.Fatalf("old run's terminal: %v, want ErrFenced", err)
 	}
 	if _, err := journal.Append(ctx, env.DB, env.Shared.ID, &dead.Fence, journal.Draft{Kind: journal.KindAnswerDelta}); !errors.Is(err, journal.ErrFenced) {
@@ -171,8 +172,8 @@ func TestRecoveryExhaustedEndsSafely(t *testing.T) {
 		t.Fatalf("resume: took=%v err=%v", took, err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || *got.TerminalReason != turn.ReasonRecoveryExhausted {
-		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonRecoveryExhausted)
+	if got.State != "failed" || *got.TerminalReason != lease.ReasonRecoveryExhausted {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonRecoveryExhausted)
 	}
 	if a := activeTurn(t, env, env.Shared.ID); a.Valid {
 		t.Fatal("room still busy after the safe terminal")
@@ -194,8 +195,8 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	}
 	close(gate.release)
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonMembershipRevoked {
-		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonMembershipRevoked)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonMembershipRevoked {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonMembershipRevoked)
 	}
 	if got.Answer != nil {
 		t.Fatalf("answer stored for a removed member: %q", *got.Answer)
@@ -243,8 +244,8 @@ func TestRuntimeFailureEndsOnce(t *testing.T) {
 	second := env.Submit(t, env.Bob, env.Shared.ID, "and me after")
 	for _, id := range []uuid.UUID{first.ID, second.ID} {
 		got := env.WaitTerminal(t, id)
-		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != turn.ReasonRuntimeFailed {
-			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, turn.ReasonRuntimeFailed)
+		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonRuntimeFailed {
+			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonRuntimeFailed)
 		}
 		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
 			t.Fatalf("journal kinds %v", k)

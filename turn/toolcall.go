@@ -11,6 +11,7 @@ import (
 
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -104,7 +105,7 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 		// decides the rest.
 		status, res, err := h.gate(ctx, call, t)
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, ErrFenced) {
+			if ctx.Err() == nil && !errors.Is(err, lease.ErrFenced) {
 				h.r.log.Warn("approval gate failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
 			}
 			return ToolFailed, tools.Result{Content: "The approval for this call could not be completed."}

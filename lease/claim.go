@@ -1,0 +1,152 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	entturn "github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
+)
+
+// laneHeads: per room with no active turn, its queued turn with the lowest
+// position.
+const laneHeads = `
+SELECT DISTINCT ON (t.conversation_id) t.id
+FROM turns t JOIN conversations c ON c.id = t.conversation_id
+WHERE t.state = 'queued' AND c.active_turn_id IS NULL
+ORDER BY t.conversation_id, t.position
+LIMIT $1`
+
+// LaneHeadsParams bounds a look for claimable work.
+type LaneHeadsParams struct {
+	// Max is how many heads to return: the runner's free slots.
+	Max int
+}
+
+// LaneHeads lists the queued turns that head the lanes of idle rooms.
+func (s *Store) LaneHeads(ctx context.Context, p LaneHeadsParams) ([]uuid.UUID, error) {
+	ids, err := pg.QueryIDs(ctx, s.client, laneHeads, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("lane heads: %w", err)
+	}
+	return ids, nil
+}
+
+// claimTurn moves the head of a lane to running. The NOT EXISTS keeps the
+// lane first-in-first-out; the partial unique index on running turns keeps
+// one running per room if anything else ever tried.
+const claimTurn = `
+UPDATE turns t SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
+  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1,
+  started_at = COALESCE(started_at, now())
+WHERE t.id = $1 AND t.state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM turns e WHERE e.conversation_id = t.conversation_id
+                  AND e.state IN ('queued', 'running') AND e.position < t.position)
+RETURNING lease_token`
+
+// activateRoom marks the claimed turn as the room's one active turn, only
+// if the room has none.
+const activateRoom = `UPDATE conversations SET active_turn_id = $2 WHERE id = $1 AND active_turn_id IS NULL`
+
+// ClaimParams names a lane head to claim.
+type ClaimParams struct {
+	TurnID uuid.UUID
+	// Owner names the claiming runner in the lease.
+	Owner string
+	// TTL is how long the claim lasts without renewal.
+	TTL time.Duration
+}
+
+// Claim takes a queued turn that heads its lane, for its owner, and appends
+// turn_started. It returns ErrNotClaimable when the turn is not that.
+func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claimed, error) {
+	var claimed *Claimed
+	var head int64
+	err := s.inTx(ctx, "claim", p.TurnID, func(tx *ent.Tx) error {
+		var token int64
+		if err := queryRow(ctx, tx, ErrNotClaimable, "claim", p.TurnID, claimTurn, []any{p.TurnID, p.Owner, p.TTL.Seconds()}, &token); err != nil {
+			return err
+		}
+		t, err := tx.Turn.Get(ctx, p.TurnID)
+		if err != nil {
+			return fmt.Errorf("claim %s: %w", p.TurnID, err)
+		}
+		if err := exec(ctx, tx, ErrNotClaimable, "claim: activate room", p.TurnID, activateRoom, t.ConversationID, p.TurnID); err != nil {
+			return err
+		}
+		// The bundle pinned the agent version at acceptance.
+		var pinned struct {
+			AgentVersion int `json:"agentVersion"`
+		}
+		if err := json.Unmarshal(t.AuthorityBundle, &pinned); err != nil {
+			return fmt.Errorf("claim %s: authority bundle: %w", p.TurnID, err)
+		}
+		fence := journal.Fence{TurnID: p.TurnID, LeaseToken: token}
+		entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
+			Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: p.TurnID, Valid: true}, Attempt: t.Attempt,
+			Payload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: p.Owner},
+		})
+		if err != nil {
+			return interpretError(err, ErrNotClaimable, "claim", p.TurnID)
+		}
+		claimed, head = &Claimed{Turn: t, Fence: fence}, entries[0].Seq
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.hub.Committed(claimed.Turn.ConversationID, head)
+	return claimed, nil
+}
+
+// claimAccepted is claimTurn for the turn the accepting transaction just
+// inserted: the lane was found idle under the room's row lock, so no
+// earlier turn can be waiting.
+const claimAccepted = `
+UPDATE turns SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
+  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1, started_at = now()
+WHERE id = $1 AND state = 'queued' RETURNING lease_token`
+
+// ClaimAcceptedParams names a turn accepted into an idle lane.
+type ClaimAcceptedParams struct {
+	// Turn is the turn as the accepting transaction inserted it.
+	Turn *ent.Turn
+	// AgentVersion is the version its bundle pinned.
+	AgentVersion int
+	Owner        string
+	TTL          time.Duration
+}
+
+// ClaimAccepted claims a turn in the transaction that accepts it, for a
+// lane the accepting statement found idle (no active turn, nothing queued
+// or running) under the room's row lock. The same fenced updates as Claim
+// apply, and the partial unique index still has the last word. The caller
+// commits, and then tells the hub (the claim's turn_started follows the
+// turn_accepted entry at the next position).
+func (s *Store) ClaimAccepted(ctx context.Context, tx *sql.Tx, p ClaimAcceptedParams) (*Claimed, error) {
+	t := p.Turn
+	var token int64
+	if err := queryRow(ctx, tx, ErrNotClaimable, "claim at acceptance", t.ID, claimAccepted, []any{t.ID, p.Owner, p.TTL.Seconds()}, &token); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, activateRoom, t.ConversationID, t.ID); err != nil {
+		return nil, interpretError(err, ErrNotClaimable, "claim at acceptance", t.ID)
+	}
+	fence := journal.Fence{TurnID: t.ID, LeaseToken: token}
+	started := *t
+	started.State, started.Attempt, started.LeaseToken = entturn.StateRunning, 1, token
+	if _, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
+		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: 1,
+		Payload: journal.StartedPayload{Attempt: 1, AgentVersion: p.AgentVersion, Runner: p.Owner},
+	}); err != nil {
+		return nil, interpretError(err, ErrNotClaimable, "claim at acceptance", t.ID)
+	}
+	return &Claimed{Turn: &started, Fence: fence}, nil
+}

@@ -1,0 +1,55 @@
+// Package lease is the turns' state machine and the one place its SQL
+// lives. A turn is queued, running (held by one run under a lease) or
+// ended (completed, failed or cancelled); Store has one method per
+// transition, each taking a params struct, each a fenced statement decided
+// by the database:
+//
+//	queued  → running   Claim (the head of an idle lane), ClaimAccepted
+//	                    (inside the accepting transaction)
+//	running → running   Recover (a new lease token and attempt, only after
+//	                    the old lease expired by the database clock), Renew
+//	running → queued    Release (a stopping runner hands the turn back)
+//	running → ended     Terminal (fenced by the lease token)
+//	queued  → cancelled CancelQueued (the queued state is the fence)
+//
+// and the reads and fenced writes a run makes while it holds its lease:
+// LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
+// DeliveredSteers, PendingCancel, ClaimExecution.
+//
+// # Fencing
+//
+// A run holds a Fence: its turn and lease token. Every write a run makes
+// carries it — `WHERE id = $turn AND lease_token = $mine AND state =
+// 'running'` — so a run whose token is stale writes nothing and gets
+// ErrFenced. The journal's fenced append (journal.Append with a Fence) is
+// the one read of the lease outside this package: it checks the same
+// condition in its own statement.
+//
+// # Errors
+//
+// Storage errors stop here. A statement that finds no row to move, or
+// that an index refuses (one running turn per room, one terminal per
+// turn), means another actor moved the turn first: interpretError turns
+// both into the transition's own error (ErrNotClaimable,
+// ErrNotRecoverable, ErrFenced, ErrLeaseLost). Anything else is wrapped
+// with the transition and the turn.
+//
+// # Lock order
+//
+// A transaction that locks a turn's row and its conversation's row takes
+// the turn's first, then the conversation's: claim (turn, then the room's
+// active_turn_id), recover and release (turn, then the journal head),
+// terminal (turn, then the room's row lock for the audience check, the
+// journal head and the release), checkpoint and steering (turn FOR SHARE,
+// then the journal head), and the fenced journal append (turn FOR SHARE,
+// then the head, in one statement). Acceptance is the one transaction
+// that starts at the conversation's row, to take a position: after it, it
+// may lock only the turn it inserts (ClaimAccepted). Membership changes
+// and approval decisions lock the conversation's row and no turn's.
+//
+// # What it must not import
+//
+// lease sits under the turn API (turn), the runner (runner) and the
+// callback host (callback): it imports ent, journal, pg and errcode, never
+// those packages nor graph or server.
+package lease

@@ -1,0 +1,191 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/journal"
+)
+
+const saveCheckpoint = `
+UPDATE turns SET checkpoint = $3 WHERE id = $1 AND lease_token = $2 AND state = 'running'`
+
+// CheckpointParams is a run's progress to store on its turn.
+type CheckpointParams struct {
+	Claim *Claimed
+	// Checkpoint is the stored form of the run's state (JSON).
+	Checkpoint []byte
+	// Drafts are journaled with it (held text, a compaction, the
+	// checkpoint entry itself).
+	Drafts []journal.Draft
+}
+
+// Checkpoint stores the run's progress on the turn and journals drafts
+// with it, fenced by the lease token: a run that no longer owns the turn
+// writes nothing and gets ErrFenced.
+func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) error {
+	c := p.Claim
+	var head int64
+	err := s.inTx(ctx, "checkpoint", c.Turn.ID, func(tx *ent.Tx) error {
+		if err := exec(ctx, tx, ErrFenced, "checkpoint", c.Turn.ID, saveCheckpoint, c.Turn.ID, c.Fence.LeaseToken, string(p.Checkpoint)); err != nil {
+			return err
+		}
+		entries, err := journal.Append(ctx, tx, c.Turn.ConversationID, &c.Fence, p.Drafts...)
+		if err != nil {
+			return interpretError(err, ErrFenced, "checkpoint", c.Turn.ID)
+		}
+		if len(entries) > 0 {
+			head = entries[len(entries)-1].Seq
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.hub.Committed(c.Turn.ConversationID, head)
+	return nil
+}
+
+// claimSteers claims the steer commands waiting for the turn and journals
+// their delivery in one statement, fenced by the lease token: the turn row
+// is read FOR SHARE, so a re-claim that would fence this run either
+// commits first (and nothing is claimed) or waits for this statement.
+// Nothing waiting costs one indexed read.
+const claimSteers = `
+WITH owner AS (
+  SELECT 1 FROM turns WHERE id = $1 AND lease_token = $2 AND state = 'running' FOR SHARE),
+claimed AS (
+  UPDATE commands SET state = 'delivered', delivered_lease_token = $2, delivered_at = now()
+  WHERE turn_id = $1 AND kind = 'steer' AND state = 'pending' AND EXISTS (SELECT 1 FROM owner)
+  RETURNING id, actor_id, text, created_at),
+head AS (
+  UPDATE conversations SET next_seq = next_seq + (SELECT count(*) FROM claimed)
+  WHERE id = $3 AND EXISTS (SELECT 1 FROM claimed)
+  RETURNING next_seq - (SELECT count(*) FROM claimed) AS base),
+entries AS (
+  INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
+  SELECT $3, head.base + c.n, 'steer_delivered', $1, $4, c.actor_id,
+         jsonb_build_object('commandId', c.id, 'actorId', c.actor_id, 'text', c.text)
+  FROM head, (SELECT *, row_number() OVER (ORDER BY created_at, id) AS n FROM claimed) c
+  RETURNING seq)
+SELECT EXISTS (SELECT 1 FROM owner), c.id, c.text, (SELECT max(seq) FROM entries)
+FROM (SELECT 1) AS one LEFT JOIN claimed c ON true ORDER BY c.created_at, c.id`
+
+// Steer is a steering instruction delivered to a run.
+type Steer struct {
+	ID   uuid.UUID
+	Text string
+}
+
+// ClaimSteers claims the steer commands waiting for the claimed turn and
+// journals their delivery (steer_delivered), atomically and fenced by the
+// lease token: only the run that owns the turn delivers, each command
+// once. A run that no longer owns the turn gets ErrFenced.
+func (s *Store) ClaimSteers(ctx context.Context, c *Claimed) ([]Steer, error) {
+	rows, err := s.client.QueryContext(ctx, claimSteers, c.Turn.ID, c.Fence.LeaseToken, c.Turn.ConversationID, c.Turn.Attempt)
+	if err != nil {
+		return nil, interpretError(err, ErrFenced, "steering", c.Turn.ID)
+	}
+	defer rows.Close()
+	var steers []Steer
+	owns := false
+	var head sql.NullInt64
+	for rows.Next() {
+		var id uuid.NullUUID
+		var text sql.NullString
+		if err := rows.Scan(&owns, &id, &text, &head); err != nil {
+			return nil, fmt.Errorf("steering %s: %w", c.Turn.ID, err)
+		}
+		if id.Valid {
+			steers = append(steers, Steer{ID: id.UUID, Text: text.String})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err, ErrFenced, "steering", c.Turn.ID)
+	}
+	if !owns {
+		return nil, ErrFenced
+	}
+	if len(steers) > 0 {
+		s.hub.Committed(c.Turn.ConversationID, head.Int64)
+	}
+	return steers, nil
+}
+
+const deliveredSteers = `
+SELECT id, text FROM commands
+WHERE turn_id = $1 AND kind = 'steer' AND state = 'delivered' AND delivered_lease_token < $2
+ORDER BY delivered_at, created_at, id`
+
+// DeliveredSteers lists the steering earlier attempts of the claimed turn
+// claimed, in delivery order: a replacement attempt applies what its
+// predecessors' checkpoints had not.
+func (s *Store) DeliveredSteers(ctx context.Context, c *Claimed) ([]Steer, error) {
+	rows, err := s.client.QueryContext(ctx, deliveredSteers, c.Turn.ID, c.Fence.LeaseToken)
+	if err != nil {
+		return nil, fmt.Errorf("steering of %s: %w", c.Turn.ID, err)
+	}
+	defer rows.Close()
+	var out []Steer
+	for rows.Next() {
+		var st Steer
+		if err := rows.Scan(&st.ID, &st.Text); err != nil {
+			return nil, fmt.Errorf("steering of %s: %w", c.Turn.ID, err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("steering of %s: %w", c.Turn.ID, err)
+	}
+	return out, nil
+}
+
+const pendingCancel = `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`
+
+// PendingCancel finds the first pending cancel command of a turn, and
+// reports false when there is none.
+func (s *Store) PendingCancel(ctx context.Context, turnID uuid.UUID) (uuid.UUID, bool, error) {
+	var id uuid.UUID
+	err := queryRow(ctx, s.client, errNone, "pending cancel of", turnID, pendingCancel, []any{turnID}, &id)
+	if errors.Is(err, errNone) {
+		return uuid.Nil, false, nil
+	}
+	return id, err == nil, err
+}
+
+// claimExecution takes the execution of an approved call, fenced by the
+// lease: only the turn's current run executes, and a later run takes over
+// from a dead one.
+const claimExecution = `UPDATE approvals SET execution_lease = $2
+WHERE id = $1 AND state = 'approved' AND executed_at IS NULL AND (execution_lease IS NULL OR execution_lease < $2)
+  AND EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $2 AND state = 'running' FOR SHARE)`
+
+// ExecutionParams names an approved call and the run about to execute it.
+type ExecutionParams struct {
+	Claim      *Claimed
+	ApprovalID uuid.UUID
+}
+
+// ClaimExecution takes the execution of an approved call for the run
+// holding the claim. A run that no longer owns the turn, or an execution
+// another run holds with a newer lease, is ErrFenced.
+func (s *Store) ClaimExecution(ctx context.Context, p ExecutionParams) error {
+	return exec(ctx, s.client, ErrFenced, "claim execution of", p.Claim.Turn.ID, claimExecution, p.ApprovalID, p.Claim.Fence.LeaseToken, p.Claim.Turn.ID)
+}
+
+const recordExecution = `UPDATE approvals SET executed_at = now(), result = $2
+WHERE id = $1 AND execution_lease = $3 AND executed_at IS NULL`
+
+// RecordExecution stores an executed call's result, once, under the
+// execution lease ClaimExecution took.
+func (s *Store) RecordExecution(ctx context.Context, p ExecutionParams, result []byte) error {
+	if _, err := s.client.ExecContext(ctx, recordExecution, p.ApprovalID, string(result), p.Claim.Fence.LeaseToken); err != nil {
+		return fmt.Errorf("record execution of %s: %w", p.Claim.Turn.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	entturn "github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/pg"
+)
+
+// Usage is what a turn spent over all its attempts' recorded work.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	ModelCalls   int `json:"modelCalls"`
+	ToolCalls    int `json:"toolCalls"`
+}
+
+// TerminalParams is how a run ends its turn.
+type TerminalParams struct {
+	Fence journal.Fence
+	// State is completed, failed or cancelled.
+	State  entturn.State
+	Reason string
+	// Answer is committed with the terminal, when there is one.
+	Answer *string
+	// RenewFor, when set, is the run's owner: the terminal lands only
+	// while that owner's lease is unexpired — the healthy completion's one
+	// final renewal — so it is written with the same authority the run
+	// held; otherwise it returns ErrLeaseLost.
+	RenewFor string
+	// Before are entries of the run (its last answer delta) that commit
+	// with the terminal, ahead of the answer.
+	Before []journal.Draft
+	// Command is the member command this terminal carries out (a cancel),
+	// marked delivered with the run's lease token in the same transaction.
+	Command uuid.NullUUID
+	// Usage is what the run spent, settled with the terminal. Nil settles
+	// what the turn's last checkpoint recorded.
+	Usage *Usage
+	// Citations and Artifacts go with the answer.
+	Citations []journal.AnswerCitation
+	Artifacts []journal.AnswerArtifact
+}
+
+// noUsage is the usage of a turn that spent nothing.
+const noUsage = `'{"inputTokens":0,"outputTokens":0,"modelCalls":0,"toolCalls":0}'::jsonb`
+
+const finishTurn = `
+UPDATE turns SET state = $3, terminal_reason = $4, answer = $5, finished_at = now(),
+  lease_expires_at = NULL,
+  usage = COALESCE($6::jsonb, checkpoint->'usage', ` + noUsage + `)
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+  AND ($7::text IS NULL OR (lease_owner = $7 AND lease_expires_at > now()))
+RETURNING conversation_id, attempt, author_id`
+
+// settleTurn releases the room and settles the turn's pending commands:
+// the one this terminal carries out is delivered, any other came too late
+// and is rejected.
+const settleTurn = `
+WITH released AS (
+  UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2 RETURNING id)
+UPDATE commands SET
+  state = CASE WHEN id = $3 THEN 'delivered' ELSE 'rejected' END,
+  delivered_lease_token = CASE WHEN id = $3 THEN $4::bigint END,
+  delivered_at = CASE WHEN id = $3 THEN now() END
+WHERE turn_id = $2 AND state = 'pending'`
+
+// Terminal ends the run holding the fence: the answer, the turn_terminal
+// entry and the release of the room commit in one transaction, fenced by
+// the lease token. A run that no longer owns the turn gets ErrFenced (or
+// ErrLeaseLost, when RenewFor found its lease expired) and changes
+// nothing; the journal's partial unique index allows one terminal per turn
+// whatever races.
+func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
+	turnID := p.Fence.TurnID
+	// The healthy completion's final renewal is a condition of the
+	// terminal statement itself: it lands only while the run's lease is
+	// unexpired, so it is written with the authority the run held.
+	var owner any
+	miss := ErrFenced
+	if p.RenewFor != "" {
+		owner, miss = p.RenewFor, ErrLeaseLost
+	}
+	var usage any // NULL: settle what the last checkpoint recorded
+	if p.Usage != nil {
+		raw, err := json.Marshal(p.Usage)
+		if err != nil {
+			return err
+		}
+		usage = string(raw)
+	}
+	var room uuid.UUID
+	var head int64
+	err := s.inTx(ctx, "terminal", turnID, func(tx *ent.Tx) error {
+		var author uuid.UUID
+		var attempt int
+		if err := queryRow(ctx, tx, miss, "terminal", turnID, finishTurn,
+			[]any{turnID, p.Fence.LeaseToken, string(p.State), p.Reason, p.Answer, usage, owner}, &room, &attempt, &author); err != nil {
+			return err
+		}
+		if p.Answer != nil {
+			published, err := stillMember(ctx, tx, room, author, turnID)
+			if err != nil {
+				return fmt.Errorf("terminal %s: %w", turnID, err)
+			}
+			if !published {
+				p = TerminalParams{Fence: p.Fence, State: entturn.StateFailed, Reason: ReasonMembershipRevoked}
+			}
+		}
+		nullTurn := uuid.NullUUID{UUID: turnID, Valid: true}
+		var drafts []journal.Draft
+		if p.Answer != nil {
+			// A refused publication drops its deltas too.
+			drafts = append(drafts, p.Before...)
+			drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: nullTurn, Attempt: attempt,
+				Payload: journal.AnswerPayload{Text: *p.Answer, Citations: nonNil(p.Citations), Artifacts: nonNil(p.Artifacts)}})
+		}
+		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnTerminal, TurnID: nullTurn, Attempt: attempt,
+			Payload: journal.TerminalPayload{Outcome: string(p.State), Reason: p.Reason}})
+		// The turn row now holds our update, which is the fence: the
+		// append itself needs none.
+		entries, err := journal.Append(ctx, tx, room, nil, drafts...)
+		if err != nil {
+			return interpretError(err, ErrFenced, "terminal", turnID)
+		}
+		head = entries[len(entries)-1].Seq
+		if _, err := tx.ExecContext(ctx, settleTurn, room, turnID, p.Command, p.Fence.LeaseToken); err != nil {
+			return fmt.Errorf("terminal %s: release room and settle commands: %w", turnID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.hub.Committed(room, head)
+	return nil
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+// stillMember re-checks, before an answer is published, that its author is
+// still in the room. It first takes the room's row lock — the lock a
+// membership change takes — and only then reads membership in a statement
+// of its own, so a removal either committed before the read (and is seen)
+// or waits for this publication to commit. A removed author's answer is
+// refused: the turn is marked failed (membership_revoked) and its answer
+// is not stored, and stillMember reports false.
+func stillMember(ctx context.Context, tx pg.Querier, room, author, turnID uuid.UUID) (bool, error) {
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, room); err != nil {
+		return false, err
+	}
+	var member bool
+	if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
+		[]any{room, author}, &member); err != nil {
+		return false, err
+	}
+	if member {
+		return true, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE turns SET state = 'failed', terminal_reason = $2, answer = NULL WHERE id = $1`,
+		turnID, ReasonMembershipRevoked); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+const renewLease = `
+UPDATE turns SET lease_expires_at = now() + make_interval(secs => $4)
+WHERE id = $1 AND lease_token = $2 AND lease_owner = $3 AND state = 'running' AND lease_expires_at > now()`
+
+// RenewParams names the lease a run renews.
+type RenewParams struct {
+	Fence journal.Fence
+	Owner string
+	TTL   float64 // seconds
+}
+
+// Renew extends the lease of the run holding the fence. It extends only an
+// unexpired running claim: a lease that has already expired stays expired
+// even if this renewal arrives late, and the run gets ErrLeaseLost.
+func (s *Store) Renew(ctx context.Context, p RenewParams) error {
+	return exec(ctx, s.client, ErrLeaseLost, "renew lease of", p.Fence.TurnID, renewLease, p.Fence.TurnID, p.Fence.LeaseToken, p.Owner, p.TTL)
+}
+
+const releaseTurn = `
+UPDATE turns SET state = 'queued', lease_owner = NULL, lease_expires_at = NULL
+WHERE id = $1 AND lease_token = $2 AND state = 'running'
+RETURNING conversation_id`
+
+// releaseRoom frees the room the released or ended turn held.
+const releaseRoom = `UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2`
+
+// ReleaseParams names the run handing its turn back.
+type ReleaseParams struct {
+	Fence journal.Fence
+}
+
+// Release hands a running turn back to its lane without an outcome, fenced
+// by the lease token: a stopping runner is not member intent, so the turn
+// stays non-terminal and another runner takes it over at once.
+func (s *Store) Release(ctx context.Context, p ReleaseParams) error {
+	turnID := p.Fence.TurnID
+	var room uuid.UUID
+	err := s.inTx(ctx, "release", turnID, func(tx *ent.Tx) error {
+		if err := queryRow(ctx, tx, ErrFenced, "release", turnID, releaseTurn, []any{turnID, p.Fence.LeaseToken}, &room); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, releaseRoom, room, turnID); err != nil {
+			return fmt.Errorf("release %s: %w", turnID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.hub.Committed(room, 0)
+	return nil
+}
+
+// cancelQueued ends a turn that has not started: no lease exists, so the
+// queued state is the fence.
+const cancelQueued = `
+UPDATE turns SET state = 'cancelled', terminal_reason = $2, finished_at = now(),
+  usage = COALESCE(checkpoint->'usage', ` + noUsage + `)
+WHERE id = $1 AND state = 'queued'
+RETURNING conversation_id`
+
+// CancelQueuedParams names a turn a member cancels before it started.
+type CancelQueuedParams struct {
+	TurnID uuid.UUID
+}
+
+// CancelQueued ends a queued turn cancelled, inside the caller's
+// transaction (which journals the terminal and settles the command), and
+// returns its room. A turn no longer queued is ErrNotClaimable: its run's
+// owner carries the cancel out.
+func (s *Store) CancelQueued(ctx context.Context, tx pg.Querier, p CancelQueuedParams) (uuid.UUID, error) {
+	var room uuid.UUID
+	err := queryRow(ctx, tx, ErrNotClaimable, "cancel", p.TurnID, cancelQueued, []any{p.TurnID, ReasonCancelled}, &room)
+	return room, err
+}
