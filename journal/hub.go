@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/turngate/turngate/internal/startstop"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -49,10 +50,7 @@ type Hub struct {
 	pendingCommands map[uuid.UUID]bool          // turns whose commands are not yet NOTIFYed
 	kick            chan struct{}
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	cancel    context.CancelFunc
-	done      chan struct{}
+	startstop.BaseStartStop
 }
 
 // NewHub returns a Hub; Start runs its notifier and listener.
@@ -76,7 +74,6 @@ func NewHub(cfg HubConfig) *Hub {
 
 		commands:        make(map[uuid.UUID]chan struct{}),
 		pendingCommands: make(map[uuid.UUID]bool),
-		done:            make(chan struct{}),
 	}
 }
 
@@ -183,37 +180,25 @@ func (h *Hub) wakeAll() {
 // Start runs the notifier, the listener (when ListenURL is set) and the
 // poll tick until Stop.
 func (h *Hub) Start(ctx context.Context) error {
-	started := false
-	h.startOnce.Do(func() {
-		started = true
-		ctx, h.cancel = context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); h.notifyLoop(ctx) }()
-		go func() { defer wg.Done(); h.pollLoop(ctx) }()
-		if h.cfg.ListenURL != "" {
-			wg.Add(1)
-			go func() { defer wg.Done(); h.listenLoop(ctx) }()
-		}
-		go func() { wg.Wait(); close(h.done) }()
-	})
-	if !started {
+	ctx, ok, stopped := h.StartInit(ctx)
+	if !ok {
 		return fmt.Errorf("journal hub already started")
 	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); h.notifyLoop(ctx) }()
+	go func() { defer wg.Done(); h.pollLoop(ctx) }()
+	if h.cfg.ListenURL != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.listenLoop(ctx) }()
+	}
+	go func() { wg.Wait(); stopped() }()
 	return nil
 }
 
 // Stop ends the hub's goroutines and waits for them. Safe to call twice,
 // and before Start.
-func (h *Hub) Stop() {
-	h.stopOnce.Do(func() {
-		h.startOnce.Do(func() { close(h.done) }) // never started
-		if h.cancel != nil {
-			h.cancel()
-		}
-	})
-	<-h.done
-}
+func (h *Hub) Stop() { h.BaseStartStop.Stop() }
 
 type notification struct {
 	Heads map[uuid.UUID]int64 `json:"heads"`
