@@ -1,19 +1,15 @@
-package turn
+package callback
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
-
-	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/lease"
-	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -31,7 +27,7 @@ const (
 // (no further delegation), and a budget carved from the turn's. Its tool
 // calls go through this host — run as the member, journaled, guarded —
 // and its answer comes back as the result, with what it cited.
-func (h *callbackHost) delegate(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
+func (h *Host) delegate(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
 	var args struct {
 		Specialist string `json:"specialist"`
 		Task       string `json:"task"`
@@ -42,17 +38,14 @@ func (h *callbackHost) delegate(ctx context.Context, call runtime.ToolCall) (str
 	if !slices.Contains(h.bundle.Roster, args.Specialist) {
 		return ToolForbidden, tools.Result{Content: fmt.Sprintf("FORBIDDEN: %q is not a specialist this turn may delegate to.", args.Specialist)}
 	}
-	var agentID, versionID uuid.UUID
-	var version int
-	var controller, route string
-	err := pg.QueryRow(ctx, h.r.cfg.Client, specialistVersion, []any{args.Specialist}, &agentID, &versionID, &version, &controller, &route)
-	if errors.Is(err, sql.ErrNoRows) {
+	sp, err := authority.LatestSpecialist(ctx, h.deps.Client, args.Specialist)
+	if errors.Is(err, authority.ErrNoSpecialist) {
 		return ToolForbidden, tools.Result{Content: fmt.Sprintf("FORBIDDEN: there is no specialist %q.", args.Specialist)}
 	}
 	if err != nil {
 		return ToolFailed, tools.Result{Content: "The specialist could not be reached."}
 	}
-	av, err := h.r.agentVersion(ctx, versionID)
+	av, err := h.deps.AgentVersion(ctx, sp.VersionID)
 	if err != nil {
 		return ToolFailed, tools.Result{Content: "The specialist could not be reached."}
 	}
@@ -97,7 +90,7 @@ func (h *callbackHost) delegate(ctx context.Context, call runtime.ToolCall) (str
 // tool result, not the turn's answer); its tool calls are the turn's; it
 // keeps no checkpoints and takes no steering.
 type delegateHost struct {
-	parent *callbackHost
+	parent *Host
 	route  string
 	effort string
 	answer string
@@ -110,30 +103,11 @@ func (d *delegateHost) Model(ctx context.Context, req runtime.ModelRequest, _ fu
 	if err := h.check(req.Run); err != nil {
 		return runtime.ModelResult{}, err
 	}
-	greq := gateway.Request{Messages: h.messages(req.Messages), Effort: d.effort, Purpose: req.Purpose}
-	for _, t := range req.Tools {
-		if _, ok := h.tools[t.Name]; ok && t.Name != tools.DelegateName {
-			greq.Tools = append(greq.Tools, gateway.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-		}
-	}
-	h.mu.Lock()
-	step := gateway.Step{Route: d.route, Request: greq, Bounded: h.maxTokens > 0,
-		TokenBudget: h.maxTokens - h.usage.InputTokens - h.usage.OutputTokens}
-	h.mu.Unlock()
-	res, err := h.r.cfg.Gateway.Run(ctx, step, nil)
+	res, err := h.deps.Gateway.Run(ctx, h.modelStep(req, d.route, d.effort, true), nil)
 	if err != nil {
 		return runtime.ModelResult{}, err
 	}
-	h.mu.Lock()
-	h.usage.ModelCalls++
-	h.usage.InputTokens += res.Usage.InputTokens
-	h.usage.OutputTokens += res.Usage.OutputTokens
-	h.mu.Unlock()
-	out := runtime.ModelResult{Text: res.Text, FinishReason: res.FinishReason, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens}
-	for _, tc := range res.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, runtime.ToolCall{ID: "delegate-" + tc.ID, Name: tc.Name, Arguments: tc.Arguments})
-	}
-	return out, nil
+	return h.settle(res, "delegate-"), nil
 }
 
 func (d *delegateHost) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolResult, error) {

@@ -1,10 +1,13 @@
-package turn
+package callback
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 
 	"github.com/google/uuid"
@@ -18,15 +21,16 @@ import (
 	"github.com/turngate/turngate/tools"
 )
 
-// callbackHost is the backend side of runtime.Callbacks for one run. Every
+// Host is the backend side of runtime.Callbacks for one run. Every
 // call presents the run reference — turn, attempt, lease token and the
 // digest of the turn's authority bundle — and anything but this run's exact
 // reference is rejected, never reconciled: a different member,
 // conversation, audience, agent or resource scope is a different digest,
 // and a stale lease token is another run. Every write a callback makes is
 // fenced by the lease token besides.
-type callbackHost struct {
-	r      *Runner
+type Host struct {
+	deps   Deps
+	log    *slog.Logger
 	claim  *lease.Claimed
 	ref    runtime.RunRef
 	bundle authority.Bundle
@@ -65,31 +69,91 @@ type callbackHost struct {
 	heldAt int
 }
 
-var _ runtime.Callbacks = (*callbackHost)(nil)
+var _ runtime.Callbacks = (*Host)(nil)
+
+// Deps are what every run's host shares: the runner's handles and limits.
+type Deps struct {
+	Client  *ent.Client
+	Store   *lease.Store
+	Hub     *journal.Hub
+	Gateway *gateway.Gateway
+	// Redactor is applied to every tool result the model reads and to
+	// every answer, streamed or final.
+	Redactor *guard.Redactor
+	// MaxToolResult bounds, in bytes, what a tool result shows the model.
+	MaxToolResult int
+	// ToolTimeout bounds one tool call.
+	ToolTimeout time.Duration
+	// ApprovalTimeout bounds how long a proposed external effect waits
+	// for a member's decision before it expires.
+	ApprovalTimeout time.Duration
+	// Poll is how often a wait for a decision looks again when no wake-up
+	// came.
+	Poll time.Duration
+	// DeltaWindow and DeltaTokens bound how long and how many tokens model
+	// output is held before it is appended as one answer_delta.
+	DeltaWindow time.Duration
+	DeltaTokens int
+	// MaxRepeats is how often a run may repeat the identical tool call.
+	MaxRepeats int
+	// Owner names the runner in its leases; a completion renews for it.
+	Owner string
+	// Now is the clock of the turn's runtime context.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// AgentVersion reads an agent version (a delegation's specialist).
+	AgentVersion func(ctx context.Context, id uuid.UUID) (*ent.AgentVersion, error)
+}
+
+// Run is what one host serves: the claimed turn, its run reference, its
+// authority bundle, its agent version, and the tools its contract offers
+// (the agent version's list, as far as the backend has them).
+type Run struct {
+	Claim   *lease.Claimed
+	Ref     runtime.RunRef
+	Bundle  authority.Bundle
+	Version *ent.AgentVersion
+	Tools   map[string]tools.Tool
+}
+
+// New returns the host of one run.
+func New(deps Deps, run Run) *Host {
+	av := run.Version
+	return &Host{deps: deps, log: deps.Logger, claim: run.Claim, ref: run.Ref, bundle: run.Bundle,
+		route: av.ModelRoute, effort: av.Effort, maxTokens: int(av.Budgets["max_tokens"]),
+		tools: run.Tools, lineage: map[string]tools.Citation{},
+		loop: guard.NewLoopGuard(deps.MaxRepeats, av.Tools),
+		// One snapshot for the whole turn, taken when the run starts, so
+		// every model call of the turn carries the same clock.
+		turnContext: gateway.TurnContext(deps.Now(), run.Bundle.DisplayName)}
+}
 
 // ErrRunMismatch rejects a callback whose run reference is not the run's.
 var ErrRunMismatch = errors.New("callback run reference does not match the run")
 
-func (h *callbackHost) check(ref runtime.RunRef) error {
+func (h *Host) check(ref runtime.RunRef) error {
 	if ref != h.ref {
 		return ErrRunMismatch
 	}
 	return nil
 }
 
-func (h *callbackHost) terminalCommitted() bool {
+// Committed reports whether the run committed its own terminal.
+func (h *Host) Committed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.committed
 }
 
 // redact applies the configured redaction patterns.
-func (h *callbackHost) redact(s string) string {
-	out, _ := h.r.cfg.Redactor.Redact(s)
+func (h *Host) redact(s string) string {
+	out, _ := h.deps.Redactor.Redact(s)
 	return out
 }
 
-func (h *callbackHost) usageNow() lease.Usage {
+// Usage is what the turn has spent so far: what its last checkpoint
+// recorded plus this attempt's work.
+func (h *Host) Usage() lease.Usage {
 	if h == nil {
 		return lease.Usage{}
 	}
@@ -98,7 +162,7 @@ func (h *callbackHost) usageNow() lease.Usage {
 	return h.usage
 }
 
-func (h *callbackHost) turnID() uuid.NullUUID {
+func (h *Host) turnID() uuid.NullUUID {
 	return uuid.NullUUID{UUID: h.claim.Turn.ID, Valid: true}
 }
 
@@ -106,41 +170,51 @@ func (h *callbackHost) turnID() uuid.NullUUID {
 // text into the journal as coalesced answer_delta entries, fenced by the
 // lease; a compaction step's text is the controller's own and streams
 // nowhere.
-func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDelta func(runtime.ModelDelta)) (runtime.ModelResult, error) {
+func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func(runtime.ModelDelta)) (runtime.ModelResult, error) {
 	if err := h.check(req.Run); err != nil {
 		return runtime.ModelResult{}, err
 	}
-	greq := gateway.Request{Messages: h.messages(req.Messages), Effort: h.effort, Purpose: req.Purpose}
-	for _, t := range req.Tools {
-		// Only tools the contract offers are offered to the model.
-		if _, ok := h.tools[t.Name]; ok {
-			greq.Tools = append(greq.Tools, gateway.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-		}
-	}
-	h.mu.Lock()
-	step := gateway.Step{Route: h.route, Request: greq, Bounded: h.maxTokens > 0,
-		TokenBudget: h.maxTokens - h.usage.InputTokens - h.usage.OutputTokens}
-	h.mu.Unlock()
-
-	h.mu.Lock()
-	if h.stopped != "" {
-		// The loop guard stopped the tool loop: the model answers now.
-		step.Request.Tools = nil
-	}
-	h.mu.Unlock()
+	step := h.modelStep(req, h.route, h.effort, false)
 	var res gateway.Result
 	var err error
 	// Compaction is the controller's own text and a correction replaces
 	// the answer wholesale (the final turn_answer carries it): neither
 	// streams.
 	if req.Purpose == runtime.PurposeCompaction || req.Purpose == runtime.PurposeCorrection {
-		res, err = h.r.cfg.Gateway.Run(ctx, step, nil)
+		res, err = h.deps.Gateway.Run(ctx, step, nil)
 	} else {
 		res, err = h.streamAnswer(ctx, step, onDelta)
 	}
 	if err != nil {
 		return runtime.ModelResult{}, err
 	}
+	return h.settle(res, ""), nil
+}
+
+// modelStep is the gateway step of a model request on route: only tools
+// the contract offers are offered to the model (a nested controller never
+// gets delegate), none once the loop guard stopped the tool loop (the
+// model answers now), bounded by what is left of the turn's token budget.
+func (h *Host) modelStep(req runtime.ModelRequest, route, effort string, nested bool) gateway.Step {
+	greq := gateway.Request{Messages: h.messages(req.Messages), Effort: effort, Purpose: req.Purpose}
+	for _, t := range req.Tools {
+		if _, ok := h.tools[t.Name]; ok && !(nested && t.Name == tools.DelegateName) {
+			greq.Tools = append(greq.Tools, gateway.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped != "" && !nested {
+		greq.Tools = nil
+	}
+	return gateway.Step{Route: route, Request: greq, Bounded: h.maxTokens > 0,
+		TokenBudget: h.maxTokens - h.usage.InputTokens - h.usage.OutputTokens}
+}
+
+// settle counts a model call and what it spent into the turn's usage, and
+// maps its result to the runtime's; callPrefix marks the tool calls of a
+// nested controller.
+func (h *Host) settle(res gateway.Result, callPrefix string) runtime.ModelResult {
 	h.mu.Lock()
 	h.usage.ModelCalls++
 	h.usage.InputTokens += res.Usage.InputTokens
@@ -148,9 +222,9 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 	h.mu.Unlock()
 	out := runtime.ModelResult{Text: res.Text, FinishReason: res.FinishReason, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens}
 	for _, tc := range res.ToolCalls {
-		out.ToolCalls = append(out.ToolCalls, runtime.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+		out.ToolCalls = append(out.ToolCalls, runtime.ToolCall{ID: callPrefix + tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	}
-	return out, nil
+	return out
 }
 
 // messages maps the runtime's messages to the gateway's. The runtime
@@ -158,7 +232,7 @@ func (h *callbackHost) Model(ctx context.Context, req runtime.ModelRequest, onDe
 // on earlier turns, not on prompts the controller adds (compaction,
 // correction, synthesis). The backend checks that the marked message
 // really is the member's input.
-func (h *callbackHost) messages(in []runtime.Message) []gateway.Message {
+func (h *Host) messages(in []runtime.Message) []gateway.Message {
 	msgs := make([]gateway.Message, len(in))
 	for i, m := range in {
 		msgs[i] = gateway.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
@@ -174,7 +248,7 @@ func (h *callbackHost) messages(in []runtime.Message) []gateway.Message {
 
 // streamAnswer runs a step whose text is answer text, appending it to the
 // journal as it streams.
-func (h *callbackHost) streamAnswer(ctx context.Context, step gateway.Step, onDelta func(runtime.ModelDelta)) (gateway.Result, error) {
+func (h *Host) streamAnswer(ctx context.Context, step gateway.Step, onDelta func(runtime.ModelDelta)) (gateway.Result, error) {
 	// A delta the journal refuses (the lease is gone) stops the model
 	// step at once: nothing more of this run may be published.
 	sctx, stop := context.WithCancelCause(ctx)
@@ -186,14 +260,14 @@ func (h *callbackHost) streamAnswer(ctx context.Context, step gateway.Step, onDe
 	h.mu.Lock()
 	offset := h.offset
 	h.mu.Unlock()
-	co := newCoalescer(h.r.cfg.DeltaWindow, h.r.cfg.DeltaTokens, offset, h.redact, func(text string, offset int) error {
+	co := newCoalescer(h.deps.DeltaWindow, h.deps.DeltaTokens, offset, h.redact, func(text string, offset int) error {
 		err := h.appendDelta(sctx, text, offset)
 		if err != nil {
 			stop(err)
 		}
 		return err
 	})
-	res, err := h.r.cfg.Gateway.Run(sctx, step, func(d gateway.Delta) {
+	res, err := h.deps.Gateway.Run(sctx, step, func(d gateway.Delta) {
 		if d.Text == "" {
 			return
 		}
@@ -219,7 +293,7 @@ func (h *callbackHost) streamAnswer(ctx context.Context, step gateway.Step, onDe
 }
 
 // flushHeld appends the text a previous step held back.
-func (h *callbackHost) flushHeld(ctx context.Context) error {
+func (h *Host) flushHeld(ctx context.Context) error {
 	drafts := h.takeHeld()
 	if len(drafts) == 0 {
 		return nil
@@ -229,7 +303,7 @@ func (h *callbackHost) flushHeld(ctx context.Context) error {
 
 // takeHeld returns the held text as an answer_delta draft, if there is
 // any, and forgets it.
-func (h *callbackHost) takeHeld() []journal.Draft {
+func (h *Host) takeHeld() []journal.Draft {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == "" {
@@ -241,7 +315,7 @@ func (h *callbackHost) takeHeld() []journal.Draft {
 	return []journal.Draft{d}
 }
 
-func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int) error {
+func (h *Host) appendDelta(ctx context.Context, text string, offset int) error {
 	return h.append(ctx, journal.Draft{
 		Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
 		Payload: journal.DeltaPayload{Text: text, Offset: offset},
@@ -250,20 +324,20 @@ func (h *callbackHost) appendDelta(ctx context.Context, text string, offset int)
 
 // append commits entries of this run, fenced by its lease token. The
 // append is one statement, atomic on its own: no transaction around it.
-func (h *callbackHost) append(ctx context.Context, drafts ...journal.Draft) error {
+func (h *Host) append(ctx context.Context, drafts ...journal.Draft) error {
 	c := h.claim
-	entries, err := journal.Append(ctx, h.r.cfg.Client, c.Turn.ConversationID, &c.Fence, drafts...)
+	entries, err := journal.Append(ctx, h.deps.Client, c.Turn.ConversationID, &c.Fence, drafts...)
 	if err != nil {
 		return err
 	}
-	h.r.cfg.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
+	h.deps.Hub.Committed(c.Turn.ConversationID, entries[len(entries)-1].Seq)
 	return nil
 }
 
 // Complete commits the run's answer and its completed terminal, with the
 // turn's usage, after one final renewal of the lease in the same
 // transaction, so the terminal write keeps the authority the run held.
-func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) error {
+func (h *Host) Complete(ctx context.Context, comp runtime.Completion) error {
 	if err := h.check(comp.Run); err != nil {
 		return err
 	}
@@ -286,11 +360,11 @@ func (h *callbackHost) Complete(ctx context.Context, comp runtime.Completion) er
 		l := h.lineage[id]
 		citations = append(citations, journal.AnswerCitation{ID: id, Document: l.Document, Source: h.redact(l.Source), Passage: h.redact(l.Passage), Digest: l.Digest})
 	}
-	usage := h.usageNow()
-	if err := h.r.store.Terminal(ctx, lease.TerminalParams{
+	usage := h.Usage()
+	if err := h.deps.Store.Terminal(ctx, lease.TerminalParams{
 		Fence: c.Fence, State: entturn.StateCompleted, Reason: lease.ReasonCompleted, Answer: &answer, Usage: &usage,
 		Citations: citations, Artifacts: artifacts,
-		RenewFor: h.r.cfg.Owner, Before: h.takeHeld(),
+		RenewFor: h.deps.Owner, Before: h.takeHeld(),
 	}); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package turn
+package callback
 
 import (
 	"context"
@@ -27,7 +27,7 @@ type storedCheckpoint struct {
 // Checkpoint stores the run's progress on the turn, fenced by the lease
 // token: a run that no longer owns the turn writes nothing. A compaction
 // is journaled with it.
-func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) error {
+func (h *Host) Checkpoint(ctx context.Context, cp runtime.Checkpoint) error {
 	if err := h.check(cp.Run); err != nil {
 		return err
 	}
@@ -49,13 +49,13 @@ func (h *callbackHost) Checkpoint(ctx context.Context, cp runtime.Checkpoint) er
 	}
 	drafts = append(drafts, journal.Draft{Kind: journal.KindCheckpoint, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
 		Payload: journal.CheckpointPayload{Steps: cp.Steps, ToolCalls: cp.ToolCalls, Messages: len(cp.Messages)}})
-	return h.r.store.Checkpoint(ctx, lease.CheckpointParams{Claim: c, Checkpoint: raw, Drafts: drafts})
+	return h.deps.Store.Checkpoint(ctx, lease.CheckpointParams{Claim: c, Checkpoint: raw, Drafts: drafts})
 }
 
 // Steering claims the steer commands waiting for the turn and journals
 // their delivery (steer_delivered), atomically and fenced by the lease
 // token: only the run that owns the turn delivers, each command once.
-func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runtime.Steer, error) {
+func (h *Host) Steering(ctx context.Context, run runtime.RunRef) ([]runtime.Steer, error) {
 	if err := h.check(run); err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runt
 	if err := h.flushHeld(ctx); err != nil {
 		return nil, err
 	}
-	claimed, err := h.r.store.ClaimSteers(ctx, h.claim)
+	claimed, err := h.deps.Store.ClaimSteers(ctx, h.claim)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +74,11 @@ func (h *callbackHost) Steering(ctx context.Context, run runtime.RunRef) ([]runt
 	return steers, nil
 }
 
-// resume gives a replacement attempt what its predecessors left: the last
+// Resume gives a replacement attempt what its predecessors left: the last
 // checkpoint, the usage counted up to it, and steering an earlier attempt
 // claimed after that checkpoint (delivered once, in the journal; applied
 // by whichever attempt finishes the turn).
-func (h *callbackHost) resume(ctx context.Context, contract *runtime.Contract) error {
+func (h *Host) Resume(ctx context.Context, contract *runtime.Contract) error {
 	t := h.claim.Turn
 	applied := []string{}
 	if len(t.Checkpoint) > 0 {
@@ -97,7 +97,7 @@ func (h *callbackHost) resume(ctx context.Context, contract *runtime.Contract) e
 	if t.Attempt <= 1 {
 		return nil
 	}
-	delivered, err := h.r.store.DeliveredSteers(ctx, h.claim)
+	delivered, err := h.deps.Store.DeliveredSteers(ctx, h.claim)
 	if err != nil {
 		return err
 	}

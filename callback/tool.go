@@ -1,11 +1,10 @@
-package turn
+package callback
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -35,13 +34,13 @@ const maxArgumentsShown = 1024
 // model reads is bounded, and its outcome is journaled (tool_completed). A
 // refusal is a result the model is told about; only a lost fence is an
 // error.
-func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolResult, error) {
+func (h *Host) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolResult, error) {
 	if err := h.check(req.Run); err != nil {
 		return runtime.ToolResult{}, err
 	}
 	call := req.Call
 	drafts := append(h.takeHeld(), journal.Draft{Kind: journal.KindToolRequested, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
-		Payload: journal.ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: clipBytes(call.Arguments, maxArgumentsShown)}})
+		Payload: journal.ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: guard.Bound(call.Arguments, maxArgumentsShown)}})
 	if err := h.append(ctx, drafts...); err != nil {
 		return runtime.ToolResult{}, err
 	}
@@ -52,7 +51,7 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 	h.mu.Unlock()
 
 	// The projection the model reads: redacted, then bounded.
-	content, _ := guard.Chain{Redactor: h.r.cfg.Redactor, MaxResultBytes: h.r.cfg.MaxToolResult}.Result(res.Content)
+	content, _ := guard.Chain{Redactor: h.deps.Redactor, MaxResultBytes: h.deps.MaxToolResult}.Result(res.Content)
 	out := runtime.ToolResult{CallID: call.ID, Name: call.Name, Content: content}
 	if status != ToolOK {
 		out.Error = status
@@ -75,7 +74,7 @@ func (h *callbackHost) Tool(ctx context.Context, req runtime.ToolRequest) (runti
 }
 
 // execute runs the tool as the member and says how it went.
-func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
+func (h *Host) execute(ctx context.Context, call runtime.ToolCall) (string, tools.Result) {
 	// Loop control: a tool outside the agent version's list, or the same
 	// call repeated past the bound, stops the tool loop.
 	if v := h.loop.Check(call.Name, call.Arguments); !v.Allowed {
@@ -106,7 +105,7 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 		status, res, err := h.gate(ctx, call, t)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, lease.ErrFenced) {
-				h.r.log.Warn("approval gate failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+				h.log.Warn("approval gate failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
 			}
 			return ToolFailed, tools.Result{Content: "The approval for this call could not be completed."}
 		}
@@ -117,15 +116,15 @@ func (h *callbackHost) execute(ctx context.Context, call runtime.ToolCall) (stri
 
 // run executes a tool as the member, bounded in time, and maps its
 // failure to what the model is told.
-func (h *callbackHost) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, idempotencyKey string) (string, tools.Result) {
-	tctx, cancel := context.WithTimeout(ctx, h.r.cfg.ToolTimeout)
+func (h *Host) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, idempotencyKey string) (string, tools.Result) {
+	tctx, cancel := context.WithTimeout(ctx, h.deps.ToolTimeout)
 	defer cancel()
 	res, err := t.Run(tctx, tools.Call{
 		Actor: tools.Actor{MemberID: h.bundle.MemberID, Email: h.bundle.Email,
 			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest},
 		Arguments:      json.RawMessage(call.Arguments),
-		DB:             h.r.cfg.Client,
-		Now:            h.r.cfg.Now(),
+		DB:             h.deps.Client,
+		Now:            h.deps.Now(),
 		IdempotencyKey: idempotencyKey,
 	})
 	var refusal *tools.Refusal
@@ -135,9 +134,9 @@ func (h *callbackHost) run(ctx context.Context, call runtime.ToolCall, t tools.T
 	case errors.Is(err, tools.ErrBadArguments):
 		return ToolBadArguments, tools.Result{Content: "The tool could not use its arguments: " + err.Error()}
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return ToolFailed, tools.Result{Content: fmt.Sprintf("The tool did not finish within %s.", h.r.cfg.ToolTimeout)}
+		return ToolFailed, tools.Result{Content: fmt.Sprintf("The tool did not finish within %s.", h.deps.ToolTimeout)}
 	case err != nil:
-		h.r.log.Warn("tool failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+		h.log.Warn("tool failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
 		return ToolFailed, tools.Result{Content: "The tool failed."}
 	}
 	return ToolOK, res
@@ -145,7 +144,7 @@ func (h *callbackHost) run(ctx context.Context, call runtime.ToolCall, t tools.T
 
 // remember adds what a tool retrieved to the turn's evidence, with its
 // lineage.
-func (h *callbackHost) remember(cs []tools.Citation) {
+func (h *Host) remember(cs []tools.Citation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range cs {
@@ -160,7 +159,7 @@ func (h *callbackHost) remember(cs []tools.Citation) {
 // the room is re-checked under the room's lock, in the transaction that
 // makes it; the files themselves stay the member's own records. A member
 // no longer in the room gets no reference: the file stays theirs alone.
-func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) error {
+func (h *Host) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -171,7 +170,7 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 			made = append(made, journal.AnswerArtifact{ArtifactID: a.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
 		}
 	} else {
-		tx, err := h.r.cfg.Client.Tx(ctx)
+		tx, err := h.deps.Client.Tx(ctx)
 		if err != nil {
 			return err
 		}
@@ -213,23 +212,11 @@ func (h *callbackHost) settleArtifacts(ctx context.Context, refs []tools.Artifac
 }
 
 // holds reports whether the member holds a permission at this moment.
-func (h *callbackHost) holds(ctx context.Context, perm string) (bool, error) {
+func (h *Host) holds(ctx context.Context, perm string) (bool, error) {
 	var held bool
-	err := pg.QueryRow(ctx, h.r.cfg.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
+	err := pg.QueryRow(ctx, h.deps.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
 		[]any{h.bundle.MemberID, perm}, &held)
 	return held, err
 }
 
 func jsonDecode(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }
-
-// clipBytes bounds s to n bytes, on a rune boundary, marking the cut.
-func clipBytes(s string, n int) string {
-	if n <= 0 || len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "… [truncated]"
-}

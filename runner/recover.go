@@ -1,4 +1,4 @@
-package turn
+package runner
 
 import (
 	"context"

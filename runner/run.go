@@ -1,4 +1,4 @@
-package turn
+package runner
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/gateway"
@@ -36,7 +37,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	host, contract, err := r.admit(runCtx, c)
+	host, contract, err := r.Admit(runCtx, c)
 	if err != nil {
 		log.Error("admitting run failed", "err", err)
 		r.fail(c, lease.ReasonRuntimeFailed, log)
@@ -65,13 +66,13 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 
 	var cancelled errCancelRequested
 	switch cause := context.Cause(runCtx); {
-	case host.terminalCommitted():
+	case host.Committed():
 		// The run committed its own terminal. If only a later renewal
 		// failed, that terminal stands: a finished answer is never
 		// relabelled as failed.
 	case errors.As(cause, &cancelled):
 		// A member's durable cancel: the only thing that aborts a run.
-		usage := host.usageNow()
+		usage := host.Usage()
 		err := r.store.Terminal(context.Background(), lease.TerminalParams{
 			Fence: c.Fence, State: entturn.StateCancelled, Reason: lease.ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
 			Usage: &usage,
@@ -96,8 +97,8 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 }
 
 // failWith records a failed terminal with the usage the run spent.
-func (r *Runner) failWith(c *lease.Claimed, reason string, h *callbackHost, log interface{ Warn(string, ...any) }) {
-	usage := h.usageNow()
+func (r *Runner) failWith(c *lease.Claimed, reason string, h *callback.Host, log interface{ Warn(string, ...any) }) {
+	usage := h.Usage()
 	err := r.store.Terminal(context.Background(), lease.TerminalParams{Fence: c.Fence, State: entturn.StateFailed, Reason: reason, Usage: &usage})
 	if err != nil && !errors.Is(err, lease.ErrFenced) {
 		log.Warn("recording failed terminal", "reason", reason, "err", err)
@@ -138,10 +139,11 @@ func (r *Runner) heartbeat(ctx context.Context, c *lease.Claimed, cancel context
 	}
 }
 
-// admit builds the run's immutable contract and its callback host. The
-// stored bundle must still hash to the turn's digest: a bundle that does
-// not is refused, never reconciled.
-func (r *Runner) admit(ctx context.Context, c *lease.Claimed) (*callbackHost, runtime.Contract, error) {
+// Admit builds a claimed turn's immutable run contract and the callback
+// host that serves it — what run hands to runtime.Run. The stored bundle
+// must still hash to the turn's digest: a bundle that does not is refused,
+// never reconciled.
+func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, runtime.Contract, error) {
 	var b authority.Bundle
 	if err := json.Unmarshal(c.Turn.AuthorityBundle, &b); err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("decode authority bundle: %w", err)
@@ -158,18 +160,14 @@ func (r *Runner) admit(ctx context.Context, c *lease.Claimed) (*callbackHost, ru
 		return nil, runtime.Contract{}, err
 	}
 	ref := runtime.RunRef{TurnID: c.Turn.ID.String(), Attempt: c.Turn.Attempt, LeaseToken: c.Fence.LeaseToken, BundleDigest: c.Turn.AuthorityDigest}
-	h := &callbackHost{r: r, claim: c, ref: ref, bundle: b, route: av.ModelRoute, effort: av.Effort,
-		maxTokens: int(av.Budgets["max_tokens"]), tools: map[string]tools.Tool{}, lineage: map[string]tools.Citation{},
-		loop: guard.NewLoopGuard(r.cfg.MaxRepeats, av.Tools),
-		// One snapshot for the whole turn, taken when the run starts, so
-		// every model call of the turn carries the same clock.
-		turnContext: gateway.TurnContext(r.cfg.Now(), b.DisplayName)}
+	offered := map[string]tools.Tool{}
 	var specs []runtime.ToolSpec
 	for _, s := range r.cfg.Tools.Specs(av.Tools) {
 		t, _ := r.cfg.Tools.Get(s.Name)
-		h.tools[s.Name] = t
+		offered[s.Name] = t
 		specs = append(specs, runtime.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
+	h := callback.New(r.deps, callback.Run{Claim: c, Ref: ref, Bundle: b, Version: av, Tools: offered})
 	contract := runtime.Contract{
 		Run:          ref,
 		AgentVersion: av.Version,
@@ -192,7 +190,7 @@ func (r *Runner) admit(ctx context.Context, c *lease.Claimed) (*callbackHost, ru
 	if len(b.Manifest.Artifacts) > 0 {
 		contract.System += r.attachments(ctx, b)
 	}
-	if err := h.resume(ctx, &contract); err != nil {
+	if err := h.Resume(ctx, &contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
 	return h, contract, nil
@@ -248,7 +246,7 @@ func (r *Runner) attachments(ctx context.Context, b authority.Bundle) string {
 			fmt.Fprintf(&sb, "\n- artifact:%s (no longer available)", id)
 			continue
 		}
-		fmt.Fprintf(&sb, "\n- %s (%s, %d bytes, sha256 %.12s, artifact:%s)", clipBytes(ref.Name, 128), ref.MediaType, ref.Size, ref.SHA256, ref.ID)
+		fmt.Fprintf(&sb, "\n- %s (%s, %d bytes, sha256 %.12s, artifact:%s)", guard.Bound(ref.Name, 128), ref.MediaType, ref.Size, ref.SHA256, ref.ID)
 	}
 	return sb.String()
 }

@@ -1,4 +1,4 @@
-package turn
+package runner
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/internal/startstop"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/tools"
 )
 
-// RunnerConfig configures a Runner.
-type RunnerConfig struct {
+// Config configures a Runner.
+type Config struct {
 	Client  *ent.Client
 	Hub     *journal.Hub
 	Gateway *gateway.Gateway
@@ -70,17 +72,16 @@ type RunnerConfig struct {
 
 // Runner claims the heads of room lanes and runs them.
 type Runner struct {
-	cfg RunnerConfig
+	cfg Config
 	log *slog.Logger
+
+	startstop.BaseStartStop
 
 	slots chan struct{}
 	freed chan struct{} // a run ended: look for work
 
-	startOnce, stopOnce sync.Once
-	cancelLoop          context.CancelFunc
-	cancelRuns          context.CancelCauseFunc
-	runsCtx             context.Context
-	done                chan struct{}
+	cancelRuns context.CancelCauseFunc
+	runsCtx    context.Context
 
 	mu       sync.Mutex // guards started, closed, claiming and runs.Add
 	started  bool
@@ -90,10 +91,11 @@ type Runner struct {
 
 	versions sync.Map // agent version id → *ent.AgentVersion
 	store    *lease.Store
+	deps     callback.Deps
 }
 
-// NewRunner returns a runner; Start begins claiming.
-func NewRunner(cfg RunnerConfig) *Runner {
+// New returns a runner; Start begins claiming.
+func New(cfg Config) *Runner {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
 	}
@@ -148,15 +150,21 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{
+	r := &Runner{
 		cfg:      cfg,
 		log:      cfg.Logger.With("runner", cfg.Owner),
 		slots:    make(chan struct{}, cfg.MaxRuns),
 		freed:    make(chan struct{}, 1),
-		done:     make(chan struct{}),
 		claiming: make(map[uuid.UUID]bool),
 		store:    lease.NewStore(cfg.Client, cfg.Hub),
 	}
+	r.deps = callback.Deps{
+		Client: cfg.Client, Store: r.store, Hub: cfg.Hub, Gateway: cfg.Gateway, Redactor: cfg.Redactor,
+		MaxToolResult: cfg.MaxToolResult, ToolTimeout: cfg.ToolTimeout, ApprovalTimeout: cfg.ApprovalTimeout,
+		Poll: cfg.Poll, DeltaWindow: cfg.DeltaWindow, DeltaTokens: cfg.DeltaTokens, MaxRepeats: cfg.MaxRepeats,
+		Owner: cfg.Owner, Now: cfg.Now, Logger: r.log, AgentVersion: r.agentVersion,
+	}
+	return r
 }
 
 // Owner is the name this runner writes into its leases.
@@ -164,26 +172,22 @@ func (r *Runner) Owner() string { return r.cfg.Owner }
 
 // Start begins claiming lane heads in the background.
 func (r *Runner) Start(ctx context.Context) error {
-	started := false
-	r.startOnce.Do(func() {
-		started = true
-		// Runs get a context of their own: stopping the loop must not be
-		// mistaken for anything a run should act on but detaching.
-		runsCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
-		loopCtx, cancelLoop := context.WithCancel(ctx)
-		r.mu.Lock()
-		r.cancelRuns, r.cancelLoop, r.runsCtx = cancelRuns, cancelLoop, runsCtx
-		r.started = true
-		r.mu.Unlock()
-		go func() {
-			defer close(r.done)
-			r.loop(loopCtx, runsCtx)
-			r.drain()
-		}()
-	})
-	if !started {
+	loopCtx, ok, stopped := r.StartInit(ctx)
+	if !ok {
 		return errors.New("runner already started")
 	}
+	// Runs get a context of their own: stopping the loop must not be
+	// mistaken for anything a run should act on but detaching.
+	runsCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+	r.mu.Lock()
+	r.cancelRuns, r.runsCtx = cancelRuns, runsCtx
+	r.started = true
+	r.mu.Unlock()
+	go func() {
+		defer stopped()
+		r.loop(loopCtx, runsCtx)
+		r.drain()
+	}()
 	return nil
 }
 
@@ -191,15 +195,7 @@ func (r *Runner) Start(ctx context.Context) error {
 // runs in flight a bounded drain (Drain) to finish, then detaches from the
 // rest — their turns go back to the lane, fenced, for another runner to
 // take at once — and waits for them. Safe to call twice, and before Start.
-func (r *Runner) Stop() {
-	r.stopOnce.Do(func() {
-		r.startOnce.Do(func() { close(r.done) })
-		if r.cancelLoop != nil {
-			r.cancelLoop()
-		}
-	})
-	<-r.done
-}
+func (r *Runner) Stop() { r.BaseStartStop.Stop() }
 
 // drain waits for the runs in flight, up to the drain period, then
 // detaches from those still running.
@@ -307,19 +303,36 @@ func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
 	}
 }
 
-// claimAccepted claims a turn in the transaction that accepts it; see
-// lease.Store.ClaimAccepted.
-func (r *Runner) claimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*lease.Claimed, error) {
-	return r.store.ClaimAccepted(ctx, tx, lease.ClaimAcceptedParams{Turn: t, AgentVersion: agentVersion, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
+// ClaimAccepted is the accept-time claim (turn.Starter): when this runner
+// has a free slot, it reserves it and claims t in tx, the transaction that
+// accepts t into an idle lane (see lease.Store.ClaimAccepted). It reports
+// false, having changed nothing, when the runner is full or stopping.
+// After the commit the caller calls StartClaimed, or Unclaim when the
+// transaction did not commit.
+func (r *Runner) ClaimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*lease.Claimed, bool, error) {
+	if !r.reserve(t.ID) {
+		return nil, false, nil
+	}
+	c, err := r.store.ClaimAccepted(ctx, tx, lease.ClaimAcceptedParams{Turn: t, AgentVersion: agentVersion, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
+	if err != nil {
+		r.unreserve(t.ID, r.freed)
+		return nil, false, err
+	}
+	return c, true, nil
 }
 
-// runReserved runs a turn claimed in a slot reserve already took.
-func (r *Runner) runReserved(c *lease.Claimed) {
+// StartClaimed runs a turn ClaimAccepted claimed, once its transaction
+// committed, in the slot ClaimAccepted reserved.
+func (r *Runner) StartClaimed(c *lease.Claimed) {
 	go func() {
 		defer r.unreserve(c.Turn.ID, r.freed)
 		r.run(r.runsCtx, c)
 	}()
 }
+
+// Unclaim gives back the slot of a ClaimAccepted whose transaction did
+// not commit.
+func (r *Runner) Unclaim(c *lease.Claimed) { r.unreserve(c.Turn.ID, r.freed) }
 
 // start runs a turn already claimed (a recovery) in its own goroutine, in
 // a slot. A runner that is stopping or full starts nothing: the claim is

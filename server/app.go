@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/sandbox"
 	"github.com/turngate/turngate/server/pgembed"
 	"github.com/turngate/turngate/tools"
@@ -40,7 +41,7 @@ type App struct {
 	db      *sql.DB
 	client  *ent.Client
 	hub     *journal.Hub
-	runner  *turn.Runner
+	runner  *runner.Runner
 	members *authority.Members
 	rooms   *room.Service
 	turns   *turn.Service
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		}
 		toolset = toolset.With(tools.RunCode{Sandbox: a.sandbox})
 	}
-	a.runner = turn.NewRunner(turn.RunnerConfig{
+	a.runner = runner.New(runner.Config{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, ApprovalTimeout: cfg.ApprovalTimeout,
 		Tools: toolset, LeaseTTL: cfg.LeaseTTL, Logger: log,
 		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,

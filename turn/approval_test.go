@@ -12,10 +12,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
@@ -55,7 +57,7 @@ func webhookWorld(t *testing.T, timeout time.Duration) (*testkit.Env, *receiver)
 		}
 		return &gateway.Result{Text: "Done.", FinishReason: "stop"}, nil
 	}}
-	env.Runner(t, turn.RunnerConfig{
+	env.Runner(t, runner.Config{
 		Gateway:         model.gateway(),
 		Tools:           tools.NewRegistry(tools.SendWebhook{Endpoints: map[string]string{"ops": srv.URL}}),
 		ApprovalTimeout: timeout,
@@ -131,7 +133,7 @@ func TestRejectedOrExpiredEffectNeverRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.WaitTerminal(t, tt.ID)
-		assertToolStatus(t, env, tt.ID, turn.ToolRejected)
+		assertToolStatus(t, env, tt.ID, callback.ToolRejected)
 		if n := len(rec.deliveries()); n != 0 {
 			t.Fatalf("%d deliveries after a rejection", n)
 		}
@@ -142,7 +144,7 @@ func TestRejectedOrExpiredEffectNeverRuns(t *testing.T) {
 		tt := env.Submit(t, env.Alice, env.Shared.ID, "tell ops to deploy v2")
 		id := approvalOf(t, env, tt.ID)
 		env.WaitTerminal(t, tt.ID)
-		assertToolStatus(t, env, tt.ID, turn.ToolExpired)
+		assertToolStatus(t, env, tt.ID, callback.ToolExpired)
 		if n := len(rec.deliveries()); n != 0 {
 			t.Fatalf("%d deliveries after expiry", n)
 		}

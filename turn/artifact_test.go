@@ -11,8 +11,8 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
-	"github.com/turngate/turngate/turn"
 )
 
 // makesAFile has the model create one artifact, then answer.
@@ -32,7 +32,7 @@ func TestArtifactsSettleAsRoomReferences(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.CreateArtifactName}, nil)
-	env.Runner(t, turn.RunnerConfig{Gateway: (&scriptModel{script: makesAFile}).gateway()})
+	env.Runner(t, runner.Config{Gateway: (&scriptModel{script: makesAFile}).gateway()})
 	ctx := context.Background()
 	answerArtifacts := func(room, turnID uuid.UUID) []journal.AnswerArtifact {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
@@ -68,7 +69,7 @@ func BenchmarkTokenPath(b *testing.B) {
 	env := testkit.New(b)
 	env.Agent(b, "single", nil, nil)
 	model := &pacedModel{tokens: tokens, every: time.Second / 200, emitted: map[string][]time.Time{}}
-	r := env.Runner(b, turn.RunnerConfig{Gateway: gateway.New(map[string]gateway.Provider{"builtin": model})})
+	r := env.Runner(b, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": model})})
 	env.Turns.Runner = r
 	sub := journal.NewHub(journal.HubConfig{DB: env.DB, ListenURL: env.URL})
 	if err := sub.Start(context.Background()); err != nil {
@@ -239,7 +240,7 @@ func BenchmarkOrchestration(b *testing.B) {
 	cpu0 := cpuTime()
 	start := time.Now()
 	b.ResetTimer()
-	env.Runner(b, turn.RunnerConfig{
+	env.Runner(b, runner.Config{
 		Gateway: gateway.New(map[string]gateway.Provider{"builtin": modelFunc(twoToolsThenAnswer)}),
 		Tools:   tools.NewRegistry(echoTool{}),
 	})

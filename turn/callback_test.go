@@ -10,24 +10,25 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
-	"github.com/turngate/turngate/turn"
 )
 
 // claimAndAdmit accepts a turn with no runner, claims it, and admits its
 // run, returning the callback host the runtime would get.
-func claimAndAdmit(t *testing.T, env *testkit.Env, r *turn.Runner, text string) (*lease.Claimed, runtime.Callbacks, runtime.Contract) {
+func claimAndAdmit(t *testing.T, env *testkit.Env, r *runner.Runner, text string) (*lease.Claimed, runtime.Callbacks, runtime.Contract) {
 	t.Helper()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, text)
 	c, err := lease.NewStore(env.Client, env.Hub).Claim(context.Background(), lease.ClaimParams{TurnID: tt.ID, Owner: r.Owner(), TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, contract, err := turn.AdmitForTest(context.Background(), r, c)
+	host, contract, err := r.Admit(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestCallbackWithMismatchedReferenceIsRejected(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	r := turn.NewRunner(turn.RunnerConfig{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
+	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
 	c, host, contract := claimAndAdmit(t, env, r, "what is new?")
 	var b authority.Bundle
 	if err := json.Unmarshal(c.Turn.AuthorityBundle, &b); err != nil {
@@ -95,7 +96,7 @@ func TestCallbackWithMismatchedReferenceIsRejected(t *testing.T) {
 		_, calls["Steering"] = host.Steering(ctx, ref)
 		calls["Complete"] = host.Complete(ctx, runtime.Completion{Run: ref, Answer: "forged"})
 		for call, err := range calls {
-			if !errors.Is(err, turn.ErrRunMismatch) {
+			if !errors.Is(err, callback.ErrRunMismatch) {
 				t.Errorf("%s with a different %s: %v, want ErrRunMismatch", call, name, err)
 			}
 		}

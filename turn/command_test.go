@@ -14,7 +14,7 @@ import (
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
 	roompkg "github.com/turngate/turngate/room"
-	"github.com/turngate/turngate/turn"
+	"github.com/turngate/turngate/runner"
 )
 
 func commandState(t *testing.T, env *testkit.Env, id uuid.UUID) (state string, token *int64) {
@@ -46,7 +46,7 @@ func TestCancelQueuedTurn(t *testing.T) {
 	}
 	// The lane moves on.
 	next := env.Submit(t, env.Bob, env.Shared.ID, "after the cancelled one")
-	env.Runner(t, turn.RunnerConfig{})
+	env.Runner(t, runner.Config{})
 	if got := env.WaitTerminal(t, next.ID); got.State != "completed" {
 		t.Fatalf("next turn ended %s", got.State)
 	}
@@ -59,7 +59,7 @@ func TestCancelRunningTurn(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	gate := newGatedModel()
-	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway()})
+	env.Runner(t, runner.Config{Gateway: gate.gateway()})
 	tt := env.Submit(t, env.Bob, env.Shared.ID, "stop me")
 	<-gate.started
 	cmd := uuid.New()
@@ -132,7 +132,7 @@ func TestCancelRacesCompletion(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	ctx := context.Background()
-	env.Runner(t, turn.RunnerConfig{})
+	env.Runner(t, runner.Config{})
 	const n = 200
 	ids := make([]uuid.UUID, n)
 	var wg sync.WaitGroup
@@ -208,7 +208,7 @@ func TestCancelRacesRecovery(t *testing.T) {
 			cancel(i)
 		}()
 	}
-	env.Runner(t, turn.RunnerConfig{LeaseTTL: 200 * time.Millisecond, Poll: 20 * time.Millisecond})
+	env.Runner(t, runner.Config{LeaseTTL: 200 * time.Millisecond, Poll: 20 * time.Millisecond})
 	wg.Wait()
 	for i, id := range ids {
 		got := env.WaitTerminal(t, id)

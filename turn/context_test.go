@@ -8,7 +8,7 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
-	"github.com/turngate/turngate/turn"
+	"github.com/turngate/turngate/runner"
 )
 
 // recordingModel answers like the builtin model and keeps every request
@@ -36,7 +36,7 @@ func TestTurnContextWithoutName(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	rec := &recordingModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: gateway.New(map[string]gateway.Provider{"builtin": rec})})
+	env.Runner(t, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": rec})})
 	nameless, err := env.Members.Ensure(context.Background(), authorityIdentity("nameless@example.com"))
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
-	"github.com/turngate/turngate/turn"
 )
 
 // Redaction applies to what a tool shows the model and to the answer —
@@ -32,7 +32,7 @@ func TestRedactionOfProjectionsAndAnswers(t *testing.T) {
 	}
 	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
 	model := &scriptModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Private(t, env.Alice).ID, "Who is the vendor escalation contact?")
 	done := env.WaitTerminal(t, tt.ID)
 	if done.State != "completed" {
@@ -92,7 +92,7 @@ func TestCitationDiscipline(t *testing.T) {
 			return &gateway.Result{Text: "The launch is on Friday.", FinishReason: "stop"}, nil
 		}
 	}}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "When is the launch?")
 	done := env.WaitTerminal(t, tt.ID)
 	reqs := model.requests()
@@ -130,7 +130,7 @@ func TestLoopControlStopsRepeatedCalls(t *testing.T) {
 		return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 			{ID: fmt.Sprintf("call_%d", n), Name: tools.RetrievalName, Arguments: `{"query": "launch"}`}}}, nil
 	}}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "When is the launch?")
 	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
@@ -167,7 +167,7 @@ func TestToolOutsideTheListIsRefused(t *testing.T) {
 		}
 		return &gateway.Result{Text: "I cannot search documents here.", FinishReason: "stop"}, nil
 	}}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "What are the salary bands?")
 	env.WaitTerminal(t, tt.ID)
 	completed := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted)

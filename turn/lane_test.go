@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -47,8 +48,8 @@ func TestLaneFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.Runner(t, turn.RunnerConfig{Owner: "runner-a"})
-	env.Runner(t, turn.RunnerConfig{Owner: "runner-b"})
+	env.Runner(t, runner.Config{Owner: "runner-a"})
+	env.Runner(t, runner.Config{Owner: "runner-b"})
 
 	var turns []uuid.UUID
 	rows, err := env.DB.Query(`SELECT id FROM turns WHERE conversation_id = $1 ORDER BY position`, env.Shared.ID)
@@ -271,7 +272,7 @@ func TestStoppedRunnerDetaches(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	gate := newGatedModel()
-	r := env.Runner(t, turn.RunnerConfig{Owner: "first", Gateway: gate.gateway(), Drain: 20 * time.Millisecond})
+	r := env.Runner(t, runner.Config{Owner: "first", Gateway: gate.gateway(), Drain: 20 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "survive a stop")
 	<-gate.started // the model step is running
 	r.Stop()
@@ -286,7 +287,7 @@ func TestStoppedRunnerDetaches(t *testing.T) {
 		}
 	}
 
-	env.Runner(t, turn.RunnerConfig{Owner: "second"})
+	env.Runner(t, runner.Config{Owner: "second"})
 	final := env.WaitTerminal(t, tt.ID)
 	if final.State != "completed" || final.Attempt != 2 {
 		t.Fatalf("after takeover: state %s attempt %d, want completed on attempt 2", final.State, final.Attempt)

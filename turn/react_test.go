@@ -11,15 +11,16 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
 	roompkg "github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
-	"github.com/turngate/turngate/turn"
 )
 
 // scriptModel answers step n with script(n, req), or like the builtin
@@ -104,7 +105,7 @@ func TestClockAndNameRulesOnEveryCallOfATurn(t *testing.T) {
 	env.Agent(t, "react", []string{tools.HistorySearchName}, map[string]int64{"max_steps": 2})
 	model := &scriptModel{script: searchEveryStep}
 	clock := time.Date(2026, 12, 4, 9, 30, 0, 0, time.FixedZone("CET", 3600))
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway(), Now: func() time.Time { return clock }})
+	env.Runner(t, runner.Config{Gateway: model.gateway(), Now: func() time.Time { return clock }})
 
 	first := env.Submit(t, env.Alice, env.Shared.ID, "what is the plan?")
 	if got := env.WaitTerminal(t, first.ID); got.State != "completed" {
@@ -181,7 +182,7 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	env.Runner(t, turn.RunnerConfig{})
+	env.Runner(t, runner.Config{})
 	fact := env.Submit(t, env.Alice, env.Shared.ID, "The launch moves to Friday the 11th.")
 	env.WaitTerminal(t, fact.ID)
 
@@ -197,7 +198,7 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 		t.Fatal(err)
 	}
 	cite := "turn:" + fact.ID.String()
-	if tc.Status != turn.ToolOK || len(tc.Citations) == 0 || tc.Citations[0] != cite {
+	if tc.Status != callback.ToolOK || len(tc.Citations) == 0 || tc.Citations[0] != cite {
 		t.Fatalf("tool_completed = %+v, want ok citing %s", tc, cite)
 	}
 	if done.Answer == nil || !strings.Contains(*done.Answer, "["+cite+"]") || !strings.Contains(*done.Answer, "Friday the 11th") {
@@ -228,7 +229,7 @@ func TestUsageIsSettledWithTheTerminal(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	gate := newGatedModel()
-	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway()})
+	env.Runner(t, runner.Config{Gateway: gate.gateway()})
 	running := env.Submit(t, env.Alice, env.Shared.ID, "hold on")
 	<-gate.started
 	queued := env.Submit(t, env.Alice, env.Shared.ID, "never mind")
@@ -262,7 +263,7 @@ func TestCompactionIsJournaled(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	model := &scriptModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	for i := range 3 {
 		tt := env.Submit(t, env.Alice, env.Shared.ID, fmt.Sprintf("note %d: %s", i, strings.Repeat("lorem ipsum ", 30)))
 		env.WaitTerminal(t, tt.ID)
@@ -309,7 +310,7 @@ func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
 	env := testkit.New(t)
 	env.Agent(t, "plugin-from-disk", nil, nil)
 	model := &scriptModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "hello")
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonRuntimeFailed {
@@ -344,7 +345,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is the launch plan?")
 	<-secondStep
 	if _, err := env.DB.Exec(`DELETE FROM member_permissions WHERE member_id = $1 AND permission = 'documents.read'`, env.Alice.ID); err != nil {
@@ -362,7 +363,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 		}
 		statuses = append(statuses, p.Status)
 	}
-	if len(statuses) != 2 || statuses[0] != turn.ToolOK || statuses[1] != turn.ToolForbidden {
+	if len(statuses) != 2 || statuses[0] != callback.ToolOK || statuses[1] != callback.ToolForbidden {
 		t.Fatalf("tool statuses %v, want [ok forbidden]", statuses)
 	}
 	reqs := model.requests()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
 	entagent "github.com/turngate/turngate/ent/agent"
@@ -17,6 +18,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
@@ -78,7 +80,7 @@ func TestSpecialistRouteOnlyFromTheEffectiveRoster(t *testing.T) {
 		t.Fatalf("refused submissions wrote %d entries", after-before)
 	}
 	model := &scriptModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt, err := env.Turns.Submit(ctx, turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "hello", IdempotencyKey: uuid.NewString(), Specialist: "researcher"})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +114,7 @@ func TestDelegateRunsASpecialistNested(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "Ask the researcher about the launch")
 	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
@@ -125,14 +127,14 @@ func TestDelegateRunsASpecialistNested(t *testing.T) {
 		}
 		byCall[p.CallID] = p
 	}
-	if p := byCall["d1"]; p.Status != turn.ToolForbidden {
+	if p := byCall["d1"]; p.Status != callback.ToolForbidden {
 		t.Fatalf("delegating outside the roster: %+v", p)
 	}
 	nested, d2 := byCall["delegate-call_1"], byCall["d2"]
-	if nested.Name != tools.RetrievalName || nested.Status != turn.ToolOK || len(nested.Citations) == 0 {
+	if nested.Name != tools.RetrievalName || nested.Status != callback.ToolOK || len(nested.Citations) == 0 {
 		t.Fatalf("the specialist's own search: %+v", nested)
 	}
-	if d2.Status != turn.ToolOK || len(d2.Citations) == 0 || d2.Citations[0] != nested.Citations[0] {
+	if d2.Status != callback.ToolOK || len(d2.Citations) == 0 || d2.Citations[0] != nested.Citations[0] {
 		t.Fatalf("the delegation's result %+v, want the specialist's citations", d2)
 	}
 	sawSpecialist := false

@@ -16,9 +16,9 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
-	"github.com/turngate/turngate/turn"
 )
 
 // heldFirstStep holds the first model step until release, then asks for
@@ -47,8 +47,8 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
 	started, release := make(chan struct{}, 2), make(chan struct{})
 	model := &scriptModel{script: heldFirstStep(started, release)}
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway(), Owner: "replica-a"})
-	env.Runner(t, turn.RunnerConfig{Gateway: model.gateway(), Owner: "replica-b"})
+	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-a"})
+	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-b"})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-started
 
@@ -110,7 +110,7 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	r := turn.NewRunner(turn.RunnerConfig{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
+	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
 	ctx := context.Background()
 	c1, host1, contract1 := claimAndAdmit(t, env, r, "what is new?")
 	id := uuid.New()
@@ -125,7 +125,7 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, contract, err := turn.AdmitForTest(ctx, r, next)
+		h, contract, err := r.Admit(ctx, next)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	r1 := env.Runner(t, turn.RunnerConfig{Gateway: first.gateway(), Drain: 10 * time.Millisecond})
+	r1 := env.Runner(t, runner.Config{Gateway: first.gateway(), Drain: 10 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-secondStep
 	r1.Stop() // detaches and hands the turn back
@@ -244,7 +244,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 	}
 
 	second := &scriptModel{}
-	env.Runner(t, turn.RunnerConfig{Gateway: second.gateway()})
+	env.Runner(t, runner.Config{Gateway: second.gateway()})
 	done := env.WaitTerminal(t, tt.ID)
 	if done.State != "completed" || done.Attempt != 2 {
 		t.Fatalf("turn ended %s in attempt %d, want completed in attempt 2", done.State, done.Attempt)

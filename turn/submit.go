@@ -35,10 +35,24 @@ type Service struct {
 	// Runner, when set, is this process's runner: a turn accepted into an
 	// idle lane is claimed for it in the accepting transaction, so the run
 	// starts with no second commit and no wake-up in between.
-	Runner *Runner
+	Runner Starter
 
 	prepMu       sync.Mutex
 	take, accept *sql.Stmt
+}
+
+// Starter is the part of a runner acceptance reaches: the accept-time
+// claim (lease.Store.ClaimAccepted) in a run slot of its own.
+type Starter interface {
+	// ClaimAccepted reserves a run slot and claims t in tx, the
+	// transaction accepting it into an idle lane; ok is false, and nothing
+	// changed, when the runner has no free slot.
+	ClaimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (c *lease.Claimed, ok bool, err error)
+	// StartClaimed runs a claim whose transaction committed.
+	StartClaimed(c *lease.Claimed)
+	// Unclaim gives back the slot of a claim whose transaction did not
+	// commit.
+	Unclaim(c *lease.Claimed)
 }
 
 // prepare prepares the acceptance statements once; a failure (the
@@ -103,12 +117,6 @@ JOIN LATERAL (
   WHERE agent_id = room.agent_id ORDER BY version DESC LIMIT 1
 ) av ON true`
 
-// specialistVersion is the latest version of a specialist agent.
-const specialistVersion = `
-SELECT a.id, v.id, v.version, v.controller, v.model_route FROM agents a
-JOIN LATERAL (SELECT id, version, controller, model_route FROM agent_versions WHERE agent_id = a.id ORDER BY version DESC LIMIT 1) v ON true
-WHERE a.slug = $1`
-
 // acceptTurn inserts the turn and, only if it was new, its turn_accepted
 // entry at the position taken by takePosition. A key already used leaves
 // both out, and the caller rolls back the position it took.
@@ -131,13 +139,14 @@ func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agen
 		if !slices.Contains(b.Roster, in.Specialist) {
 			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
 		}
-		err := tx.QueryRowContext(ctx, specialistVersion, in.Specialist).Scan(&b.AgentID, agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute)
-		if errors.Is(err, sql.ErrNoRows) {
+		sp, err := authority.LatestSpecialist(ctx, tx, in.Specialist)
+		if errors.Is(err, authority.ErrNoSpecialist) {
 			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
 		}
 		if err != nil {
-			return fmt.Errorf("submit: specialist: %w", err)
+			return fmt.Errorf("submit: %w", err)
 		}
+		b.AgentID, *agentVerID, b.AgentVersion, b.Controller, b.ModelRoute = sp.AgentID, sp.VersionID, sp.Version, sp.Controller, sp.ModelRoute
 		b.AgentVersionID = *agentVerID
 		b.Specialist = in.Specialist
 	}
@@ -283,16 +292,18 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	head := pos
 	var claimed *lease.Claimed
-	if idle && s.Runner != nil && s.Runner.reserve(id) {
-		if claimed, err = s.Runner.claimAccepted(ctx, tx, t, b.AgentVersion); err != nil {
-			s.Runner.unreserve(id, s.Runner.freed)
+	if idle && s.Runner != nil {
+		c, ok, err := s.Runner.ClaimAccepted(ctx, tx, t, b.AgentVersion)
+		if err != nil {
 			return nil, fmt.Errorf("submit: %w", err)
 		}
-		head = pos + 1
+		if ok {
+			claimed, head = c, pos+1
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		if claimed != nil {
-			s.Runner.unreserve(id, s.Runner.freed)
+			s.Runner.Unclaim(claimed)
 		}
 		// A failed COMMIT has an unknown outcome: the key tells.
 		if t, rerr := s.existing(ctx, in); rerr == nil {
@@ -303,7 +314,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	s.Hub.Committed(in.ConversationID, head)
 	if claimed != nil {
 		running := *claimed.Turn // a copy: the run owns its own
-		s.Runner.runReserved(claimed)
+		s.Runner.StartClaimed(claimed)
 		return &running, nil
 	}
 	return t, nil

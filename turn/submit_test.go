@@ -10,6 +10,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -49,7 +50,7 @@ func TestSubmitIdempotencyRace(t *testing.T) {
 		}
 	}
 
-	env.Runner(t, turn.RunnerConfig{})
+	env.Runner(t, runner.Config{})
 	final := env.WaitTerminal(t, ids[0])
 	if final.State != "completed" {
 		t.Fatalf("turn state = %s, want completed", final.State)

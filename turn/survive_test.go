@@ -16,7 +16,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
-	"github.com/turngate/turngate/turn"
+	"github.com/turngate/turngate/runner"
 )
 
 func activeTurn(t *testing.T, env *testkit.Env, room uuid.UUID) uuid.NullUUID {
@@ -45,7 +45,7 @@ func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	gate := newGatedModel()
-	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: 20 * time.Millisecond})
+	env.Runner(t, runner.Config{Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: 20 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "lose my lease")
 	<-gate.started
 	// The lease runs out under the live runner (a stall, a clock jump):
@@ -74,7 +74,7 @@ func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 func TestLeaseLostAfterTerminalKeepsAnswer(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	env.Runner(t, turn.RunnerConfig{Heartbeat: time.Millisecond})
+	env.Runner(t, runner.Config{Heartbeat: time.Millisecond})
 	var ids []uuid.UUID
 	for range 8 {
 		ids = append(ids, env.Submit(t, env.Alice, env.Shared.ID, "finish, then lose the lease").ID)
@@ -99,7 +99,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "my runner will die")
 	dead := claimHead(t, env, tt.ID, "dead-runner")
-	r := env.Runner(t, turn.RunnerConfig{Owner: "rescuer"})
+	r := env.Runner(t, runner.Config{Owner: "rescuer"})
 
 	// The dead runner's lease is still live: nothing may take the turn.
 	if took, err := r.Resume(ctx, tt.ID); err != nil || took {
@@ -149,7 +149,7 @@ func TestSalvageWithoutClient(t *testing.T) {
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '3 seconds' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
-	env.Runner(t, turn.RunnerConfig{Owner: "sweeper", LeaseTTL: 2 * time.Second, Poll: 50 * time.Millisecond})
+	env.Runner(t, runner.Config{Owner: "sweeper", LeaseTTL: 2 * time.Second, Poll: 50 * time.Millisecond})
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "completed" || got.Attempt != 2 {
 		t.Fatalf("salvaged turn: state %s attempt %d", got.State, got.Attempt)
@@ -167,7 +167,7 @@ func TestRecoveryExhaustedEndsSafely(t *testing.T) {
 	if _, err := env.DB.Exec(`UPDATE turns SET attempt = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
-	r := env.Runner(t, turn.RunnerConfig{MaxAttempts: 3})
+	r := env.Runner(t, runner.Config{MaxAttempts: 3})
 	if took, err := r.Resume(ctx, tt.ID); err != nil || !took {
 		t.Fatalf("resume: took=%v err=%v", took, err)
 	}
@@ -187,7 +187,7 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	gate := newGatedModel()
-	env.Runner(t, turn.RunnerConfig{Gateway: gate.gateway()})
+	env.Runner(t, runner.Config{Gateway: gate.gateway()})
 	tt := env.Submit(t, env.Bob, env.Shared.ID, "tell me secrets")
 	<-gate.started
 	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), env.Bob.Email); err != nil {
@@ -212,7 +212,7 @@ func TestOrderlyStopDrainsRuns(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	gate := newGatedModel()
-	r := env.Runner(t, turn.RunnerConfig{Owner: "draining", Gateway: gate.gateway(), Drain: time.Minute})
+	r := env.Runner(t, runner.Config{Owner: "draining", Gateway: gate.gateway(), Drain: time.Minute})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "finish before you go")
 	<-gate.started
 	stopped := make(chan struct{})
@@ -239,7 +239,7 @@ func (failingModel) Stream(ctx context.Context, req gateway.Request, emit func(g
 func TestRuntimeFailureEndsOnce(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	env.Runner(t, turn.RunnerConfig{Gateway: gateway.New(map[string]gateway.Provider{"builtin": failingModel{}})})
+	env.Runner(t, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": failingModel{}})})
 	first := env.Submit(t, env.Alice, env.Shared.ID, "fail me")
 	second := env.Submit(t, env.Bob, env.Shared.ID, "and me after")
 	for _, id := range []uuid.UUID{first.ID, second.ID} {

@@ -22,6 +22,7 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -99,7 +100,7 @@ func (e *Env) NewMember(t testing.TB, email string) authority.Member {
 
 // Runner starts a runner on the world with the builtin model (or the
 // providers given), stopped at cleanup.
-func (e *Env) Runner(t testing.TB, cfg turn.RunnerConfig) *turn.Runner {
+func (e *Env) Runner(t testing.TB, cfg runner.Config) *runner.Runner {
 	t.Helper()
 	cfg.Client, cfg.Hub = e.Client, e.Hub
 	if cfg.Gateway == nil {
@@ -108,7 +109,7 @@ func (e *Env) Runner(t testing.TB, cfg turn.RunnerConfig) *turn.Runner {
 	if cfg.Poll == 0 {
 		cfg.Poll = 200 * time.Millisecond
 	}
-	r := turn.NewRunner(cfg)
+	r := runner.New(cfg)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
