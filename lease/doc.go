@@ -50,6 +50,6 @@
 // # What it must not import
 //
 // lease sits under the turn API (turn), the runner (runner) and the
-// callback host (callback): it imports ent, journal, pg and errcode, never
+// callback host (callback): it imports ent, journal and pg, never
 // those packages nor graph or server.
 package lease
