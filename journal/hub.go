@@ -40,15 +40,13 @@ type Hub struct {
 	cfg HubConfig
 	log *slog.Logger
 
-	mu    sync.Mutex
-	rooms map[uuid.UUID]chan struct{} // closed when the room moves
-	any   chan struct{}               // closed when any room moves
+	rooms    waker // by room: woken when the room's journal moves
+	commands *Commands
 
+	mu      sync.Mutex
+	any     chan struct{}       // closed when any room moves
 	pending map[uuid.UUID]int64 // heads not yet NOTIFYed
-
-	commands        map[uuid.UUID]chan struct{} // by turn: closed when a command for it is stored
-	pendingCommands map[uuid.UUID]bool          // turns whose commands are not yet NOTIFYed
-	kick            chan struct{}
+	kick    chan struct{}
 
 	startstop.BaseStartStop
 }
@@ -64,32 +62,21 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Hub{
+	h := &Hub{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		rooms:   make(map[uuid.UUID]chan struct{}),
 		any:     make(chan struct{}),
 		pending: make(map[uuid.UUID]int64),
 		kick:    make(chan struct{}, 1),
-
-		commands:        make(map[uuid.UUID]chan struct{}),
-		pendingCommands: make(map[uuid.UUID]bool),
 	}
+	h.commands = &Commands{pending: make(map[uuid.UUID]bool), kick: h.kickNotify}
+	return h
 }
 
 // Wait returns a channel that is closed the next time the room's journal
 // moves (or on a poll tick or listener reconnect). Take it before reading,
 // so a commit between the read and the wait is not missed.
-func (h *Hub) Wait(room uuid.UUID) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ch, ok := h.rooms[room]
-	if !ok {
-		ch = make(chan struct{})
-		h.rooms[room] = ch
-	}
-	return ch
-}
+func (h *Hub) Wait(room uuid.UUID) <-chan struct{} { return h.rooms.wait(room) }
 
 // WaitAny returns a channel closed the next time any room moves.
 func (h *Hub) WaitAny() <-chan struct{} {
@@ -108,54 +95,25 @@ func (h *Hub) Committed(room uuid.UUID, head int64) {
 		h.pending[room] = head
 	}
 	h.mu.Unlock()
+	h.kickNotify()
+}
+
+// kickNotify schedules a debounced NOTIFY.
+func (h *Hub) kickNotify() {
 	select {
 	case h.kick <- struct{}{}:
 	default:
 	}
 }
 
-// WaitCommand returns a channel that is closed the next time a member
-// command for the turn is stored, on any replica (or on a poll tick or
-// listener reconnect). Take it before reading the commands.
-func (h *Hub) WaitCommand(turn uuid.UUID) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ch, ok := h.commands[turn]
-	if !ok {
-		ch = make(chan struct{})
-		h.commands[turn] = ch
-	}
-	return ch
-}
-
-// Commanded reports that a command for the turn was committed: it wakes
-// this replica's watchers of the turn at once and schedules a debounced
-// NOTIFY for the others.
-func (h *Hub) Commanded(turn uuid.UUID) {
-	h.mu.Lock()
-	h.wakeCommandLocked(turn)
-	h.pendingCommands[turn] = true
-	h.mu.Unlock()
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (h *Hub) wakeCommandLocked(turn uuid.UUID) {
-	if ch, ok := h.commands[turn]; ok {
-		close(ch)
-		delete(h.commands, turn)
-	}
-}
+// Commands is the replica's turn-command waker, which shares the hub's
+// notification channel.
+func (h *Hub) Commands() *Commands { return h.commands }
 
 func (h *Hub) wake(room uuid.UUID) {
+	h.rooms.wake(room)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch, ok := h.rooms[room]; ok {
-		close(ch)
-		delete(h.rooms, room)
-	}
 	close(h.any)
 	h.any = make(chan struct{})
 }
@@ -163,16 +121,10 @@ func (h *Hub) wake(room uuid.UUID) {
 // wakeAll makes every reader re-read: after a listener reconnect or on the
 // poll tick, when notifications may have been lost.
 func (h *Hub) wakeAll() {
+	h.rooms.wakeAll()
+	h.commands.waiters.wakeAll()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for room, ch := range h.rooms {
-		close(ch)
-		delete(h.rooms, room)
-	}
-	for turn, ch := range h.commands {
-		close(ch)
-		delete(h.commands, turn)
-	}
 	close(h.any)
 	h.any = make(chan struct{})
 }
@@ -227,12 +179,8 @@ func (h *Hub) notifyLoop(ctx context.Context) {
 		h.mu.Lock()
 		pending := h.pending
 		h.pending = make(map[uuid.UUID]int64)
-		commands := make([]uuid.UUID, 0, len(h.pendingCommands))
-		for turn := range h.pendingCommands {
-			commands = append(commands, turn)
-		}
-		h.pendingCommands = make(map[uuid.UUID]bool)
 		h.mu.Unlock()
+		commands := h.commands.takePending()
 		for len(commands) > 0 {
 			n := min(len(commands), maxRoomsPerNotify)
 			payload, _ := json.Marshal(notification{Commands: commands[:n]})
@@ -305,12 +253,8 @@ func (h *Hub) listenLoop(ctx context.Context) {
 			for room := range msg.Heads {
 				h.wake(room)
 			}
-			if len(msg.Commands) > 0 {
-				h.mu.Lock()
-				for _, turn := range msg.Commands {
-					h.wakeCommandLocked(turn)
-				}
-				h.mu.Unlock()
+			for _, turn := range msg.Commands {
+				h.commands.waiters.wake(turn)
 			}
 		}
 	}

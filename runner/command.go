@@ -41,7 +41,7 @@ func (r *Runner) watchCommands(ctx context.Context, c *lease.Claimed, cancel con
 		case <-wake:
 		case <-tick.C:
 		}
-		wake = r.cfg.Hub.WaitCommand(c.Turn.ID)
+		wake = r.cfg.Hub.Commands().Wait(c.Turn.ID)
 		if r.checkCommands(ctx, c, cancel) {
 			return
 		}

@@ -47,7 +47,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	// The first look for a cancel happens before the run starts, so one
 	// already waiting stops the run before its first step. Later commands
 	// wake the watcher.
-	wake := r.cfg.Hub.WaitCommand(c.Turn.ID)
+	wake := r.cfg.Hub.Commands().Wait(c.Turn.ID)
 	r.checkCommands(runCtx, c, cancel)
 
 	var watchers sync.WaitGroup

@@ -87,7 +87,7 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
 		}
-		s.Hub.Commanded(turnID)
+		s.Hub.Commands().Stored(turnID)
 		return s.Get(ctx, turnID)
 	case err != nil:
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)

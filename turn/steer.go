@@ -86,6 +86,6 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, tex
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("steer %s: commit: %w", turnID, err)
 	}
-	s.Hub.Commanded(turnID)
+	s.Hub.Commands().Stored(turnID)
 	return s.Client.Command.Get(ctx, commandID)
 }
