@@ -67,43 +67,59 @@ type ClaimParams struct {
 // Claim takes a queued turn that heads its lane, for its owner, and appends
 // turn_started. It returns ErrNotClaimable when the turn is not that.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) (*Claimed, error) {
-	var claimed *Claimed
-	var head int64
-	err := s.inTx(ctx, "claim", p.TurnID, func(tx *ent.Tx) error {
+	return s.startAttempt(ctx, "claim", p.TurnID, func(tx *ent.Tx) (*Claimed, int64, error) {
 		var token int64
 		if err := queryRow(ctx, tx, ErrNotClaimable, "claim", p.TurnID, claimTurn, []any{p.TurnID, p.Owner, p.TTL.Seconds()}, &token); err != nil {
-			return err
+			return nil, 0, err
 		}
 		t, err := tx.Turn.Get(ctx, p.TurnID)
 		if err != nil {
-			return fmt.Errorf("claim %s: %w", p.TurnID, err)
+			return nil, 0, fmt.Errorf("claim %s: %w", p.TurnID, err)
 		}
 		if err := exec(ctx, tx, ErrNotClaimable, "claim: activate room", p.TurnID, activateRoom, t.ConversationID, p.TurnID); err != nil {
-			return err
+			return nil, 0, err
 		}
 		// The bundle pinned the agent version at acceptance.
 		var pinned struct {
 			AgentVersion int `json:"agentVersion"`
 		}
 		if err := json.Unmarshal(t.AuthorityBundle, &pinned); err != nil {
-			return fmt.Errorf("claim %s: authority bundle: %w", p.TurnID, err)
+			return nil, 0, fmt.Errorf("claim %s: authority bundle: %w", p.TurnID, err)
 		}
-		fence := journal.Fence{TurnID: p.TurnID, LeaseToken: token}
-		entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
-			Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: p.TurnID, Valid: true}, Attempt: t.Attempt,
-			Payload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: p.Owner},
-		})
-		if err != nil {
-			return interpretError(err, ErrNotClaimable, "claim", p.TurnID)
-		}
-		claimed, head = &Claimed{Turn: t, Fence: fence}, entries[0].Seq
-		return nil
+		return appendStarted(ctx, tx, t, token, ErrNotClaimable, "claim",
+			journal.StartedPayload{Attempt: t.Attempt, AgentVersion: pinned.AgentVersion, Runner: p.Owner})
+	})
+}
+
+// startAttempt runs a transition that starts an attempt (a claim, a
+// recovery) in a transaction of its own and, once it committed, wakes the
+// room's readers and the runners at its turn_started entry.
+func (s *Store) startAttempt(ctx context.Context, what string, turnID uuid.UUID, fn func(tx *ent.Tx) (*Claimed, int64, error)) (*Claimed, error) {
+	var claimed *Claimed
+	var head int64
+	err := s.inTx(ctx, what, turnID, func(tx *ent.Tx) error {
+		var err error
+		claimed, head, err = fn(tx)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.hub.Committed(claimed.Turn.ConversationID, head)
 	return claimed, nil
+}
+
+// appendStarted journals a new attempt's turn_started, fenced by its new
+// lease token, and returns the run's claim and the entry's position.
+func appendStarted(ctx context.Context, tx pg.Querier, t *ent.Turn, token int64, miss error, what string, payload any) (*Claimed, int64, error) {
+	fence := journal.Fence{TurnID: t.ID, LeaseToken: token}
+	entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
+		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: t.Attempt, Payload: payload,
+	})
+	if err != nil {
+		return nil, 0, interpretError(err, miss, what, t.ID)
+	}
+	return &Claimed{Turn: t, Fence: fence}, entries[0].Seq, nil
 }
 
 // claimAccepted is claimTurn for the turn the accepting transaction just
@@ -139,14 +155,9 @@ func (s *Store) ClaimAccepted(ctx context.Context, tx *sql.Tx, p ClaimAcceptedPa
 	if _, err := tx.ExecContext(ctx, activateRoom, t.ConversationID, t.ID); err != nil {
 		return nil, interpretError(err, ErrNotClaimable, "claim at acceptance", t.ID)
 	}
-	fence := journal.Fence{TurnID: t.ID, LeaseToken: token}
 	started := *t
 	started.State, started.Attempt, started.LeaseToken = entturn.StateRunning, 1, token
-	if _, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
-		Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: t.ID, Valid: true}, Attempt: 1,
-		Payload: journal.StartedPayload{Attempt: 1, AgentVersion: p.AgentVersion, Runner: p.Owner},
-	}); err != nil {
-		return nil, interpretError(err, ErrNotClaimable, "claim at acceptance", t.ID)
-	}
-	return &Claimed{Turn: &started, Fence: fence}, nil
+	c, _, err := appendStarted(ctx, tx, &started, token, ErrNotClaimable, "claim at acceptance",
+		journal.StartedPayload{Attempt: 1, AgentVersion: p.AgentVersion, Runner: p.Owner})
+	return c, err
 }

@@ -37,41 +37,25 @@ type RecoverParams struct {
 // for its owner, and appends the new attempt's turn_started. It returns
 // ErrNotRecoverable when the turn is not in that state.
 func (s *Store) Recover(ctx context.Context, p RecoverParams) (*Claimed, error) {
-	var claimed *Claimed
-	var head int64
-	err := s.inTx(ctx, "recover", p.TurnID, func(tx *ent.Tx) error {
+	return s.startAttempt(ctx, "recover", p.TurnID, func(tx *ent.Tx) (*Claimed, int64, error) {
 		var token int64
 		if err := queryRow(ctx, tx, ErrNotRecoverable, "recover", p.TurnID, recoverTurn,
 			[]any{p.TurnID, p.Owner, p.TTL.Seconds(), p.Grace.Seconds()}, &token); err != nil {
-			return err
+			return nil, 0, err
 		}
 		t, err := tx.Turn.Get(ctx, p.TurnID)
 		if err != nil {
-			return fmt.Errorf("recover %s: %w", p.TurnID, err)
+			return nil, 0, fmt.Errorf("recover %s: %w", p.TurnID, err)
 		}
 		av, err := tx.AgentVersion.Get(ctx, t.AgentVersionID)
 		if err != nil {
-			return fmt.Errorf("recover %s: agent version: %w", p.TurnID, err)
+			return nil, 0, fmt.Errorf("recover %s: agent version: %w", p.TurnID, err)
 		}
-		fence := journal.Fence{TurnID: p.TurnID, LeaseToken: token}
-		entries, err := journal.Append(ctx, tx, t.ConversationID, &fence, journal.Draft{
-			Kind: journal.KindTurnStarted, TurnID: uuid.NullUUID{UUID: p.TurnID, Valid: true}, Attempt: t.Attempt,
-			Payload: journal.RecoveredPayload{
-				StartedPayload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: p.Owner},
-				Recovered:      true,
-			},
+		return appendStarted(ctx, tx, t, token, ErrNotRecoverable, "recover", journal.RecoveredPayload{
+			StartedPayload: journal.StartedPayload{Attempt: t.Attempt, AgentVersion: av.Version, Runner: p.Owner},
+			Recovered:      true,
 		})
-		if err != nil {
-			return interpretError(err, ErrNotRecoverable, "recover", p.TurnID)
-		}
-		claimed, head = &Claimed{Turn: t, Fence: fence}, entries[0].Seq
-		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	s.hub.Committed(claimed.Turn.ConversationID, head)
-	return claimed, nil
 }
 
 // expiredRuns lists running turns whose lease expired at least grace ago.
