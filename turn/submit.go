@@ -92,30 +92,23 @@ type Submission struct {
 
 // takePosition takes the next journal position of the room, only if the
 // author is a member of it, and reads in the same statement what the
-// authority bundle needs: the room's audience and agent's current version,
-// and the member's permissions as of now. The room's row lock, held to
-// commit, orders this submission against membership changes and other
-// appends.
-const takePosition = `
+// authority bundle needs (authority.BundleColumns): the room's audience
+// and agent's current version, and the member's permissions and roster as
+// of now. The room's row lock, held to commit, orders this submission
+// against membership changes and other appends.
+var takePosition = `
 WITH room AS (
   UPDATE conversations SET next_seq = next_seq + 1
   WHERE id = $1 AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)
   RETURNING id, next_seq, kind, audience_version, agent_id, active_turn_id
 )
-SELECT room.next_seq, room.kind, room.audience_version, room.agent_id,
-       av.id, av.version, av.controller, av.model_route,
-       COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $2), '{}'),
+SELECT room.next_seq,
        room.active_turn_id IS NULL AND NOT EXISTS (
          SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
        now(),
-       COALESCE((SELECT array_agg(s ORDER BY s) FROM jsonb_array_elements_text(COALESCE(av.specialists, '[]'::jsonb)) s
-         WHERE EXISTS (SELECT 1 FROM member_agent_configs m
-                       WHERE m.member_id = $2 AND m.agent_id = room.agent_id AND m.specialists ? s)), '{}')
+       ` + authority.BundleColumns("$2") + `
 FROM room
-JOIN LATERAL (
-  SELECT id, version, controller, model_route, specialists FROM agent_versions
-  WHERE agent_id = room.agent_id ORDER BY version DESC LIMIT 1
-) av ON true`
+` + authority.BundleJoin
 
 // acceptTurn inserts the turn and, only if it was new, its turn_accepted
 // entry at the position taken by takePosition. A key already used leaves
@@ -212,15 +205,10 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 
 	var (
 		pos        int64
-		kind       string
-		audience   int64
-		b          = authority.Bundle{MemberID: in.Member.ID, PlatformUserID: in.Member.PlatformUserID, Email: in.Member.Email, DisplayName: in.Member.DisplayName, ConversationID: in.ConversationID}
-		perms      pq.StringArray
+		row        authority.BundleRow
 		foundRoom  bool
-		agentVerID uuid.UUID
 		idle       bool
 		acceptedAt time.Time
-		roster     pq.StringArray
 	)
 	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
 	if err != nil {
@@ -228,7 +216,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(&pos, &kind, &audience, &b.AgentID, &agentVerID, &b.AgentVersion, &b.Controller, &b.ModelRoute, &perms, &idle, &acceptedAt, &roster); err != nil {
+		if err := rows.Scan(append([]any{&pos, &idle, &acceptedAt}, row.Dest()...)...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -239,15 +227,8 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	if !foundRoom {
 		return nil, errcode.New(errcode.NotFound, "conversation %s not found", in.ConversationID)
 	}
-	b.AgentVersionID = agentVerID
-	b.ConversationKind = kind
-	b.Permissions = perms
-	if kind == "shared" {
-		b.AudienceVersion = audience
-	}
-	if len(roster) > 0 {
-		b.Roster = roster
-	}
+	b := authority.ResolveBundle(in.Member, in.ConversationID, row)
+	agentVerID := b.AgentVersionID
 	if err := s.pin(ctx, tx, &b, &agentVerID, in, acceptedAt); err != nil {
 		return nil, err
 	}
