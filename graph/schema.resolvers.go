@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/errcode"
