@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin/turngate
 PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
-RACE_PKGS := ./journal/... ./turn/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
+RACE_PKGS := ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
 .PHONY: run build test vet check-generate generate bench chaos fuzz clean
 
