@@ -1,10 +1,3 @@
-// Package gateway is the model gateway: every model call of every run goes
-// through it. It routes a request to a provider by the agent version's model
-// route, applies policy (allowed models, tool filtering) and the turn's
-// token budget, passes effort to providers that support it, and normalises
-// what comes back into one stream of deltas: text, tool calls, usage,
-// finish. The runtime never holds a model credential; providers live here,
-// in the trusted backend.
 package gateway
 
 import (

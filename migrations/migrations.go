@@ -1,10 +1,3 @@
-// Package migrations holds turngate's versioned SQL schema and applies it.
-//
-// The *.up.sql files are generated from ../ent/schema by gen.go (`make
-// generate`), plus hand-written extras for what ent cannot say (triggers).
-// They are embedded in the binary and applied at start-up and by `turngate
-// migrate`; tests build their databases from the same files, so tests run
-// the production schema.
 package migrations
 
 import (

@@ -1,18 +1,3 @@
-// Package web serves an offline GraphiQL explorer for the turngate GraphQL
-// endpoint.
-//
-// The page and all of its JavaScript, CSS, fonts and Monaco web workers are
-// embedded in the binary from dist/, so the explorer works on machines with no
-// internet access and nothing is ever loaded from a CDN. dist/ is a build
-// product that is committed, so `go build` needs no Node toolchain. To rebuild
-// it after changing web/graphiql (sources, or the pinned npm versions):
-//
-//	cd web/graphiql && npm ci && npm run build
-//
-// Subscriptions are sent from the browser over gqlgen's SSE transport (a POST
-// with Accept: text/event-stream) rather than a WebSocket, because browsers
-// cannot set custom headers such as the identity header on a WebSocket
-// upgrade, whereas a streaming POST carries the same headers as any query.
 package web
 
 import (

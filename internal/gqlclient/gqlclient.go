@@ -1,6 +1,3 @@
-// Package gqlclient is a small GraphQL client for tests and benchmarks:
-// queries and mutations over HTTP POST, subscriptions over a real
-// graphql-transport-ws WebSocket (github.com/coder/websocket) and over SSE.
 package gqlclient
 
 import (

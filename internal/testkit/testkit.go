@@ -1,6 +1,3 @@
-// Package testkit builds the world a data test needs on a real Postgres: a
-// database of its own cloned from the migrated template (internal/dbtest),
-// the services wired as the server wires them, and the demo data set.
 package testkit
 
 import (
