@@ -44,4 +44,32 @@
 // ([LoadOrCreateDevKey]); `turngate token` mints envelopes with the same
 // key through a [Signer], and [DevSubject] gives demo users deterministic
 // platform user ids.
+//
+// # The authorization rules
+//
+// Every authorization predicate is written here once, as a Go function
+// and, where a query must apply it inside the database, as the one SQL
+// fragment every such query embeds; no other package writes its own
+// (predicate.go):
+//
+//   - room membership, now: [IsMember], [MemberSQL];
+//   - a turn is visible to its room's current members and to no one else
+//     (NOT_FOUND, as for a turn that does not exist): [TurnVisible];
+//   - who may steer, cancel or decide the approvals of a turn — its author,
+//     or the owner of a shared room: [MayCommand];
+//   - the document ACL, read when the document is, keyed by [Principal]:
+//     [DocumentReadableSQL], [ReadableDocuments];
+//   - artifact visibility (its owner, or a current member of a room that
+//     holds a reference): [ArtifactReadableSQL];
+//   - a permission held at the moment a tool runs: [Holds].
+//
+// The authority bundle a turn is pinned to is resolved in one place,
+// [ResolveBundle], from the row [BundleColumns] reads in the accepting
+// statement.
+//
+// # What it must not import
+//
+// authority sits below every package that acts for a member: it imports
+// errcode, pg and ent, never turn, lease, runner, callback, tools, room,
+// graph or server.
 package authority

@@ -8,10 +8,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
-	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -91,7 +91,7 @@ func (h *Host) execute(ctx context.Context, call runtime.ToolCall) (string, tool
 		return h.delegate(ctx, call)
 	}
 	if perm := t.Permission(); perm != "" {
-		held, err := h.holds(ctx, perm)
+		held, err := authority.Holds(ctx, h.deps.Client, h.bundle.MemberID, perm)
 		if err != nil {
 			return ToolFailed, tools.Result{Content: "The tool could not be run: the member's permissions could not be read."}
 		}
@@ -178,9 +178,8 @@ func (h *Host) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) er
 		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR SHARE`, c.Turn.ConversationID); err != nil {
 			return err
 		}
-		var member bool
-		if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
-			[]any{c.Turn.ConversationID, h.bundle.MemberID}, &member); err != nil {
+		member, err := authority.IsMember(ctx, tx, c.Turn.ConversationID, h.bundle.MemberID)
+		if err != nil {
 			return err
 		}
 		if member {
@@ -212,11 +211,4 @@ func (h *Host) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) er
 }
 
 // holds reports whether the member holds a permission at this moment.
-func (h *Host) holds(ctx context.Context, perm string) (bool, error) {
-	var held bool
-	err := pg.QueryRow(ctx, h.deps.Client, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
-		[]any{h.bundle.MemberID, perm}, &held)
-	return held, err
-}
-
 func jsonDecode(raw string, v any) error { return json.Unmarshal([]byte(raw), v) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/pg"
@@ -86,16 +87,16 @@ type documentsInput struct {
 }
 
 // A document is listed when its ACL holds the viewer's email ($1) now.
-const documentACL = `EXISTS (SELECT 1 FROM document_acls a WHERE a.document_id = d.id AND a.principal = $1)`
+var documentACL = authority.DocumentReadableSQL("d.id", "$1")
 
-const listDocuments = `
+var listDocuments = `
 SELECT d.id, d.title, d.digest FROM documents d
 WHERE ` + documentACL + `
 ORDER BY d.title, d.id
 LIMIT $2`
 
 // searchDocuments ranks a document by its best-matching passage.
-const searchDocuments = `
+var searchDocuments = `
 SELECT d.id, d.title, d.digest
 FROM documents d
 JOIN LATERAL (
@@ -110,7 +111,7 @@ LIMIT $2`
 // documentsFor lists up to first documents email may read now, filtered
 // by a full-text query over their passages when query is not blank.
 func documentsFor(ctx context.Context, q pg.Querier, email, query string, first int) ([]*model.Document, error) {
-	sqlText, args := listDocuments, []any{strings.ToLower(email), first}
+	sqlText, args := listDocuments, []any{authority.Principal(email), first}
 	if strings.TrimSpace(query) != "" {
 		sqlText, args = searchDocuments, append(args, query)
 	}

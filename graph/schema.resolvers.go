@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/google/uuid"
@@ -166,15 +165,10 @@ func (r *mutationResolver) ResumeTurn(ctx context.Context, input model.ResumeTur
 	if err != nil {
 		return nil, errcode.Invalid("turnId", "turnId must be a turn UUID")
 	}
-	t, err := r.Turns.Get(ctx, tid)
-	if err != nil {
-		return nil, err
-	}
 	// Recovery runs with the caller's current authority: only a current
 	// member of the turn's room may ask for it.
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", input.TurnID)
-	} else if err != nil {
+	t, err := r.Turns.Visible(ctx, m, tid)
+	if err != nil {
 		return nil, err
 	}
 	if r.Runs != nil {
@@ -323,16 +317,11 @@ func (r *queryResolver) Turn(ctx context.Context, id string) (*model.Turn, error
 	if err != nil {
 		return nil, errcode.Invalid("id", "id must be a turn UUID")
 	}
-	t, err := r.Turns.Get(ctx, tid)
-	if err != nil {
-		return nil, err
-	}
 	// A turn is visible to the current members of its room, and to no one
 	// else: anyone else gets the same NOT_FOUND as for a turn that does
 	// not exist.
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", id)
-	} else if err != nil {
+	t, err := r.Turns.Visible(ctx, m, tid)
+	if err != nil {
 		return nil, err
 	}
 	return toTurn(t), nil
@@ -469,13 +458,8 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 	if err != nil {
 		return nil, errcode.Invalid("turnId", "turnId must be a turn UUID")
 	}
-	t, err := r.Turns.Get(ctx, tid)
+	t, err := r.Turns.Visible(ctx, m, tid)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := r.Rooms.GetByID(ctx, m, t.ConversationID); errors.Is(err, errcode.ErrNotFound) {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
-	} else if err != nil {
 		return nil, err
 	}
 	read := func(ctx context.Context, after int64) ([]journal.Entry, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/journal"
@@ -160,9 +161,8 @@ func stillMember(ctx context.Context, tx pg.Querier, room, author, turnID uuid.U
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, room); err != nil {
 		return false, err
 	}
-	var member bool
-	if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
-		[]any{room, author}, &member); err != nil {
+	member, err := authority.IsMember(ctx, tx, room, author)
+	if err != nil {
 		return false, err
 	}
 	if member {

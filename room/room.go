@@ -124,21 +124,27 @@ func (s *Service) Get(ctx context.Context, viewer authority.Member, ref string) 
 
 // GetByID is Get for a room UUID.
 func (s *Service) GetByID(ctx context.Context, viewer authority.Member, id uuid.UUID) (*ent.Conversation, error) {
-	c, err := s.Client.Conversation.Query().
-		Where(entconv.ID(id), entconv.HasMembersWith(roommember.MemberID(viewer.ID))).
-		Only(ctx)
+	c, err := s.Client.Conversation.Get(ctx, id)
 	if ent.IsNotFound(err) {
 		return nil, errcode.New(errcode.NotFound, "conversation not found")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get conversation %s: %w", id, err)
 	}
+	// A room exists only for its current members.
+	in, err := authority.IsMember(ctx, s.Client, id, viewer.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !in {
+		return nil, errcode.New(errcode.NotFound, "conversation not found")
+	}
 	return c, nil
 }
 
 // IsMember reports whether member is in room now.
 func (s *Service) IsMember(ctx context.Context, roomID, memberID uuid.UUID) (bool, error) {
-	return s.Client.RoomMember.Query().Where(roommember.ConversationID(roomID), roommember.MemberID(memberID)).Exist(ctx)
+	return authority.IsMember(ctx, s.Client, roomID, memberID)
 }
 
 // Membership is one room a member is in.

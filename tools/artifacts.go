@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -122,17 +123,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 // visibleArtifact selects artifact $2 for viewer $1 only when the viewer
 // may read it now: they own it, or a room they are a current member of
 // holds a reference to it. refs are the digests of those references.
-const visibleArtifact = `
+var visibleArtifact = `
 SELECT a.name, a.media_type, a.size, a.sha256, %s,
        ARRAY(SELECT rr.digest FROM room_resources rr
-             JOIN room_members rm ON rm.conversation_id = rr.conversation_id AND rm.member_id = $1
-             WHERE rr.artifact_id = a.id ORDER BY rr.id) AS refs
+             WHERE rr.artifact_id = a.id AND ` + authority.MemberSQL("rr.conversation_id", "$1") + `
+             ORDER BY rr.id) AS refs
 FROM artifacts a
-WHERE a.id = $2
-  AND (a.owner_id = $1 OR EXISTS (
-        SELECT 1 FROM room_resources rr
-        JOIN room_members rm ON rm.conversation_id = rr.conversation_id AND rm.member_id = $1
-        WHERE rr.artifact_id = a.id))`
+WHERE a.id = $2 AND ` + authority.ArtifactReadableSQL("a.id", "a.owner_id", "$1")
 
 var (
 	statArtifact = fmt.Sprintf(visibleArtifact, "NULL::bytea")

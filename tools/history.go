@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
 )
 
 // HistorySearch searches the finished turns of the conversations the
@@ -33,12 +35,12 @@ func (HistorySearch) Permission() string { return "" }
 
 const historyLimit = 5
 
-const searchHistory = `
+var searchHistory = `
 SELECT t.id, c.title, t.input, coalesce(t.answer, '')
 FROM turns t
-JOIN room_members rm ON rm.conversation_id = t.conversation_id AND rm.member_id = $1
 JOIN conversations c ON c.id = t.conversation_id
-WHERE t.state = 'completed' AND t.id <> $3
+WHERE ` + authority.MemberSQL("t.conversation_id", "$1") + `
+  AND t.state = 'completed' AND t.id <> $3
   AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
 ORDER BY ts_rank(to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')), websearch_to_tsquery('simple', $2)) DESC, t.created_at DESC
 LIMIT $4`

@@ -19,14 +19,14 @@ type RoomRef struct {
 	Digest     string
 }
 
-const linkArtifacts = `
+var linkArtifacts = `
 WITH shared AS (SELECT id FROM conversations WHERE id = $1 AND kind = 'shared')
 INSERT INTO room_resources (id, conversation_id, artifact_id, digest, turn_id)
 SELECT gen_random_uuid(), shared.id, a.id, a.sha256, a.turn_id
 FROM shared, artifacts a JOIN turns t ON t.id = a.turn_id
 WHERE t.conversation_id = shared.id
   AND ($2::uuid[] IS NULL OR a.id = ANY($2))
-  AND EXISTS (SELECT 1 FROM room_members m WHERE m.conversation_id = shared.id AND m.member_id = a.owner_id)
+  AND ` + authority.MemberSQL("shared.id", "a.owner_id") + `
 ON CONFLICT (conversation_id, artifact_id) DO NOTHING`
 
 const roomRefs = `

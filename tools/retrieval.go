@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -39,11 +40,11 @@ func (Retrieval) Permission() string { return "documents.read" }
 // holds the email ($1) and the manifest pins it — the listed documents
 // ($2) when there is a selection, else those that existed when the turn
 // was accepted ($3).
-const visible = `EXISTS (SELECT 1 FROM document_acls a WHERE a.document_id = d.id AND a.principal = $1)
+var visible = authority.DocumentReadableSQL("d.id", "$1") + `
   AND ($2::uuid[] IS NULL OR d.id = ANY($2))
   AND ($3::timestamptz IS NULL OR d.created_at <= $3)`
 
-const searchPassages = `
+var searchPassages = `
 SELECT p.document_id, p.ordinal, d.title, d.digest, p.text
 FROM passages p JOIN documents d ON d.id = p.document_id,
      websearch_to_tsquery('english', $4) q
@@ -132,7 +133,7 @@ func (ReadDocument) Spec() Spec {
 // Permission implements Tool.
 func (ReadDocument) Permission() string { return "documents.read" }
 
-const readDocument = `
+var readDocument = `
 SELECT d.title, d.digest, d.body FROM documents d WHERE d.id = $4 AND ` + visible
 
 // Run implements Tool.

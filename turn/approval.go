@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/pg"
@@ -43,12 +42,12 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 	if err != nil {
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
 	}
-	if actor.ID != authorID && !(kind == "shared" && actor.ID == ownerID) {
+	if !authority.MayCommand(actor.ID, authorID, authority.Room{ID: roomID, Kind: kind, OwnerID: ownerID}) {
 		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may decide this approval")
 	}
 	if kind == "shared" && actor.ID == ownerID && actor.ID != authorID {
 		// The owner decides only while still the owner and a member.
-		member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(roomID), roommember.MemberID(actor.ID)).Exist(ctx)
+		member, err := authority.IsMember(ctx, s.Client, roomID, actor.ID)
 		if err != nil {
 			return nil, fmt.Errorf("decide approval %s: owner's membership: %w", approvalID, err)
 		}
@@ -71,12 +70,11 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 	var decided string
 	err = pg.QueryRow(ctx, tx, `UPDATE approvals SET state = $2, decided_by = $3, decided_at = now()
 WHERE id = $1 AND state = 'pending' AND expires_at > now()
-  AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $4 AND member_id = $3)
+  AND `+authority.MemberSQL("$4", "$3")+`
 RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 	if errors.Is(err, sql.ErrNoRows) {
-		var member bool
-		if err := pg.QueryRow(ctx, tx, `SELECT EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)`,
-			[]any{roomID, actor.ID}, &member); err != nil {
+		member, err := authority.IsMember(ctx, tx, roomID, actor.ID)
+		if err != nil {
 			return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
 		}
 		if !member {

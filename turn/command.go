@@ -10,7 +10,6 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entcommand "github.com/turngate/turngate/ent/command"
-	"github.com/turngate/turngate/ent/roommember"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
@@ -24,23 +23,9 @@ import (
 // cancelled terminal. Only the turn's author may cancel it, or the room's
 // owner in a shared room; a retry with the same command id converges.
 func (s *Service) Cancel(ctx context.Context, actor authority.Member, commandID, turnID uuid.UUID) (*ent.Turn, error) {
-	t, err := s.Get(ctx, turnID)
+	t, err := s.commandable(ctx, actor, turnID, "cancel")
 	if err != nil {
 		return nil, err
-	}
-	room, err := s.Client.Conversation.Get(ctx, t.ConversationID)
-	if err != nil {
-		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
-	}
-	member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(room.ID), roommember.MemberID(actor.ID)).Exist(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
-	}
-	if !member {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
-	}
-	if t.AuthorID != actor.ID && !(room.Kind == "shared" && room.OwnerID == actor.ID) {
-		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may cancel it")
 	}
 
 	tx, err := s.Client.Tx(ctx)

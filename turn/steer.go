@@ -9,7 +9,6 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entcommand "github.com/turngate/turngate/ent/command"
-	"github.com/turngate/turngate/ent/roommember"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/pg"
@@ -30,23 +29,9 @@ func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, 
 	if text == "" || len(text) > MaxSteerText {
 		return nil, errcode.New(errcode.BadUserInput, "steering text must be 1 to %d bytes", MaxSteerText)
 	}
-	t, err := s.Get(ctx, turnID)
+	t, err := s.commandable(ctx, actor, turnID, "steer")
 	if err != nil {
 		return nil, err
-	}
-	room, err := s.Client.Conversation.Get(ctx, t.ConversationID)
-	if err != nil {
-		return nil, fmt.Errorf("steer %s: %w", turnID, err)
-	}
-	member, err := s.Client.RoomMember.Query().Where(roommember.ConversationID(room.ID), roommember.MemberID(actor.ID)).Exist(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("steer %s: %w", turnID, err)
-	}
-	if !member {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", turnID)
-	}
-	if t.AuthorID != actor.ID && !(room.Kind == "shared" && room.OwnerID == actor.ID) {
-		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may steer it")
 	}
 
 	tx, err := s.Client.Tx(ctx)

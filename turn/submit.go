@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
@@ -99,7 +97,7 @@ type Submission struct {
 var takePosition = `
 WITH room AS (
   UPDATE conversations SET next_seq = next_seq + 1
-  WHERE id = $1 AND EXISTS (SELECT 1 FROM room_members WHERE conversation_id = $1 AND member_id = $2)
+  WHERE id = $1 AND ` + authority.MemberSQL("$1", "$2") + `
   RETURNING id, next_seq, kind, audience_version, agent_id, active_turn_id
 )
 SELECT room.next_seq,
@@ -144,9 +142,8 @@ func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agen
 		b.Specialist = in.Specialist
 	}
 	if len(in.Documents) > 0 {
-		var readable int
-		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT document_id) FROM document_acls WHERE principal = $1 AND document_id = ANY($2)`,
-			strings.ToLower(in.Member.Email), pq.Array(uuidStrings(in.Documents))).Scan(&readable); err != nil {
+		readable, err := authority.ReadableDocuments(ctx, tx, authority.Principal(in.Member.Email), in.Documents)
+		if err != nil {
 			return fmt.Errorf("submit: documents: %w", err)
 		}
 		if readable != len(uniq(in.Documents)) {
@@ -176,14 +173,6 @@ func uniq(ids []uuid.UUID) []uuid.UUID {
 		if !slices.Contains(out, id) {
 			out = append(out, id)
 		}
-	}
-	return out
-}
-
-func uuidStrings(ids []uuid.UUID) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id.String()
 	}
 	return out
 }

@@ -1,0 +1,114 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/pg"
+)
+
+// The authorization predicates. Each rule is written here once, as a Go
+// function and, where a query must apply it in the database, as the one SQL
+// fragment every such query embeds, so a storage path cannot drift from
+// the rule (wtf's CanEditDial is the model).
+
+// MemberSQL is room membership as SQL: true while member is in room now.
+// room and member are SQL expressions (a placeholder such as "$1", or a
+// column).
+func MemberSQL(room, member string) string {
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM room_members WHERE conversation_id = %s AND member_id = %s)", room, member)
+}
+
+// IsMember reports whether member is in room now. It is a statement of its
+// own: inside a transaction that holds the room's row lock (the lock every
+// membership change takes), it sees every change committed before the
+// lock, and none can commit until the transaction ends.
+func IsMember(ctx context.Context, q pg.Querier, room, member uuid.UUID) (bool, error) {
+	var in bool
+	if err := pg.QueryRow(ctx, q, "SELECT "+MemberSQL("$1", "$2"), []any{room, member}, &in); err != nil {
+		return false, fmt.Errorf("membership of %s in %s: %w", member, room, err)
+	}
+	return in, nil
+}
+
+// Principal is the document-ACL principal of an email: ACLs name verified,
+// lowercased emails.
+func Principal(email string) string { return strings.ToLower(email) }
+
+// DocumentReadableSQL is the document ACL as SQL: true when the ACL of
+// document grants principal (a Principal) read access. Both are SQL
+// expressions. A document's ACL is read at the moment the document is —
+// never pinned at a turn's start.
+func DocumentReadableSQL(document, principal string) string {
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %s AND acl.principal = %s)", document, principal)
+}
+
+// ReadableDocuments counts how many of the distinct documents ids the
+// principal may read now.
+func ReadableDocuments(ctx context.Context, q pg.Querier, principal string, ids []uuid.UUID) (int, error) {
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	var n int
+	err := pg.QueryRow(ctx, q, `SELECT count(*) FROM documents d WHERE d.id = ANY($2::uuid[]) AND `+DocumentReadableSQL("d.id", "$1"),
+		[]any{principal, "{" + strings.Join(strs, ",") + "}"}, &n)
+	if err != nil {
+		return 0, fmt.Errorf("readable documents: %w", err)
+	}
+	return n, nil
+}
+
+// ArtifactReadableSQL is artifact visibility as SQL: true when viewer may
+// read artifact now — they own it (ownerColumn is the artifact's owner), or
+// a room they are a current member of holds a reference to it. All three
+// are SQL expressions.
+func ArtifactReadableSQL(artifact, ownerColumn, viewer string) string {
+	return fmt.Sprintf("(%s = %s OR EXISTS (SELECT 1 FROM room_resources rr WHERE rr.artifact_id = %s AND %s))",
+		ownerColumn, viewer, artifact, MemberSQL("rr.conversation_id", viewer))
+}
+
+// Room is what the command rule needs to know of a room.
+type Room struct {
+	ID uuid.UUID
+	// Kind is private or shared.
+	Kind    string
+	OwnerID uuid.UUID
+}
+
+// MayCommand reports whether actor may steer, cancel or decide on the
+// approvals of a turn that author started in room: the turn's author may,
+// and in a shared room so may the room's owner. Whoever it is must also be
+// a member of the room now; callers check that first (a non-member does
+// not see the turn at all, see TurnVisible).
+func MayCommand(actor, author uuid.UUID, room Room) bool {
+	return actor == author || (room.Kind == "shared" && actor == room.OwnerID)
+}
+
+// TurnVisible is the visibility rule of a turn: its room's current members
+// see it; to anyone else it does not exist. It returns nil, or the
+// NOT_FOUND error a caller returns as is.
+func TurnVisible(ctx context.Context, q pg.Querier, turn, room, viewer uuid.UUID) error {
+	in, err := IsMember(ctx, q, room, viewer)
+	if err != nil {
+		return err
+	}
+	if !in {
+		return errcode.New(errcode.NotFound, "turn %s not found", turn)
+	}
+	return nil
+}
+
+// Holds reports whether member holds permission now: the write guard every
+// tool call passes at the moment it runs, never the bundle's copy from the
+// turn's start.
+func Holds(ctx context.Context, q pg.Querier, member uuid.UUID, permission string) (bool, error) {
+	var held bool
+	err := pg.QueryRow(ctx, q, `SELECT EXISTS (SELECT 1 FROM member_permissions WHERE member_id = $1 AND permission = $2)`,
+		[]any{member, permission}, &held)
+	return held, err
+}
