@@ -119,3 +119,8 @@ func (m *Members) upsertError(err error) error {
 	}
 	return fmt.Errorf("upsert member: %w", err)
 }
+
+// Get returns the member with id.
+func (m *Members) Get(ctx context.Context, id uuid.UUID) (*ent.Member, error) {
+	return m.Client.Member.Get(ctx, id)
+}

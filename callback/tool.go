@@ -12,6 +12,7 @@ import (
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -159,7 +160,7 @@ func (h *Host) remember(cs []tools.Citation) {
 // the room is re-checked under the room's lock, in the transaction that
 // makes it; the files themselves stay the member's own records. A member
 // no longer in the room gets no reference: the file stays theirs alone.
-func (h *Host) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) error {
+func (h *Host) settleArtifacts(ctx context.Context, refs []resource.ArtifactRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -188,7 +189,7 @@ func (h *Host) settleArtifacts(ctx context.Context, refs []tools.ArtifactRef) er
 				ids[i] = a.ID
 			}
 			// The same linking step invitation-time reconciliation uses.
-			linked, err := tools.LinkToRoom(ctx, tx, c.Turn.ConversationID.String(), ids)
+			linked, err := resource.LinkToRoom(ctx, tx, c.Turn.ConversationID.String(), ids)
 			if err != nil {
 				return err
 			}

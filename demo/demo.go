@@ -1,6 +1,3 @@
-// Package demo seeds the demo data set that `make run` serves: two members,
-// the default agent, a shared room and a private room each. Tests build on
-// the same data.
 package demo
 
 import (
@@ -15,6 +12,7 @@ import (
 	entagentversion "github.com/turngate/turngate/ent/agentversion"
 	entconv "github.com/turngate/turngate/ent/conversation"
 	entmember "github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/tools"
 )
@@ -79,7 +77,7 @@ ON CONFLICT (member_id, agent_id) DO NOTHING`, uuid.New(), alice.ID, `["`+Resear
 }
 
 // Documents are the demo documents: who may read each is its ACL.
-var Documents = []tools.Document{
+var Documents = []resource.Document{
 	{
 		Title:   "Launch plan",
 		Readers: []string{"alice@example.com", "bob@example.com"},
@@ -108,7 +106,7 @@ func seedDocuments(ctx context.Context, client *ent.Client) error {
 	}
 	defer tx.Rollback()
 	for _, d := range Documents {
-		if _, err := tools.AddDocument(ctx, tx, d); err != nil {
+		if _, err := resource.AddDocument(ctx, tx, d); err != nil {
 			return fmt.Errorf("seed document %q: %w", d.Title, err)
 		}
 	}
@@ -116,7 +114,8 @@ func seedDocuments(ctx context.Context, client *ent.Client) error {
 }
 
 // SeedAgent makes the default agent and its first version, if missing.
-// Every server needs it: a conversation names an agent.
+// Only a demo server seeds it; a production server serves the agents it
+// was given.
 func SeedAgent(ctx context.Context, client *ent.Client) error {
 	exists, err := client.Agent.Query().Where(entagent.Slug(room.DefaultAgent)).Exist(ctx)
 	if err != nil || exists {
@@ -215,6 +214,9 @@ func UseRoute(ctx context.Context, client *ent.Client, route string) error {
 	latest, err := client.AgentVersion.Query().
 		Where(entagentversion.HasAgentWith(entagent.Slug(room.DefaultAgent))).
 		Order(ent.Desc(entagentversion.FieldVersion)).First(ctx)
+	if ent.IsNotFound(err) {
+		return fmt.Errorf("TURNGATE_AGENT_ROUTE sets the route of the default agent %q, which does not exist (it is seeded in demo mode)", room.DefaultAgent)
+	}
 	if err != nil {
 		return fmt.Errorf("default agent: %w", err)
 	}

@@ -10,11 +10,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/ent"
-	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -108,13 +106,10 @@ func toEntApproval(a *ent.Approval, now time.Time) *model.Approval {
 }
 
 // turnApprovals lists a turn's approvals, oldest first.
-func turnApprovals(ctx context.Context, client *ent.Client, turnID uuid.UUID) ([]*model.Approval, error) {
-	as, err := client.Approval.Query().
-		Where(approval.TurnID(turnID)).
-		Order(ent.Asc(approval.FieldCreatedAt), ent.Asc(approval.FieldID)).
-		All(ctx)
+func turnApprovals(ctx context.Context, turns *turn.Service, turnID uuid.UUID) ([]*model.Approval, error) {
+	as, err := turns.Approvals(ctx, turnID)
 	if err != nil {
-		return nil, fmt.Errorf("approvals of turn %s: %w", turnID, err)
+		return nil, err
 	}
 	now := time.Now()
 	out := make([]*model.Approval, len(as))
@@ -127,7 +122,7 @@ func turnApprovals(ctx context.Context, client *ent.Client, turnID uuid.UUID) ([
 // answerOf reads the payload of a turn's turn_answer entry; the zero
 // payload when the turn has none (it has not answered, or its answer was
 // refused).
-func answerOf(ctx context.Context, q pg.Querier, t *model.Turn) (journal.AnswerPayload, error) {
+func answerOf(ctx context.Context, turns *turn.Service, t *model.Turn) (journal.AnswerPayload, error) {
 	if t.Answer == nil {
 		return journal.AnswerPayload{}, nil // no answer, so no turn_answer entry
 	}
@@ -135,15 +130,7 @@ func answerOf(ctx context.Context, q pg.Querier, t *model.Turn) (journal.AnswerP
 	if err != nil {
 		return journal.AnswerPayload{}, fmt.Errorf("turn id %q: %w", t.ID, err)
 	}
-	entries, err := journal.ReadTurn(ctx, q, id, 0, 1, journal.KindTurnAnswer)
-	if err != nil || len(entries) == 0 {
-		return journal.AnswerPayload{}, err
-	}
-	var p journal.AnswerPayload
-	if err := json.Unmarshal(entries[0].Payload, &p); err != nil {
-		return journal.AnswerPayload{}, fmt.Errorf("decode the answer of turn %s: %w", id, err)
-	}
-	return p, nil
+	return turns.Answer(ctx, id)
 }
 
 func toCitations(cs []journal.AnswerCitation) []*model.Citation {

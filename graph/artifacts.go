@@ -13,8 +13,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/model"
-	"github.com/turngate/turngate/pg"
-	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/resource"
 )
 
 // MaxArtifactText bounds the artifacts whose content Artifact.text
@@ -24,7 +23,7 @@ const MaxArtifactText = 64 << 10
 // ArtifactPath is where an artifact's content is downloaded.
 func ArtifactPath(id uuid.UUID) string { return "/artifacts/" + id.String() }
 
-func toArtifact(ref tools.ArtifactRef) *model.Artifact {
+func toArtifact(ref resource.ArtifactRef) *model.Artifact {
 	return &model.Artifact{
 		ID:          ref.ID.String(),
 		Name:        ref.Name,
@@ -40,9 +39,9 @@ func toArtifact(ref tools.ArtifactRef) *model.Artifact {
 // content that fails its digest check is refused, not shown.
 func artifactError(id string, err error) error {
 	switch {
-	case errors.Is(err, tools.ErrArtifactNotFound):
+	case errors.Is(err, resource.ErrArtifactNotFound):
 		return errcode.New(errcode.NotFound, "artifact %s not found", id)
-	case errors.Is(err, tools.ErrDigestMismatch):
+	case errors.Is(err, resource.ErrDigestMismatch):
 		return errcode.New(errcode.Conflict, "artifact %s failed its digest check; its content is not served", id)
 	}
 	return err
@@ -61,7 +60,7 @@ func isTextMedia(mediaType string) bool {
 // artifactText is an artifact's content as text, read (re-authorised and
 // digest-verified) for viewer; nil when it is not a text artifact or is
 // too big.
-func artifactText(ctx context.Context, q pg.Querier, viewer uuid.UUID, a *model.Artifact) (*string, error) {
+func artifactText(ctx context.Context, store *resource.Store, viewer uuid.UUID, a *model.Artifact) (*string, error) {
 	if !isTextMedia(a.MediaType) || a.Size > MaxArtifactText {
 		return nil, nil
 	}
@@ -69,7 +68,7 @@ func artifactText(ctx context.Context, q pg.Querier, viewer uuid.UUID, a *model.
 	if err != nil {
 		return nil, fmt.Errorf("artifact id %q: %w", a.ID, err)
 	}
-	ref, data, err := tools.ReadArtifact(ctx, q, viewer, id)
+	ref, data, err := store.Read(ctx, viewer, id)
 	if err != nil {
 		return nil, artifactError(a.ID, err)
 	}
@@ -86,49 +85,16 @@ type documentsInput struct {
 	Query string `json:"query" validate:"maxbytes=500"`
 }
 
-// A document is listed when its ACL holds the viewer's email ($1) now.
-var documentACL = authority.DocumentReadableSQL("d.id", "$1")
-
-var listDocuments = `
-SELECT d.id, d.title, d.digest FROM documents d
-WHERE ` + documentACL + `
-ORDER BY d.title, d.id
-LIMIT $2`
-
-// searchDocuments ranks a document by its best-matching passage.
-var searchDocuments = `
-SELECT d.id, d.title, d.digest
-FROM documents d
-JOIN LATERAL (
-  SELECT max(ts_rank(p.tsv, q)) AS rank
-  FROM passages p, websearch_to_tsquery('english', $3) q
-  WHERE p.document_id = d.id AND p.tsv @@ q
-) m ON m.rank IS NOT NULL
-WHERE ` + documentACL + `
-ORDER BY m.rank DESC, d.title, d.id
-LIMIT $2`
-
-// documentsFor lists up to first documents email may read now, filtered
+// documentsFor lists up to first documents viewer may read now, filtered
 // by a full-text query over their passages when query is not blank.
-func documentsFor(ctx context.Context, q pg.Querier, email, query string, first int) ([]*model.Document, error) {
-	sqlText, args := listDocuments, []any{authority.Principal(email), first}
-	if strings.TrimSpace(query) != "" {
-		sqlText, args = searchDocuments, append(args, query)
-	}
-	rows, err := q.QueryContext(ctx, sqlText, args...)
+func documentsFor(ctx context.Context, store *resource.Store, viewer authority.Member, query string, first int) ([]*model.Document, error) {
+	docs, err := store.Documents(ctx, authority.Principal(viewer.Email), query, first)
 	if err != nil {
-		return nil, fmt.Errorf("list documents: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := []*model.Document{}
-	for rows.Next() {
-		var id uuid.UUID
-		d := &model.Document{}
-		if err := rows.Scan(&id, &d.Title, &d.Digest); err != nil {
-			return nil, err
-		}
-		d.ID = id.String()
-		out = append(out, d)
+	out := make([]*model.Document, len(docs))
+	for i, d := range docs {
+		out[i] = &model.Document{ID: d.ID.String(), Title: d.Title, Digest: d.Digest}
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -1,6 +1,3 @@
-// Package graph holds the GraphQL resolvers. They are thin: read the
-// identity from the context, make one domain call, map the result. The
-// generated executor lives in graph/generated and the types in graph/model.
 package graph
 
 import (
@@ -9,8 +6,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/turn"
 )
@@ -23,11 +20,14 @@ type Runs interface {
 
 // Resolver holds the resolvers' dependencies.
 type Resolver struct {
-	Client  *ent.Client
-	Members *authority.Members
-	Rooms   *room.Service
-	Turns   *turn.Service
-	Hub     *journal.Hub
+	Members   *authority.Members
+	Rooms     *room.Service
+	Turns     *turn.Service
+	Resources *resource.Store
+	Log       *journal.Log
+	// Streams owns the subscriptions' goroutines; the server stops it
+	// before it closes what they read. Nil leaves them unowned.
+	Streams *Streams
 	// Runs recovers lost runs for present clients; nil on an API-only
 	// replica, which leaves recovery to the others.
 	Runs Runs

@@ -10,14 +10,12 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/room"
-	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -28,12 +26,12 @@ func (r *artifactResolver) Text(ctx context.Context, obj *model.Artifact) (*stri
 		return nil, err
 	}
 	// Read again, as the viewer, now: re-authorised and digest-verified.
-	return artifactText(ctx, r.Client, m.ID, obj)
+	return artifactText(ctx, r.Resources, m.ID, obj)
 }
 
 // Owner is the resolver for the owner field.
 func (r *conversationResolver) Owner(ctx context.Context, obj *model.Conversation) (*model.Member, error) {
-	m, err := r.Client.Member.Get(ctx, uuid.MustParse(obj.OwnerID))
+	m, err := r.Resolver.Members.Get(ctx, uuid.MustParse(obj.OwnerID))
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +138,7 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 		return nil, err
 	}
 	// Submit checks membership itself, under the room's lock.
-	roomID, err := authority.ResolveScope(ctx, r.Client, input.ConversationID)
+	roomID, err := r.Rooms.ResolveScope(ctx, input.ConversationID)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +345,7 @@ func (r *queryResolver) Journal(ctx context.Context, conversationID string, afte
 	if err != nil {
 		return nil, err
 	}
-	entries, err := journal.Read(ctx, r.Client, c.ID, p.After, int(p.First)+1)
+	entries, err := r.Log.Read(ctx, c.ID, p.After, int(p.First)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +373,7 @@ func (r *queryResolver) Artifact(ctx context.Context, id string) (*model.Artifac
 	// An artifact is visible to its owner and to the current members of a
 	// room that references it; anyone else gets the same NOT_FOUND as for
 	// an artifact that does not exist.
-	ref, err := tools.StatArtifact(ctx, r.Client, m.ID, aid)
+	ref, err := r.Resources.Stat(ctx, m.ID, aid)
 	if err != nil {
 		return nil, artifactError(id, err)
 	}
@@ -398,7 +396,7 @@ func (r *queryResolver) Documents(ctx context.Context, first *int64, query *stri
 	if err := check(in); err != nil {
 		return nil, err
 	}
-	return documentsFor(ctx, r.Client, m.Email, in.Query, int(in.First))
+	return documentsFor(ctx, r.Resources, m, in.Query, int(in.First))
 }
 
 // Journal is the resolver for the journal field.
@@ -421,10 +419,10 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	if r.Runs != nil {
 		// A present, freshly authorised viewer: if the room's run lost
 		// its owner, recover it as soon as its lease has expired.
-		goRecover(ctx, "watch room", func() { r.Runs.Watch(ctx, c.ID) })
+		goRecover(ctx, r.Streams, "watch room", func(ctx context.Context) { r.Runs.Watch(ctx, c.ID) })
 	}
-	return Stream(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
-		return journal.Follow(ctx, r.Client, r.Hub, c.ID, p.After, nil, func(e journal.Entry) error {
+	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+		return r.Log.Follow(ctx, c.ID, p.After, nil, func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
 				// who has left sees nothing of the room from here on.
@@ -463,7 +461,7 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 		return nil, err
 	}
 	read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
-		entries, err := journal.ReadTurn(ctx, r.Client, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
+		entries, err := r.Log.ReadTurn(ctx, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
 		if err != nil || len(entries) == 0 {
 			return entries, err
 		}
@@ -478,8 +476,8 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 		}
 		return entries, nil
 	}
-	return Stream(ctx, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
-		return journal.Follow(ctx, r.Client, r.Hub, t.ConversationID, p.After, read, func(e journal.Entry) error {
+	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
+		return r.Log.Follow(ctx, t.ConversationID, p.After, read, func(e journal.Entry) error {
 			if e.Kind == journal.KindTurnTerminal {
 				return errStreamEnded // the answer is complete
 			}
@@ -490,7 +488,7 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 
 // Author is the resolver for the author field.
 func (r *turnResolver) Author(ctx context.Context, obj *model.Turn) (*model.Member, error) {
-	m, err := r.Client.Member.Get(ctx, uuid.MustParse(obj.AuthorID))
+	m, err := r.Members.Get(ctx, uuid.MustParse(obj.AuthorID))
 	if err != nil {
 		return nil, err
 	}
@@ -505,12 +503,12 @@ func (r *turnResolver) Usage(ctx context.Context, obj *model.Turn) (*model.Usage
 // Approvals is the resolver for the approvals field.
 func (r *turnResolver) Approvals(ctx context.Context, obj *model.Turn) ([]*model.Approval, error) {
 	// Visible to whoever may see the turn: the turn resolvers checked it.
-	return turnApprovals(ctx, r.Client, uuid.MustParse(obj.ID))
+	return turnApprovals(ctx, r.Turns, uuid.MustParse(obj.ID))
 }
 
 // Citations is the resolver for the citations field.
 func (r *turnResolver) Citations(ctx context.Context, obj *model.Turn) ([]*model.Citation, error) {
-	p, err := answerOf(ctx, r.Client, obj)
+	p, err := answerOf(ctx, r.Turns, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +518,7 @@ func (r *turnResolver) Citations(ctx context.Context, obj *model.Turn) ([]*model
 // Artifacts is the resolver for the artifacts field.
 func (r *turnResolver) Artifacts(ctx context.Context, obj *model.Turn) ([]*model.AnswerArtifact, error) {
 	// The records the answer carries; the download re-authorises.
-	p, err := answerOf(ctx, r.Client, obj)
+	p, err := answerOf(ctx, r.Turns, obj)
 	if err != nil {
 		return nil, err
 	}

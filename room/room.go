@@ -1,7 +1,3 @@
-// Package room owns conversations (rooms) and their membership. Adding or
-// removing a member bumps the room's audience version and appends
-// member_joined / member_left in the same transaction, under the room's row
-// lock, so a submission and a membership change are strictly ordered.
 package room
 
 import (
@@ -23,7 +19,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/resource"
 )
 
 // DefaultAgent is the slug of the agent a conversation gets when none is named.
@@ -315,7 +311,7 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 	if add && c.Kind == entconv.KindShared {
 		// Invitation-time reconciliation: files the newcomer made in this
 		// room's turns (while in it before) become room references again.
-		if _, err := tools.LinkToRoom(ctx, tx, c.ID.String(), nil); err != nil {
+		if _, err := resource.LinkToRoom(ctx, tx, c.ID.String(), nil); err != nil {
 			return nil, fmt.Errorf("add member: %w", err)
 		}
 	}
@@ -333,4 +329,10 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 	c.AudienceVersion = audience
 	c.NextSeq = entries[0].Seq
 	return c, nil
+}
+
+// ResolveScope resolves any scope form naming a room to its id
+// (authority.ResolveScope).
+func (s *Service) ResolveScope(ctx context.Context, scope string) (uuid.UUID, error) {
+	return authority.ResolveScope(ctx, s.Client, scope)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -241,7 +242,7 @@ func (r *Runner) attachments(ctx context.Context, b authority.Bundle) string {
 			fmt.Fprintf(&sb, "\n- and %d more", len(b.Manifest.Artifacts)-i)
 			break
 		}
-		ref, err := tools.StatArtifact(ctx, r.cfg.Client, b.MemberID, id)
+		ref, err := resource.StatArtifact(ctx, r.cfg.Client, b.MemberID, id)
 		if err != nil {
 			fmt.Fprintf(&sb, "\n- artifact:%s (no longer available)", id)
 			continue

@@ -23,6 +23,7 @@ import (
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/sandbox"
@@ -45,9 +46,13 @@ type App struct {
 	members *authority.Members
 	rooms   *room.Service
 	turns   *turn.Service
-	signer  *authority.Signer // dev mode only
-	sandbox *sandbox.Pool     // run_code's worker processes; nil with NoRunner
-	handler http.Handler
+	// resources is the artifact and document store the API and the
+	// download route read through.
+	resources *resource.Store
+	streams   *graph.Streams    // the subscriptions' goroutines
+	signer    *authority.Signer // dev mode only
+	sandbox   *sandbox.Pool     // run_code's worker processes; nil with NoRunner
+	handler   http.Handler
 
 	ln        net.Listener
 	srv       *http.Server
@@ -145,7 +150,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		}
 	}
 
-	resolver := &graph.Resolver{Client: a.client, Members: a.members, Rooms: a.rooms, Turns: a.turns, Hub: a.hub, MaxTextLen: cfg.MaxTextLen}
+	a.resources = resource.NewStore(a.client)
+	a.streams = graph.NewStreams()
+	resolver := &graph.Resolver{
+		Members: a.members, Rooms: a.rooms, Turns: a.turns, Resources: a.resources,
+		Log: journal.NewLog(a.client, a.hub), Streams: a.streams, MaxTextLen: cfg.MaxTextLen,
+	}
 	if !cfg.NoRunner {
 		resolver.Runs = a.runner
 	}
@@ -262,6 +272,9 @@ func (a *App) Serve(ctx context.Context) error {
 // embedded Postgres. Safe to call twice.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
+		if a.streams != nil {
+			a.streams.Stop() // first: they read the hub and the database
+		}
 		if a.runner != nil {
 			a.runner.Stop()
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/gqlclient"
-	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/resource"
 )
 
 const artifactQuery = `query($id: ID!) { artifact(id: $id) { id name mediaType size sha256 downloadUrl text } }`
@@ -87,7 +87,7 @@ func TestArtifactReadAccess(t *testing.T) {
 	aliceID := memberID(t, a)
 	memberID(t, m) // mallory exists, in no room
 	content := []byte("# Findings\n\nThe launch moves to Friday.\n")
-	ref, err := tools.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, "findings.md", "", content)
+	ref, err := resource.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, "findings.md", "", content)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestArtifactTextOnlyForSmallText(t *testing.T) {
 		{"blob.bin", "application/octet-stream", []byte{0, 1, 2, 0xff}, false},
 		{"latin1.txt", "", []byte{0xe9, 't', 0xe9}, false},
 	} {
-		ref, err := tools.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, tc.name, tc.mediaType, tc.content)
+		ref, err := resource.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, tc.name, tc.mediaType, tc.content)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestArtifactDigestMismatchRefused(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	a := h.client(t, alice)
-	ref, err := tools.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.Nil, "ledger.csv", "", []byte("total,100\n"))
+	ref, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.Nil, "ledger.csv", "", []byte("total,100\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestDocumentsQuery(t *testing.T) {
 	ctx := context.Background()
 	digests := map[string]string{}
 	for _, d := range demo.Documents {
-		digests[d.Title] = tools.Digest(d.Body)
+		digests[d.Title] = resource.Digest(d.Body)
 	}
 	list := func(c *gqlclient.Client, vars map[string]any) []string {
 		t.Helper()

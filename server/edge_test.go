@@ -269,7 +269,7 @@ func (s panickySubscription) Journal(ctx context.Context, id string, after *int6
 	if err != nil {
 		return nil, err
 	}
-	return graph.Stream(ctx, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+	return graph.Stream(ctx, nil, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		select {
 		case e := <-real:
 			if err := emit(e); err != nil {

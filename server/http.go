@@ -22,7 +22,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
-	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/web"
 )
 
@@ -176,12 +176,12 @@ func (a *App) downloadArtifact(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "artifact not found", http.StatusNotFound)
 		return
 	}
-	ref, content, err := tools.ReadArtifact(r.Context(), a.client, m.ID, id)
+	ref, content, err := a.resources.Read(r.Context(), m.ID, id)
 	switch {
-	case errors.Is(err, tools.ErrArtifactNotFound):
+	case errors.Is(err, resource.ErrArtifactNotFound):
 		http.Error(w, "artifact not found", http.StatusNotFound)
 		return
-	case errors.Is(err, tools.ErrDigestMismatch):
+	case errors.Is(err, resource.ErrDigestMismatch):
 		a.log.ErrorContext(r.Context(), "artifact download refused", "artifact", id, "err", err)
 		http.Error(w, "artifact content failed its digest check; it is not served", http.StatusConflict)
 		return

@@ -2,9 +2,6 @@ package tools
 
 import (
 	"context"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,180 +9,13 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
-	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
+	"github.com/turngate/turngate/resource"
 )
-
-// MaxArtifactBytes bounds one artifact's content.
-const MaxArtifactBytes = 1 << 20
-
-// maxArtifactName is the longest artifact name.
-const maxArtifactName = 128
-
-// maxMediaType bounds a media type's length.
-const maxMediaType = 127
-
-var (
-	// ErrArtifactNotFound: no artifact with that id is visible to the
-	// viewer. An artifact the viewer may not read reads exactly like one
-	// that does not exist.
-	ErrArtifactNotFound = errors.New("artifact not found")
-	// ErrDigestMismatch: an artifact's content does not match its stored
-	// sha256, or a room reference's digest does not match the artifact.
-	// No bytes are returned.
-	ErrDigestMismatch = errors.New("artifact digest mismatch")
-)
-
-// ValidArtifactName reports whether name is a plain file name: 1–128
-// characters of [A-Za-z0-9._-], not starting with a dot (the sandbox's
-// file-name rule, so every artifact can be a script input).
-func ValidArtifactName(name string) bool {
-	if len(name) == 0 || len(name) > maxArtifactName || name[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// MediaTypeFor is the media type of an artifact named name, by its
-// extension: .json, .csv and .md have their own, anything else is
-// text/plain.
-func MediaTypeFor(name string) string {
-	switch lower := strings.ToLower(name); {
-	case strings.HasSuffix(lower, ".json"):
-		return "application/json"
-	case strings.HasSuffix(lower, ".csv"):
-		return "text/csv"
-	case strings.HasSuffix(lower, ".md"):
-		return "text/markdown"
-	default:
-		return "text/plain"
-	}
-}
-
-// sha256Hex is the lowercase hex sha256 of b.
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// CreateArtifact stores content as an artifact owned by owner, made in
-// turn (uuid.Nil for none), with its sha256. The name must be a plain file
-// name (ValidArtifactName); an empty media type is chosen from the name
-// (MediaTypeFor). Bad names or media types are ErrBadArguments; content
-// over MaxArtifactBytes is a *Refusal with Status "too_large".
-func CreateArtifact(ctx context.Context, q pg.Querier, owner uuid.UUID, turn uuid.UUID, name, mediaType string, content []byte) (ArtifactRef, error) {
-	if !ValidArtifactName(name) {
-		return ArtifactRef{}, fmt.Errorf("%w: artifact name %q must be 1-%d characters of A-Z a-z 0-9 . _ - not starting with a dot",
-			ErrBadArguments, clip(name, 40), maxArtifactName)
-	}
-	if mediaType == "" {
-		mediaType = MediaTypeFor(name)
-	}
-	if len(mediaType) > maxMediaType {
-		return ArtifactRef{}, fmt.Errorf("%w: media type is longer than %d bytes", ErrBadArguments, maxMediaType)
-	}
-	mt, params, err := mime.ParseMediaType(mediaType)
-	if err != nil {
-		return ArtifactRef{}, fmt.Errorf("%w: media type %q: %v", ErrBadArguments, clip(mediaType, 40), err)
-	}
-	if mediaType = mime.FormatMediaType(mt, params); mediaType == "" {
-		return ArtifactRef{}, fmt.Errorf("%w: media type %q is not valid", ErrBadArguments, clip(mt, 40))
-	}
-	if len(content) > MaxArtifactBytes {
-		return ArtifactRef{}, &Refusal{Status: "too_large", Message: fmt.Sprintf(
-			"artifact %q is %d bytes; an artifact may hold at most %d bytes", name, len(content), MaxArtifactBytes)}
-	}
-	if content == nil {
-		content = []byte{} // content is NOT NULL
-	}
-	ref := ArtifactRef{ID: uuid.New(), Name: name, MediaType: mediaType, Size: int64(len(content)), SHA256: sha256Hex(content)}
-	var turnID uuid.NullUUID
-	if turn != uuid.Nil {
-		turnID = uuid.NullUUID{UUID: turn, Valid: true}
-	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO artifacts (id, owner_id, turn_id, name, media_type, size, sha256, content)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		ref.ID, owner, turnID, ref.Name, ref.MediaType, ref.Size, ref.SHA256, content); err != nil {
-		return ArtifactRef{}, fmt.Errorf("create artifact: %w", err)
-	}
-	return ref, nil
-}
-
-// visibleArtifact selects artifact $2 for viewer $1 only when the viewer
-// may read it now: they own it, or a room they are a current member of
-// holds a reference to it. refs are the digests of those references.
-var visibleArtifact = `
-SELECT a.name, a.media_type, a.size, a.sha256, %s,
-       ARRAY(SELECT rr.digest FROM room_resources rr
-             WHERE rr.artifact_id = a.id AND ` + authority.MemberSQL("rr.conversation_id", "$1") + `
-             ORDER BY rr.id) AS refs
-FROM artifacts a
-WHERE a.id = $2 AND ` + authority.ArtifactReadableSQL("a.id", "a.owner_id", "$1")
-
-var (
-	statArtifact = fmt.Sprintf(visibleArtifact, "NULL::bytea")
-	readArtifact = fmt.Sprintf(visibleArtifact, "a.content")
-)
-
-// StatArtifact returns an artifact's record, re-authorising the viewer as
-// ReadArtifact does, without reading or verifying its content.
-func StatArtifact(ctx context.Context, q pg.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, error) {
-	ref, _, _, err := loadArtifact(ctx, q, statArtifact, viewer, id)
-	return ref, err
-}
-
-// ReadArtifact returns an artifact and its content, re-authorising the
-// viewer at the moment of the read: they own it, or a room they are a
-// current member of references it. Anything else is ErrArtifactNotFound,
-// exactly like an artifact that does not exist. Before any byte is
-// returned the content's sha256 is checked against the stored one and
-// against the digest of every room reference through which the viewer
-// sees it; a mismatch is ErrDigestMismatch, with no bytes.
-func ReadArtifact(ctx context.Context, q pg.Querier, viewer uuid.UUID, id uuid.UUID) (ArtifactRef, []byte, error) {
-	ref, content, refs, err := loadArtifact(ctx, q, readArtifact, viewer, id)
-	if err != nil {
-		return ArtifactRef{}, nil, err
-	}
-	got := sha256Hex(content)
-	if int64(len(content)) != ref.Size || !strings.EqualFold(got, ref.SHA256) {
-		return ArtifactRef{}, nil, fmt.Errorf("%w: artifact %s: content sha256 %s, stored %s", ErrDigestMismatch, id, got, ref.SHA256)
-	}
-	for _, d := range refs {
-		if !strings.EqualFold(got, d) {
-			return ArtifactRef{}, nil, fmt.Errorf("%w: artifact %s: content sha256 %s, room reference %s", ErrDigestMismatch, id, got, d)
-		}
-	}
-	return ref, content, nil
-}
-
-func loadArtifact(ctx context.Context, q pg.Querier, query string, viewer, id uuid.UUID) (ArtifactRef, []byte, []string, error) {
-	if viewer == uuid.Nil || id == uuid.Nil {
-		return ArtifactRef{}, nil, nil, ErrArtifactNotFound
-	}
-	ref := ArtifactRef{ID: id}
-	var content []byte
-	var refs pq.StringArray
-	err := pg.QueryRow(ctx, q, query, []any{viewer, id}, &ref.Name, &ref.MediaType, &ref.Size, &ref.SHA256, &content, &refs)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ArtifactRef{}, nil, nil, ErrArtifactNotFound
-	}
-	if err != nil {
-		return ArtifactRef{}, nil, nil, fmt.Errorf("read artifact: %w", err)
-	}
-	return ref, content, refs, nil
-}
 
 // describeArtifact is one bounded line about an artifact for the model.
-func describeArtifact(ref ArtifactRef) string {
+func describeArtifact(ref resource.ArtifactRef) string {
 	return fmt.Sprintf("%s (%s, %d bytes, sha256 %s, id %s)", ref.Name, ref.MediaType, ref.Size, shortDigest(ref.SHA256), ref.ID)
 }
 
@@ -244,14 +74,33 @@ func (CreateArtifactTool) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: content is missing", ErrBadArguments)
 	}
 	if args.MediaType == "" {
-		args.MediaType = MediaTypeFor(args.Name)
+		args.MediaType = resource.MediaTypeFor(args.Name)
 	}
 	if mt, _, err := mime.ParseMediaType(args.MediaType); err != nil || !artifactToolTypes[mt] {
 		return Result{}, fmt.Errorf("%w: mediaType must be one of text/plain, text/markdown, text/csv, application/json", ErrBadArguments)
 	}
-	ref, err := CreateArtifact(ctx, call.DB, call.Actor.MemberID, call.Actor.TurnID, args.Name, args.MediaType, []byte(*args.Content))
+	ref, err := createArtifact(ctx, call.DB, call.Actor.MemberID, call.Actor.TurnID, args.Name, args.MediaType, []byte(*args.Content))
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Content: "Created artifact " + describeArtifact(ref) + ".", Artifacts: []ArtifactRef{ref}}, nil
+	return Result{Content: "Created artifact " + describeArtifact(ref) + ".", Artifacts: []resource.ArtifactRef{ref}}, nil
+}
+
+// createArtifact is resource.CreateArtifact as a tool reports it: a bad
+// name or media type is ErrBadArguments, content over the bound the
+// too_large refusal the model is told about.
+func createArtifact(ctx context.Context, q pg.Querier, owner, turn uuid.UUID, name, mediaType string, content []byte) (resource.ArtifactRef, error) {
+	ref, err := resource.CreateArtifact(ctx, q, owner, turn, name, mediaType, content)
+	switch {
+	case errors.Is(err, resource.ErrInvalid):
+		return resource.ArtifactRef{}, fmt.Errorf("%w: %s", ErrBadArguments, detail(err, resource.ErrInvalid))
+	case errors.Is(err, resource.ErrTooLarge):
+		return resource.ArtifactRef{}, &Refusal{Status: "too_large", Message: detail(err, resource.ErrTooLarge)}
+	}
+	return ref, err
+}
+
+// detail is what err says beyond its sentinel.
+func detail(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
 }

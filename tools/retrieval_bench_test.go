@@ -16,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -209,10 +210,10 @@ func loadBenchDocuments(b *testing.B, ctx context.Context, db *sql.DB, rng *rand
 		body := text.String()
 		title := fmt.Sprintf("Document %d: %s %s", i, vocab[zipf.Uint64()], vocab[rng.Intn(len(vocab))])
 		created := epoch.Add(time.Duration(i) * 300 * time.Millisecond) // in order, over the past year
-		if _, err := docs.ExecContext(ctx, id, created, title, body, tools.Digest(body)); err != nil {
+		if _, err := docs.ExecContext(ctx, id, created, title, body, resource.Digest(body)); err != nil {
 			b.Fatal(err)
 		}
-		for o, p := range tools.Passages(body) {
+		for o, p := range resource.Passages(body) {
 			passages = append(passages, passage{id, o, p})
 		}
 		readers := 1 + rng.Intn(5)

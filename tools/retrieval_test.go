@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -29,7 +30,7 @@ func TestRetrievalRespectsACLAndManifest(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	add := func(title string, readers ...string) uuid.UUID {
-		id, err := tools.AddDocument(ctx, env.Client, tools.Document{Title: title, Body: title + " mentions the zebra crossing.", Readers: readers})
+		id, err := resource.AddDocument(ctx, env.Client, resource.Document{Title: title, Body: title + " mentions the zebra crossing.", Readers: readers})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/sandbox"
 )
 
@@ -85,7 +86,7 @@ func (rc RunCode) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	res := Result{}
 	for _, f := range out.Files {
-		ref, err := CreateArtifact(ctx, call.DB, call.Actor.MemberID, call.Actor.TurnID, f.Name, MediaTypeFor(f.Name), f.Data)
+		ref, err := createArtifact(ctx, call.DB, call.Actor.MemberID, call.Actor.TurnID, f.Name, resource.MediaTypeFor(f.Name), f.Data)
 		if err != nil {
 			return Result{}, fmt.Errorf("run_code: save %q: %w", f.Name, err)
 		}
@@ -108,11 +109,11 @@ func runInputs(ctx context.Context, call Call) ([]sandbox.Input, error) {
 			continue
 		}
 		seen[id] = true
-		ref, data, err := ReadArtifact(ctx, call.DB, call.Actor.MemberID, id)
+		ref, data, err := resource.ReadArtifact(ctx, call.DB, call.Actor.MemberID, id)
 		switch {
-		case errors.Is(err, ErrArtifactNotFound):
+		case errors.Is(err, resource.ErrArtifactNotFound):
 			continue
-		case errors.Is(err, ErrDigestMismatch):
+		case errors.Is(err, resource.ErrDigestMismatch):
 			return nil, &Refusal{Status: "sandbox_refused", Message: fmt.Sprintf(
 				"input artifact %s failed its digest check: its content is not what was recorded, so the script was not run", id)}
 		case err != nil:
@@ -123,11 +124,11 @@ func runInputs(ctx context.Context, call Call) ([]sandbox.Input, error) {
 			// Two pinned artifacts share a name: the later one is
 			// read_input("<id>-<name>"), cut to the name limit.
 			name = id.String() + "-" + name
-			if len(name) > maxArtifactName {
-				name = name[:maxArtifactName]
+			if len(name) > resource.MaxArtifactName {
+				name = name[:resource.MaxArtifactName]
 			}
 		}
-		if names[name] || !ValidArtifactName(name) {
+		if names[name] || !resource.ValidArtifactName(name) {
 			name = id.String()
 		}
 		names[name] = true
@@ -159,7 +160,7 @@ func sandboxRefusal(err error) error {
 }
 
 // describeRun is what the model reads of a finished run.
-func describeRun(output string, files []ArtifactRef) string {
+func describeRun(output string, files []resource.ArtifactRef) string {
 	var b strings.Builder
 	b.WriteString("output:\n")
 	b.WriteString(clipBytes(output, maxRunOutput))

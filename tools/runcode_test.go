@@ -12,6 +12,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/sandbox"
 	"github.com/turngate/turngate/tools"
 )
@@ -138,8 +139,8 @@ print("wrote", len(rows), "rows")
 		if !ok {
 			t.Fatalf("unexpected artifact %+v", ref)
 		}
-		if ref.SHA256 != hexSHA([]byte(w.content)) || ref.Size != int64(len(w.content)) || ref.MediaType != w.mediaType {
-			t.Errorf("%s: ref %+v, want sha256 %s of %q (%s)", ref.Name, ref, hexSHA([]byte(w.content)), w.content, w.mediaType)
+		if ref.SHA256 != testkit.HexSHA([]byte(w.content)) || ref.Size != int64(len(w.content)) || ref.MediaType != w.mediaType {
+			t.Errorf("%s: ref %+v, want sha256 %s of %q (%s)", ref.Name, ref, testkit.HexSHA([]byte(w.content)), w.content, w.mediaType)
 		}
 		if !strings.Contains(res.Content, ref.Name+" (") || !strings.Contains(res.Content, ref.SHA256[:12]) {
 			t.Errorf("content %q does not describe %s", res.Content, ref.Name)
@@ -152,7 +153,7 @@ print("wrote", len(rows), "rows")
 		if owner != env.Bob.ID || turn != turnID || sum != ref.SHA256 {
 			t.Errorf("%s stored with owner %s, turn %s, sha256 %s", ref.Name, owner, turn, sum)
 		}
-		_, data, err := tools.ReadArtifact(ctx, env.DB, env.Bob.ID, ref.ID)
+		_, data, err := resource.ReadArtifact(ctx, env.DB, env.Bob.ID, ref.ID)
 		if err != nil || string(data) != w.content {
 			t.Errorf("%s reads back %q, %v", ref.Name, data, err)
 		}
@@ -175,15 +176,15 @@ func TestRunCodeReadsPinnedArtifacts(t *testing.T) {
 	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	ctx := context.Background()
-	input, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "prices.csv", "", []byte("apple,3\npear,4\n"))
+	input, err := resource.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "prices.csv", "", []byte("apple,3\npear,4\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	private, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "secret.txt", "", []byte("alice's secret"))
+	private, err := resource.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "secret.txt", "", []byte("alice's secret"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addRoomReference(t, env.DB, env.Shared.ID, input.ID, input.SHA256)
+	env.AddRoomReference(t, env.Shared.ID, input.ID, input.SHA256)
 	pinned := authority.Manifest{Artifacts: []uuid.UUID{input.ID, private.ID, input.ID}}
 	script := `
 total = 0
@@ -210,7 +211,7 @@ print("total", total)
 		t.Errorf("alice reading her own artifact: %+v, %v", res, err)
 	}
 	// An artifact that is not pinned is not an input, even to its owner.
-	other, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "other.txt", "", []byte("not pinned"))
+	other, err := resource.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "other.txt", "", []byte("not pinned"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +227,12 @@ func TestRunCodeRefusesTamperedInput(t *testing.T) {
 	rc := newRunCode(t, sandbox.PoolConfig{Workers: 2})
 	env := testkit.New(t)
 	ctx := context.Background()
-	input, err := tools.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "balance.txt", "", []byte("balance: 100"))
+	input, err := resource.CreateArtifact(ctx, env.DB, env.Alice.ID, uuid.Nil, "balance.txt", "", []byte("balance: 100"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tamperArtifact(t, env.DB, input.ID, []byte("balance: 999"))
-	if _, _, err := tools.ReadArtifact(ctx, env.DB, env.Alice.ID, input.ID); !errors.Is(err, tools.ErrDigestMismatch) {
+	env.TamperArtifact(t, input.ID, []byte("balance: 999"))
+	if _, _, err := resource.ReadArtifact(ctx, env.DB, env.Alice.ID, input.ID); !errors.Is(err, resource.ErrDigestMismatch) {
 		t.Fatalf("ReadArtifact of tampered content: %v, want ErrDigestMismatch", err)
 	}
 	before := artifactCount(t, env)

@@ -11,8 +11,8 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
-	"github.com/turngate/turngate/tools"
 )
 
 // One resolver maps every name of a room — UUID, WEB_ channel, public key,
@@ -77,14 +77,14 @@ func TestScopeResolverAndSimilarRooms(t *testing.T) {
 	}
 
 	// A file referenced in A is A's alone: B's members cannot read it.
-	ref, err := tools.CreateArtifact(ctx, env.Client, env.Alice.ID, uuid.Nil, "plan.md", "text/markdown", []byte("# plan"))
+	ref, err := resource.CreateArtifact(ctx, env.Client, env.Alice.ID, uuid.Nil, "plan.md", "text/markdown", []byte("# plan"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.DB.Exec(`INSERT INTO room_resources (id, conversation_id, artifact_id, digest) VALUES ($1, $2, $3, $4)`, uuid.New(), a.ID, ref.ID, ref.SHA256); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, ref.ID); !errors.Is(err, tools.ErrArtifactNotFound) {
+	if _, _, err := resource.ReadArtifact(ctx, env.Client, env.Bob.ID, ref.ID); !errors.Is(err, resource.ErrArtifactNotFound) {
 		t.Fatalf("a member of the similarly named room reads A's file: %v", err)
 	}
 	var shared int

@@ -1,7 +1,3 @@
-// Package tools holds the tools a run may ask the backend to execute. The
-// backend runs every tool as the member who started the turn: a tool sees
-// who the member is and what they may do now, never more, and returns a
-// bounded projection the model may read.
 package tools
 
 import (
@@ -16,6 +12,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
+	"github.com/turngate/turngate/resource"
 )
 
 // Spec describes a tool to a model.
@@ -59,23 +56,14 @@ type Citation struct {
 	Digest   string    `json:"digest,omitempty"`
 }
 
-// ArtifactRef names an artifact a tool made: an owner record of the
-// member's. In a shared room the backend turns each into a room resource
-// reference when the tool settles.
-type ArtifactRef struct {
-	ID        uuid.UUID `json:"id"`
-	Name      string    `json:"name"`
-	MediaType string    `json:"mediaType"`
-	Size      int64     `json:"size"`
-	SHA256    string    `json:"sha256"`
-}
-
 // Result is what a tool found, before the backend bounds it.
 type Result struct {
 	// Content is what the model reads.
-	Content   string        `json:"content"`
-	Citations []Citation    `json:"citations,omitempty"`
-	Artifacts []ArtifactRef `json:"artifacts,omitempty"`
+	Content   string     `json:"content"`
+	Citations []Citation `json:"citations,omitempty"`
+	// Artifacts are the artifacts the tool made, the member's own; in a
+	// shared room the backend links each to the room when the tool settles.
+	Artifacts []resource.ArtifactRef `json:"artifacts,omitempty"`
 }
 
 // Tool is one executable tool.

@@ -11,6 +11,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
 )
@@ -58,7 +59,7 @@ func TestArtifactsSettleAsRoomReferences(t *testing.T) {
 	if owner != env.Alice.ID || room != env.Shared.ID || digest != got[0].SHA256 {
 		t.Fatalf("reference: owner %s room %s digest %s", owner, room, digest)
 	}
-	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, got[0].ArtifactID); err != nil {
+	if _, _, err := resource.ReadArtifact(ctx, env.Client, env.Bob.ID, got[0].ArtifactID); err != nil {
 		t.Fatalf("another member reads through the reference: %v", err)
 	}
 
@@ -68,7 +69,7 @@ func TestArtifactsSettleAsRoomReferences(t *testing.T) {
 	if len(mine) != 1 || mine[0].ResourceID != uuid.Nil {
 		t.Fatalf("private answer artifacts %+v, want the owner's artifact, no reference", mine)
 	}
-	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, mine[0].ArtifactID); !errors.Is(err, tools.ErrArtifactNotFound) {
+	if _, _, err := resource.ReadArtifact(ctx, env.Client, env.Bob.ID, mine[0].ArtifactID); !errors.Is(err, resource.ErrArtifactNotFound) {
 		t.Fatalf("bob reads alice's private file: %v", err)
 	}
 }
@@ -89,11 +90,11 @@ func TestInvitationReconcilesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Her file from that turn settles while she is out: no reference.
-	ref, err := tools.CreateArtifact(ctx, env.Client, carol.ID, tt.ID, "out.txt", "text/plain", []byte("made while out"))
+	ref, err := resource.CreateArtifact(ctx, env.Client, carol.ID, tt.ID, "out.txt", "text/plain", []byte("made while out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if linked, err := tools.LinkToRoom(ctx, env.Client, env.Shared.Channel, []uuid.UUID{ref.ID}); err != nil || len(linked) != 0 {
+	if linked, err := resource.LinkToRoom(ctx, env.Client, env.Shared.Channel, []uuid.UUID{ref.ID}); err != nil || len(linked) != 0 {
 		t.Fatalf("linked %+v (%v) for a member who is out", linked, err)
 	}
 	if _, err := env.Rooms.AddMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
@@ -104,7 +105,7 @@ func TestInvitationReconcilesFiles(t *testing.T) {
 		env.Shared.ID, ref.ID, ref.SHA256).Scan(&refs); err != nil || refs != 1 {
 		t.Fatalf("after the invitation: %d references (%v), want 1", refs, err)
 	}
-	if _, _, err := tools.ReadArtifact(ctx, env.Client, env.Bob.ID, ref.ID); err != nil {
+	if _, _, err := resource.ReadArtifact(ctx, env.Client, env.Bob.ID, ref.ID); err != nil {
 		t.Fatalf("bob reads the reconciled file: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -23,7 +24,7 @@ func TestRedactionOfProjectionsAndAnswers(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	secretKey := "sk-" + strings.Repeat("q7", 12)
-	if _, err := tools.AddDocument(context.Background(), env.Client, tools.Document{
+	if _, err := resource.AddDocument(context.Background(), env.Client, resource.Document{
 		Title:   "Vendor contacts",
 		Body:    "The vendor escalation contact is carol.vendor@example.org and the sandbox key is " + secretKey + " for the vendor.",
 		Readers: []string{env.Alice.Email},

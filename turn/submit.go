@@ -19,7 +19,7 @@ import (
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
-	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/resource"
 )
 
 // Service accepts turns and answers questions about them.
@@ -156,8 +156,8 @@ func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agen
 		b.Manifest.DocumentsBefore = &acceptedAt
 	}
 	for _, id := range uniq(in.Artifacts) {
-		if _, err := tools.StatArtifact(ctx, tx, in.Member.ID, id); err != nil {
-			if errors.Is(err, tools.ErrArtifactNotFound) {
+		if _, err := resource.StatArtifact(ctx, tx, in.Member.ID, id); err != nil {
+			if errors.Is(err, resource.ErrArtifactNotFound) {
 				return errcode.New(errcode.NotFound, "artifact %s not found", id)
 			}
 			return fmt.Errorf("submit: artifact %s: %w", id, err)

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -200,4 +202,47 @@ func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map
 		t.Fatal(err)
 	}
 	return av
+}
+
+// HexSHA is the lowercase hex sha256 of b, as artifacts store it.
+func HexSHA(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TamperArtifact rewrites an artifact's stored content behind the
+// immutability trigger, in the test's own database: what a corrupted disk
+// or a rogue writer would leave. The new content must keep the size.
+func (e *Env) TamperArtifact(t testing.TB, id uuid.UUID, content []byte) {
+	t.Helper()
+	tx, err := e.DB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, stmt := range []struct {
+		q    string
+		args []any
+	}{
+		{`ALTER TABLE artifacts DISABLE TRIGGER artifacts_immutable`, nil},
+		{`UPDATE artifacts SET content = $2 WHERE id = $1`, []any{id, content}},
+		{`ALTER TABLE artifacts ENABLE TRIGGER artifacts_immutable`, nil},
+	} {
+		if _, err := tx.Exec(stmt.q, stmt.args...); err != nil {
+			t.Fatalf("tamper: %s: %v", stmt.q, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AddRoomReference makes an artifact part of a room, as a settled tool
+// does, with the given digest.
+func (e *Env) AddRoomReference(t testing.TB, room, artifact uuid.UUID, digest string) {
+	t.Helper()
+	if _, err := e.DB.Exec(`INSERT INTO room_resources (id, conversation_id, artifact_id, digest) VALUES ($1, $2, $3, $4)`,
+		uuid.New(), room, artifact, digest); err != nil {
+		t.Fatal(err)
+	}
 }

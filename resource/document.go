@@ -1,4 +1,4 @@
-package tools
+package resource
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -69,4 +70,58 @@ func AddDocument(ctx context.Context, q pg.Querier, d Document) (uuid.UUID, erro
 		}
 	}
 	return id, nil
+}
+
+// A document is listed when its ACL grants the viewer ($1, a principal)
+// read access now.
+var documentACL = authority.DocumentReadableSQL("d.id", "$1")
+
+var listDocuments = `
+SELECT d.id, d.title, d.digest FROM documents d
+WHERE ` + documentACL + `
+ORDER BY d.title, d.id
+LIMIT $2`
+
+// searchDocuments ranks a document by its best-matching passage.
+var searchDocuments = `
+SELECT d.id, d.title, d.digest
+FROM documents d
+JOIN LATERAL (
+  SELECT max(ts_rank(p.tsv, q)) AS rank
+  FROM passages p, websearch_to_tsquery('english', $3) q
+  WHERE p.document_id = d.id AND p.tsv @@ q
+) m ON m.rank IS NOT NULL
+WHERE ` + documentACL + `
+ORDER BY m.rank DESC, d.title, d.id
+LIMIT $2`
+
+// DocumentRef is a document as a listing shows it.
+type DocumentRef struct {
+	ID     uuid.UUID
+	Title  string
+	Digest string
+}
+
+// ListDocuments lists up to first documents principal (an
+// authority.Principal) may read now, by title, or ranked by a full-text
+// query over their passages when query is not blank.
+func ListDocuments(ctx context.Context, q pg.Querier, principal, query string, first int) ([]DocumentRef, error) {
+	sqlText, args := listDocuments, []any{principal, first}
+	if strings.TrimSpace(query) != "" {
+		sqlText, args = searchDocuments, append(args, query)
+	}
+	rows, err := q.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list documents: %w", err)
+	}
+	defer rows.Close()
+	out := []DocumentRef{}
+	for rows.Next() {
+		var d DocumentRef
+		if err := rows.Scan(&d.ID, &d.Title, &d.Digest); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
