@@ -136,8 +136,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		a.turns.Runner = a.runner
 	}
 
-	if err := demo.SeedAgent(ctx, a.client); err != nil {
-		return nil, err
+	// The default agent is demo data: a production server starts with the
+	// agents it was given, and seeds none.
+	if cfg.Demo {
+		if err := demo.SeedAgent(ctx, a.client); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.AgentRoute != "" {
 		if err := demo.UseRoute(ctx, a.client, cfg.AgentRoute); err != nil {

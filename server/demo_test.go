@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// TestProductionSeedsNoDemoData: a server outside demo mode seeds
+// nothing — no demo agent, members, rooms or documents — so a room can
+// name only an agent the deployment was given, and one that names the
+// default agent it was not given is a clear BAD_USER_INPUT that stores
+// nothing.
+func TestProductionSeedsNoDemoData(t *testing.T) {
+	t.Parallel()
+	var platformSigner *authority.Signer
+	h := newHarness(t, func(c *Config) {
+		c.NoRunner = true
+		c.Demo = false
+		c.EnvelopeKeyFile, platformSigner = platformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
+	})
+	count := func(table string) int {
+		t.Helper()
+		var n int
+		if err := h.app.db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, table := range []string{"agents", "agent_versions", "members", "conversations", "documents"} {
+		if n := count(table); n != 0 {
+			t.Errorf("%s: %d rows in production, want none", table, n)
+		}
+	}
+	tok, err := mintDev(platformSigner, alice, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := h.clientWithToken(tok)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := a.Raw(ctx, gqlclient.Request{Query: `mutation { createConversation(input: {title: "t", kind: PRIVATE}) { id } }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCoded(t, res.Errors, "BAD_USER_INPUT")
+	if !strings.Contains(res.Errors[0].Message, "agent") {
+		t.Errorf("message %q does not name the missing agent", res.Errors[0].Message)
+	}
+	if n := count("conversations"); n != 0 {
+		t.Errorf("conversations after the refused create: %d, want none", n)
+	}
+}
