@@ -1,11 +1,3 @@
-// Command turngate is the durable chat-turn server.
-//
-//	turngate [serve] [--addr HOST:PORT]   run the server (default)
-//	turngate migrate                      apply database migrations and exit
-//	turngate token --email E [--ttl D]    print a dev identity envelope
-//
-// With no DATABASE_URL it starts a private PostgreSQL in its data folder
-// (TURNGATE_DATA, default .turngate). See config.go for the environment.
 package main
 
 import (
