@@ -16,13 +16,14 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
+	"github.com/turngate/turngate/sandbox"
 )
 
 // MaxArtifactBytes bounds one artifact's content.
 const MaxArtifactBytes = 1 << 20
 
-// MaxArtifactName is the longest artifact name, in bytes.
-const MaxArtifactName = 128
+// MaxArtifactName is the longest artifact name, in bytes: the sandbox's.
+const MaxArtifactName = sandbox.MaxNameLen
 
 // maxMediaType bounds a media type's length.
 const maxMediaType = 127
@@ -44,21 +45,10 @@ var (
 )
 
 // ValidArtifactName reports whether name is a plain file name: 1–128
-// characters of [A-Za-z0-9._-], not starting with a dot (the sandbox's
-// file-name rule, so every artifact can be a script input).
-func ValidArtifactName(name string) bool {
-	if len(name) == 0 || len(name) > MaxArtifactName || name[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// characters of [A-Za-z0-9._-], not starting with a dot. It is the
+// sandbox's file-name rule (sandbox.ValidName), so every artifact can be a
+// script input.
+func ValidArtifactName(name string) bool { return sandbox.ValidName(name) }
 
 // MediaTypeFor is the media type of an artifact named name, by its
 // extension: .json, .csv and .md have their own, anything else is
@@ -207,4 +197,3 @@ func loadArtifact(ctx context.Context, q pg.Querier, query string, viewer, id uu
 	}
 	return ref, content, refs, nil
 }
-

@@ -23,6 +23,7 @@
 //
 // # What it must not import
 //
-// resource sits below every caller named above: it imports authority and
-// pg, never tools, turn, lease, runner, callback, room, graph or server.
+// resource sits below every caller named above: it imports authority, pg
+// and sandbox (for its file-name rule), never tools, turn, lease, runner,
+// callback, room, graph or server.
 package resource

@@ -64,8 +64,8 @@ const (
 	DefaultWallTime         = 2 * time.Second
 )
 
-// maxNameLen is the longest file or input name a script may use.
-const maxNameLen = 128
+// MaxNameLen is the longest file or input name a script may use, in bytes.
+const MaxNameLen = 128
 
 // scriptName is the file name Starlark positions are reported against.
 const scriptName = "script.star"
@@ -338,7 +338,7 @@ func (r *run) writeFile(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "content", &content); err != nil {
 		return nil, err
 	}
-	if !validName(name) {
+	if !ValidName(name) {
 		return nil, refusedName(b.Name(), name)
 	}
 	var data []byte
@@ -380,7 +380,7 @@ func (r *run) readInput(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name); err != nil {
 		return nil, err
 	}
-	if !validName(name) {
+	if !ValidName(name) {
 		return nil, refusedName(b.Name(), name)
 	}
 	data, ok := r.inputs[name]
@@ -402,10 +402,10 @@ func (r *run) inputList() string {
 	return "inputs: " + strings.Join(names, ", ")
 }
 
-// validName reports whether name is a plain file name: 1–128 characters of
+// ValidName reports whether name is a plain file name: 1–128 characters of
 // [A-Za-z0-9._-], not starting with a dot (so neither "." nor "..").
-func validName(name string) bool {
-	if len(name) == 0 || len(name) > maxNameLen || name[0] == '.' {
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > MaxNameLen || name[0] == '.' {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -420,7 +420,7 @@ func validName(name string) bool {
 
 func refusedName(fn, name string) error {
 	return detailed(ErrRefused, "%s(%q): not a plain file name; the sandbox has no filesystem, only names of 1-%d characters of A-Z a-z 0-9 . _ - not starting with a dot",
-		fn, name, maxNameLen)
+		fn, name, MaxNameLen)
 }
 
 // checkInputs verifies every input's name and digest and returns the inputs
@@ -431,8 +431,8 @@ func checkInputs(in []Input) (map[string]starlark.String, error) {
 	}
 	byName := make(map[string]starlark.String, len(in))
 	for i, input := range in {
-		if !validName(input.Name) {
-			return nil, fmt.Errorf("sandbox: input %d: invalid name %q (want 1-%d characters of A-Z a-z 0-9 . _ - not starting with a dot)", i, input.Name, maxNameLen)
+		if !ValidName(input.Name) {
+			return nil, fmt.Errorf("sandbox: input %d: invalid name %q (want 1-%d characters of A-Z a-z 0-9 . _ - not starting with a dot)", i, input.Name, MaxNameLen)
 		}
 		if _, dup := byName[input.Name]; dup {
 			return nil, fmt.Errorf("sandbox: input %d: duplicate name %q", i, input.Name)
