@@ -9,7 +9,9 @@
 //
 //	UPDATE conversations SET next_seq = next_seq + n WHERE id = $room RETURNING next_seq
 //
-// inside the appending transaction. The row lock that UPDATE takes is held
+// inside the appending transaction, written once as [TakePositions]: the
+// journal's own appends, a submission's turn_accepted (turn) and a run's
+// steer deliveries (lease) all embed it. The row lock that UPDATE takes is held
 // until commit, so two appends to one room commit in position order and a
 // reader that has seen position p will never later see a smaller position
 // appear: there is no gap that closes afterwards. The unique index on

@@ -80,16 +80,33 @@ var ErrNoConversation = errors.New("conversation does not exist")
 // the turn row is read FOR SHARE in the same statement, so a re-claim that
 // would fence this run either commits first (and the check sees the new
 // token) or waits for this append to commit: a stale token takes nothing.
+var (
+	appendHead       = "WITH head AS (" + TakePositions("$1", "$2", "") + ")\n"
+	appendHeadFenced = "WITH head AS (" + TakePositions("$1", "$2", `EXISTS (
+    SELECT 1 FROM turns WHERE id = $3 AND conversation_id = $1 AND state = 'running' AND lease_token = $4 FOR SHARE)`) + ")\n"
+)
+
+// TakePositions is the one statement that takes journal positions: it
+// moves room's counter by n under the room's row lock (held to commit) and
+// returns base, the position before the first one taken — the positions
+// are base+1 … base+n. room and n are SQL expressions; cond, when not
+// empty, is a further condition, and nothing is taken when it is false;
+// returning names more columns of the room to return. Every writer of the
+// journal takes its positions through it, inside the statement that
+// inserts the entries or in the transaction that does.
+func TakePositions(room, n, cond string, returning ...string) string {
+	where := "id = " + room
+	if cond != "" {
+		where += " AND " + cond
+	}
+	cols := "next_seq - " + n + " AS base"
+	for _, c := range returning {
+		cols += ", " + c
+	}
+	return "UPDATE conversations SET next_seq = next_seq + " + n + " WHERE " + where + " RETURNING " + cols
+}
+
 const (
-	appendHead = `WITH head AS (
-  UPDATE conversations SET next_seq = next_seq + $2 WHERE id = $1 RETURNING next_seq - $2 AS base)
-`
-	appendHeadFenced = `WITH head AS (
-  UPDATE conversations SET next_seq = next_seq + $2
-  WHERE id = $1 AND EXISTS (
-    SELECT 1 FROM turns WHERE id = $3 AND conversation_id = $1 AND state = 'running' AND lease_token = $4 FOR SHARE)
-  RETURNING next_seq - $2 AS base)
-`
 	appendInsert = `INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
 SELECT $1, head.base + v.i, v.kind, v.turn_id, v.attempt, v.actor_id, v.payload FROM head, (VALUES `
 	appendTail = `) AS v(i, kind, turn_id, attempt, actor_id, payload)

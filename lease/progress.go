@@ -56,17 +56,14 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) error {
 // is read FOR SHARE, so a re-claim that would fence this run either
 // commits first (and nothing is claimed) or waits for this statement.
 // Nothing waiting costs one indexed read.
-const claimSteers = `
+var claimSteers = `
 WITH owner AS (
   SELECT 1 FROM turns WHERE id = $1 AND lease_token = $2 AND state = 'running' FOR SHARE),
 claimed AS (
   UPDATE commands SET state = 'delivered', delivered_lease_token = $2, delivered_at = now()
   WHERE turn_id = $1 AND kind = 'steer' AND state = 'pending' AND EXISTS (SELECT 1 FROM owner)
   RETURNING id, actor_id, text, created_at),
-head AS (
-  UPDATE conversations SET next_seq = next_seq + (SELECT count(*) FROM claimed)
-  WHERE id = $3 AND EXISTS (SELECT 1 FROM claimed)
-  RETURNING next_seq - (SELECT count(*) FROM claimed) AS base),
+head AS (` + journal.TakePositions("$3", "(SELECT count(*) FROM claimed)", "EXISTS (SELECT 1 FROM claimed)") + `),
 entries AS (
   INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
   SELECT $3, head.base + c.n, 'steer_delivered', $1, $4, c.actor_id,

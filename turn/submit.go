@@ -96,11 +96,9 @@ type Submission struct {
 // against membership changes and other appends.
 var takePosition = `
 WITH room AS (
-  UPDATE conversations SET next_seq = next_seq + 1
-  WHERE id = $1 AND ` + authority.MemberSQL("$1", "$2") + `
-  RETURNING id, next_seq, kind, audience_version, agent_id, active_turn_id
+  ` + journal.TakePositions("$1", "1", authority.MemberSQL("$1", "$2"), "id", "kind", "audience_version", "agent_id", "active_turn_id") + `
 )
-SELECT room.next_seq,
+SELECT room.base + 1,
        room.active_turn_id IS NULL AND NOT EXISTS (
          SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
        now(),
