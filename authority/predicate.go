@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/pg"
 )
@@ -86,7 +87,7 @@ type Room struct {
 // a member of the room now; callers check that first (a non-member does
 // not see the turn at all, see TurnVisible).
 func MayCommand(actor, author uuid.UUID, room Room) bool {
-	return actor == author || (room.Kind == "shared" && actor == room.OwnerID)
+	return actor == author || (room.Kind == string(entconv.KindShared) && actor == room.OwnerID)
 }
 
 // TurnVisible is the visibility rule of a turn: its room's current members

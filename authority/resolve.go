@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	entconv "github.com/turngate/turngate/ent/conversation"
 )
 
 // BundleColumns is the select list an accepting statement embeds to read,
@@ -60,7 +62,7 @@ func ResolveBundle(m Member, room uuid.UUID, r BundleRow) Bundle {
 		ConversationID: room, ConversationKind: r.kind, Permissions: r.permissions,
 		AgentID: r.agentID, AgentVersionID: r.versionID, AgentVersion: r.version, Controller: r.controller, ModelRoute: r.route,
 	}
-	if r.kind == "shared" {
+	if r.kind == string(entconv.KindShared) {
 		b.AudienceVersion = r.audience
 	}
 	if len(r.roster) > 0 {

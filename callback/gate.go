@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	entapproval "github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
@@ -60,7 +61,7 @@ func (h *Host) gate(ctx context.Context, call runtime.ToolCall, t tools.Tool) (s
 	if err != nil {
 		return "", tools.Result{}, err
 	}
-	for a.state == "pending" {
+	for a.state == string(entapproval.StatePending) {
 		if !time.Now().Before(a.expires) {
 			if err := h.expireApproval(ctx, a.id); err != nil {
 				return "", tools.Result{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
@@ -166,7 +167,7 @@ func (h *Host) settleArtifacts(ctx context.Context, refs []resource.ArtifactRef)
 	}
 	c := h.claim
 	var made []journal.AnswerArtifact
-	if h.bundle.ConversationKind != "shared" {
+	if h.bundle.ConversationKind != string(entconv.KindShared) {
 		for _, a := range refs {
 			made = append(made, journal.AnswerArtifact{ArtifactID: a.ID, Name: a.Name, MediaType: a.MediaType, Size: a.Size, SHA256: a.SHA256})
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/ent"
+	entapproval "github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
@@ -75,7 +76,7 @@ func redactValue(v any) any {
 // one whose time has run out is EXPIRED — deciding it is a CONFLICT, and
 // its effect never runs — even before its run records the expiry.
 func approvalState(state string, expiresAt, now time.Time) model.ApprovalState {
-	if state == "pending" && !now.Before(expiresAt) {
+	if state == string(entapproval.StatePending) && !now.Before(expiresAt) {
 		return model.ApprovalStateExpired
 	}
 	return model.ApprovalState(strings.ToUpper(state))

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
+	entconv "github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/pg"
@@ -45,7 +46,7 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 	if !authority.MayCommand(actor.ID, authorID, authority.Room{ID: roomID, Kind: kind, OwnerID: ownerID}) {
 		return nil, errcode.New(errcode.Forbidden, "only the turn's author, or the owner of a shared room, may decide this approval")
 	}
-	if kind == "shared" && actor.ID == ownerID && actor.ID != authorID {
+	if kind == string(entconv.KindShared) && actor.ID == ownerID && actor.ID != authorID {
 		// The owner decides only while still the owner and a member.
 		member, err := authority.IsMember(ctx, s.Client, roomID, actor.ID)
 		if err != nil {
