@@ -54,7 +54,7 @@ func (r closedLoop) p(lat []time.Duration, q int) float64 { return ms(percentile
 // last answer delta), more when deltas stream or the lane is busy. Run it
 // with `make bench`.
 func BenchmarkTurnsVersusRiver(b *testing.B) {
-	pg := dbtest.StartServer(b, pgembed.Options{Durable: true})
+	pg := dbtest.StartServer(b, pgembed.Options{Durable: true, MaxConnections: benchMaxConnections})
 	ctx := context.Background()
 	for _, db := range []string{"bench_turns", "bench_raw", "bench_river_default", "bench_river_tuned"} {
 		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {

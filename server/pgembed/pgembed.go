@@ -34,6 +34,11 @@ type Options struct {
 	// Durable keeps PostgreSQL's crash-safe defaults. When false (tests
 	// only), fsync, synchronous_commit and full_page_writes are turned off.
 	Durable bool
+	// MaxConnections sets max_connections; 0 keeps PostgreSQL's default
+	// (100). A process that runs several connection pools against one
+	// server (a benchmark with its measuring pool beside the app's) sets
+	// it above their sum.
+	MaxConnections int
 	// Logf, if set, receives progress messages (initdb, start, stop).
 	Logf func(format string, args ...any)
 }
@@ -112,7 +117,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 				return nil, err
 			}
 		}
-		p, err := launch(ctx, bin, dir, pgdata, logPath, port, opts.Durable, ra, logf)
+		p, err := launch(ctx, bin, dir, pgdata, logPath, port, opts, ra, logf)
 		if err == nil {
 			return p, nil
 		}
@@ -123,7 +128,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	}
 }
 
-func launch(ctx context.Context, bin, dir, pgdata, logPath string, port int, durable bool, ra *runAs, logf func(string, ...any)) (*Postgres, error) {
+func launch(ctx context.Context, bin, dir, pgdata, logPath string, port int, opts Options, ra *runAs, logf func(string, ...any)) (*Postgres, error) {
 	logFile, offset, err := openLog(logPath, ra)
 	if err != nil {
 		return nil, err
@@ -134,7 +139,10 @@ func launch(ctx context.Context, bin, dir, pgdata, logPath string, port int, dur
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=",
 	}
-	if !durable {
+	if opts.MaxConnections > 0 {
+		args = append(args, "-c", "max_connections="+strconv.Itoa(opts.MaxConnections))
+	}
+	if !opts.Durable {
 		args = append(args,
 			"-c", "fsync=off",
 			"-c", "synchronous_commit=off",

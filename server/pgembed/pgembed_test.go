@@ -255,3 +255,22 @@ func TestStartReportsLogOnFailure(t *testing.T) {
 		t.Errorf("error does not quote the server log: %v", err)
 	}
 }
+
+// TestMaxConnections: Options.MaxConnections reaches the server, and zero
+// keeps PostgreSQL's default.
+func TestMaxConnections(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ set, want int }{{0, 100}, {150, 150}} {
+		p, err := Start(t.Context(), Options{Dir: testDir(t), MaxConnections: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Stop() })
+		db := open(t, p)
+		var got int
+		if err := db.QueryRowContext(t.Context(), "SHOW max_connections").Scan(&got); err != nil || got != tc.want {
+			t.Errorf("MaxConnections %d: max_connections = %d, %v; want %d", tc.set, got, err, tc.want)
+		}
+		db.Close()
+	}
+}
