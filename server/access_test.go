@@ -20,12 +20,7 @@ func TestNonMemberSeesNothing(t *testing.T) {
 	ctx := context.Background()
 	a := h.client(t, alice)
 	team := rooms(t, a)["Team room"]
-	var sub struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := a.Do(ctx, submit, map[string]any{"c": team.ID, "t": "for members only", "k": "members-1"}, &sub); err != nil {
-		t.Fatal(err)
-	}
+	turnID := submitAs(t, ctx, a, team.ID, "for members only", "members-1")
 	waitIdle(t, h, team.ID)
 	m := h.client(t, mallory)
 	if got := rooms(t, m); len(got) != 0 {
@@ -48,7 +43,7 @@ func TestNonMemberSeesNothing(t *testing.T) {
 			}
 		}
 	}
-	if err := m.Do(ctx, `query($id: ID!) { turn(id: $id) { id } }`, map[string]any{"id": sub.SubmitMessage.ID}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+	if err := m.Do(ctx, `query($id: ID!) { turn(id: $id) { id } }`, map[string]any{"id": turnID}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
 		t.Errorf("turn: err = %v, want NOT_FOUND", err)
 	}
 	hdr := http.Header{}
@@ -99,12 +94,7 @@ func TestRemovedMemberStreamEnds(t *testing.T) {
 	defer cancel()
 	a, b := h.client(t, alice), h.client(t, bob)
 	team := rooms(t, a)["Team room"]
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, b.Header.Get(h.cfg.IdentityHeader))
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := h.dial(t, ctx, b)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "b", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
 	if err != nil {

@@ -50,13 +50,20 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	return startHarness(t, cfg)
 }
 
-// startHarness starts the server for cfg, stopped at cleanup.
+// startHarness starts the server for cfg, stopped at cleanup; its log is
+// discarded, or warnings go to stderr under -v.
 func startHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	return startHarnessLog(t, cfg, log)
+}
+
+// startHarnessLog is startHarness with the server's log going to log.
+func startHarnessLog(t testing.TB, cfg Config, log *slog.Logger) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	app, err := New(ctx, cfg, log)
 	if err != nil {

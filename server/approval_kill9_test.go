@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/turngate/turngate/internal/dbtest"
 )
 
 // effectModel is an OpenAI-compatible endpoint, speaking the streaming
@@ -77,31 +73,16 @@ func TestApprovedWebhookOnceAcrossKill9(t *testing.T) {
 	receiver := httptest.NewServer(rec)
 	defer receiver.Close()
 
-	dbURL := dbtest.NewDB(t)
-	dataDir, err := os.MkdirTemp("", "turngate-approval-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	w := newProcessWorld(t, bin, "turngate-approval-")
 	env := []string{"TURNGATE_LEASE_TTL=2s", "TURNGATE_AGENT_ROUTE=openai",
 		"TURNGATE_OPENAI_BASE_URL=" + model.URL, "TURNGATE_OPENAI_API_KEY=sk-local", "TURNGATE_OPENAI_MODEL=m",
 		"TURNGATE_WEBHOOKS=ops=" + receiver.URL}
-	a := startReplica(t, bin, "replica-a", dbURL, dataDir, env...)
-	db, err := sql.Open("postgres", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	a := w.start(t, "replica-a", env...)
+	db := w.db
 
-	c := clientFor(t, bin, a.base, dataDir, alice)
+	c := w.client(t, a.base, alice)
 	room := rooms(t, c)["Team room"]
-	var out struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "tell ops to deploy v2", "k": "deploy-v2"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	turnID := out.SubmitMessage.ID
+	turnID := submitAs(t, ctx, c, room.ID, "tell ops to deploy v2", "deploy-v2")
 	waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'approval_requested')`, turnID)
 	var approval string
 	if err := db.QueryRow(`SELECT id FROM approvals WHERE turn_id = $1`, turnID).Scan(&approval); err != nil {
@@ -110,8 +91,8 @@ func TestApprovedWebhookOnceAcrossKill9(t *testing.T) {
 	// The run waiting for the decision dies; the decision comes through
 	// another replica.
 	a.kill9(t)
-	b := startReplica(t, bin, "replica-b", dbURL, dataDir, env...)
-	cb := clientFor(t, bin, b.base, dataDir, alice)
+	b := w.start(t, "replica-b", env...)
+	cb := w.client(t, b.base, alice)
 	var decided struct {
 		DecideApproval struct{ State string } `json:"decideApproval"`
 	}

@@ -21,22 +21,13 @@ import (
 // the real streaming wire format. Its first request is answered with a
 // send_webhook tool call; every later one with a short text answer. It
 // keeps every request body.
-type approvalModel struct {
-	mu     sync.Mutex
-	bodies []map[string]any
-}
+type approvalModel struct{ modelRequests }
 
 func (f *approvalModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	_, n, ok := f.record(w, r)
+	if !ok {
 		return
 	}
-	f.mu.Lock()
-	f.bodies = append(f.bodies, body)
-	n := len(f.bodies)
-	f.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(delta, finish string) {
 		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"local-model\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":%s}]}\n\n", delta, finish)
@@ -141,37 +132,6 @@ type approvalEntry struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// nextApprovalEntry reads the next entry of a journal subscription,
-// failing the test at ctx's deadline.
-func nextApprovalEntry(t *testing.T, ctx context.Context, msgs <-chan gqlclient.Message) approvalEntry {
-	t.Helper()
-	select {
-	case m, ok := <-msgs:
-		if !ok {
-			t.Fatal("subscription ended early")
-		}
-		if m.Type != "next" {
-			t.Fatalf("subscription message %s: %s", m.Type, m.Payload)
-		}
-		var r struct {
-			Data struct {
-				Journal approvalEntry `json:"journal"`
-			} `json:"data"`
-			Errors []gqlclient.Error `json:"errors"`
-		}
-		if err := json.Unmarshal(m.Payload, &r); err != nil {
-			t.Fatal(err)
-		}
-		if len(r.Errors) > 0 {
-			t.Fatalf("subscription error: %+v", r.Errors)
-		}
-		return r.Data.Journal
-	case <-ctx.Done():
-		t.Fatal("timed out waiting for a journal entry")
-	}
-	return approvalEntry{}
-}
-
 // TestApprovalDecidedThroughTheServer: a real turn on the openai route,
 // whose model (a local OpenAI-compatible endpoint) proposes send_webhook
 // to the configured ops endpoint. The proposal reaches the room's journal
@@ -203,12 +163,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	aliceID := memberID(t, a)
 	team := rooms(t, a)["Team room"]
 
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, a.Header.Get(h.cfg.IdentityHeader))
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := h.dial(t, ctx, a)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "approvals", gqlclient.Request{
 		Query:     `subscription($c: ID!, $after: Int) { journal(conversationId: $c, after: $after) { seq kind turnId actorId payload } }`,
@@ -227,7 +182,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	}
 	var seen []approvalEntry
 	for {
-		e := nextApprovalEntry(t, ctx, msgs)
+		e := nextJournal[approvalEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.TurnID == nil || *e.TurnID != turnID {
 			continue
@@ -318,7 +273,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	}
 	var decidedEntry *approvalEntry
 	for {
-		e := nextApprovalEntry(t, ctx, msgs)
+		e := nextJournal[approvalEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.TurnID == nil || *e.TurnID != turnID {
 			continue

@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
-
-	"github.com/turngate/turngate/internal/gqlclient"
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/server/pgembed"
@@ -58,32 +55,8 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 		Limits: unlimitedCommands, // it measures throughput, not the per-member limit
 	}
 	h := startHarness(b, cfg)
-	c := h.client(b, alice)
-	roomIDs := make([]string, benchRooms)
-	for i := range roomIDs {
-		var out struct {
-			CreateConversation struct{ ID string } `json:"createConversation"`
-		}
-		if err := c.Do(ctx, `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`,
-			map[string]any{"t": fmt.Sprintf("bench room %d", i)}, &out); err != nil {
-			b.Fatal(err)
-		}
-		roomIDs[i] = out.CreateConversation.ID
-	}
 	// 32 submitters are 32 members, each in every room.
-	clients := make([]*gqlclient.Client, benchSubmitters)
-	for w := range clients {
-		email := fmt.Sprintf("bench%02d@example.com", w)
-		clients[w] = h.client(b, email)
-		var me struct{ Me struct{ ID string } }
-		if err := clients[w].Do(ctx, `{ me { id } }`, nil, &me); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := h.app.db.ExecContext(ctx, `INSERT INTO room_members (id, conversation_id, member_id, role)
-SELECT gen_random_uuid(), c::uuid, $1, 'member' FROM unnest($2::text[]) c`, me.Me.ID, pq.Array(roomIDs)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	roomIDs, clients := benchWorld(b, h)
 	// The two run in alternating rounds, 10 s each in all, so that the
 	// machine's drift (disk flush times vary a lot here) falls on both
 	// alike and the ratio measures turngate's own overhead.

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/internal/gqlclient"
 )
@@ -123,12 +124,7 @@ func TestCancelTurnMutation(t *testing.T) {
 	ctx := context.Background()
 	a := h.client(t, alice)
 	team := rooms(t, a)["Team room"].ID
-	var sub struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "cancel me", "k": "cancel-1"}, &sub); err != nil {
-		t.Fatal(err)
-	}
+	turnID := submitAs(t, ctx, a, team, "cancel me", "cancel-1")
 	cancel := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { state terminalReason } }`
 	cmd := "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11"
 	tests := []struct {
@@ -137,11 +133,11 @@ func TestCancelTurnMutation(t *testing.T) {
 		vars   map[string]any
 		code   string
 	}{
-		{"malformed command id", a, map[string]any{"c": "not-a-uuid", "t": sub.SubmitMessage.ID}, "BAD_USER_INPUT"},
+		{"malformed command id", a, map[string]any{"c": "not-a-uuid", "t": turnID}, "BAD_USER_INPUT"},
 		{"malformed turn id", a, map[string]any{"c": cmd, "t": "nope"}, "BAD_USER_INPUT"},
-		{"neither author nor owner", h.client(t, bob), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "FORBIDDEN"},
-		{"not a member", h.client(t, mallory), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "NOT_FOUND"},
-		{"no envelope", h.clientWithToken(""), map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, "UNAUTHENTICATED"},
+		{"neither author nor owner", h.client(t, bob), map[string]any{"c": cmd, "t": turnID}, "FORBIDDEN"},
+		{"not a member", h.client(t, mallory), map[string]any{"c": cmd, "t": turnID}, "NOT_FOUND"},
+		{"no envelope", h.clientWithToken(""), map[string]any{"c": cmd, "t": turnID}, "UNAUTHENTICATED"},
 	}
 	for _, tt := range tests {
 		before := counts(t, h)
@@ -159,12 +155,12 @@ func TestCancelTurnMutation(t *testing.T) {
 				TerminalReason *string
 			} `json:"cancelTurn"`
 		}
-		if err := a.Do(ctx, cancel, map[string]any{"c": cmd, "t": sub.SubmitMessage.ID}, &out); err != nil || out.CancelTurn.State != "CANCELLED" {
+		if err := a.Do(ctx, cancel, map[string]any{"c": cmd, "t": turnID}, &out); err != nil || out.CancelTurn.State != "CANCELLED" {
 			t.Fatalf("cancel: %+v, %v", out, err)
 		}
 	}
 	var terminals int
-	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, sub.SubmitMessage.ID).Scan(&terminals); err != nil || terminals != 1 {
+	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, turnID).Scan(&terminals); err != nil || terminals != 1 {
 		t.Fatalf("%d terminals (%v), want 1", terminals, err)
 	}
 }

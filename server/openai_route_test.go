@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +16,13 @@ import (
 // fakeChatCompletions is an OpenAI-compatible endpoint speaking the real
 // streaming wire format: asked with tools and no tool result yet, it calls
 // history_search; otherwise it answers. It keeps every request body.
-type fakeChatCompletions struct {
-	mu     sync.Mutex
-	bodies []map[string]any
-}
+type fakeChatCompletions struct{ modelRequests }
 
 func (f *fakeChatCompletions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	if err := json.Unmarshal(raw, &body); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	body, _, ok := f.record(w, r)
+	if !ok {
 		return
 	}
-	f.mu.Lock()
-	f.bodies = append(f.bodies, body)
-	f.mu.Unlock()
 	msgs, _ := body["messages"].([]any)
 	last, _ := msgs[len(msgs)-1].(map[string]any)
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -45,18 +44,6 @@ func commandRows(t *testing.T, h *harness) int64 {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// submitAs submits text to room as c and returns the turn's id.
-func submitAs(t *testing.T, ctx context.Context, c *gqlclient.Client, room, text, key string) string {
-	t.Helper()
-	var out struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room, "t": text, "k": key}, &out); err != nil {
-		t.Fatalf("submit %s: %v", key, err)
-	}
-	return out.SubmitMessage.ID
 }
 
 // TestSteerTurnMutation: steerTurn over GraphQL on a queued turn — bad
@@ -193,37 +180,6 @@ func (e steerEntry) of(turnID string) bool { return e.TurnID != nil && *e.TurnID
 
 const steerJournalFields = `seq kind turnId actorId text`
 
-// nextSteerEntry reads the next journal entry of a subscription, failing
-// the test at ctx's deadline.
-func nextSteerEntry(t *testing.T, ctx context.Context, msgs <-chan gqlclient.Message) steerEntry {
-	t.Helper()
-	select {
-	case m, ok := <-msgs:
-		if !ok {
-			t.Fatal("subscription ended early")
-		}
-		if m.Type != "next" {
-			t.Fatalf("subscription message %s: %s", m.Type, m.Payload)
-		}
-		var r struct {
-			Data struct {
-				Journal steerEntry `json:"journal"`
-			} `json:"data"`
-			Errors []gqlclient.Error `json:"errors"`
-		}
-		if err := jsonUnmarshal(m.Payload, &r); err != nil {
-			t.Fatal(err)
-		}
-		if len(r.Errors) > 0 {
-			t.Fatalf("subscription error: %+v", r.Errors)
-		}
-		return r.Data.Journal
-	case <-ctx.Done():
-		t.Fatal("timed out waiting for a journal entry")
-	}
-	return steerEntry{}
-}
-
 // TestSteerDeliveredAtStepBoundary: through the real server with a paced
 // model — a steer of a queued turn is delivered when its run reaches its
 // first step boundary (a steer_delivered entry between turn_started and
@@ -246,12 +202,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := rooms(t, a)["Team room"]
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, a.Header.Get(h.cfg.IdentityHeader))
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := h.dial(t, ctx, a)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "steer", gqlclient.Request{
 		Query:     `subscription($c: ID!, $after: Int) { journal(conversationId: $c, after: $after) { ` + steerJournalFields + ` } }`,
@@ -265,7 +216,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 	first := submitAs(t, ctx, a, room.ID, strings.Repeat("Durable turns keep their journal and their answers. ", 6), "steer-run-1")
 	var seen []steerEntry
 	for {
-		e := nextSteerEntry(t, ctx, msgs)
+		e := nextJournal[steerEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "ANSWER_DELTA" && e.of(first) {
 			break
@@ -294,7 +245,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 		t.Fatalf("steer of the queued turn: %+v, want PENDING on a QUEUED turn", s)
 	}
 	for {
-		e := nextSteerEntry(t, ctx, msgs)
+		e := nextJournal[steerEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "TURN_TERMINAL" && e.of(second) {
 			break

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -32,13 +31,7 @@ func TestJournalStreamResumes(t *testing.T) {
 	defer cancel()
 	c := h.client(t, alice)
 	room := rooms(t, c)["Team room"]
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, c.Header.Get(h.cfg.IdentityHeader))
-
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := h.dial(t, ctx, c)
 	msgs, err := conn.Subscribe(ctx, "j1", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +48,7 @@ func TestJournalStreamResumes(t *testing.T) {
 	// Read until the first answer delta, then drop the connection.
 	var seen []wireEntry
 	for {
-		e := nextEntry(t, ctx, msgs)
+		e := nextJournal[wireEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "ANSWER_DELTA" {
 			break
@@ -64,17 +57,14 @@ func TestJournalStreamResumes(t *testing.T) {
 	conn.Close()
 	// Reconnect after the last position seen.
 	last := seen[len(seen)-1].Seq
-	conn2, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn2 := h.dial(t, ctx, c)
 	defer conn2.Close()
 	msgs2, err := conn2.Subscribe(ctx, "j2", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": last}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		e := nextEntry(t, ctx, msgs2)
+		e := nextJournal[wireEntry](t, ctx, msgs2)
 		seen = append(seen, e)
 		if e.Kind == "TURN_TERMINAL" {
 			break
@@ -121,35 +111,6 @@ func TestJournalStreamResumes(t *testing.T) {
 	}
 }
 
-func nextEntry(t *testing.T, ctx context.Context, msgs <-chan gqlclient.Message) wireEntry {
-	t.Helper()
-	select {
-	case m, ok := <-msgs:
-		if !ok {
-			t.Fatal("subscription ended early")
-		}
-		if m.Type != "next" {
-			t.Fatalf("subscription message %s: %s", m.Type, m.Payload)
-		}
-		var r struct {
-			Data struct {
-				Journal wireEntry `json:"journal"`
-			} `json:"data"`
-			Errors []gqlclient.Error `json:"errors"`
-		}
-		if err := jsonUnmarshal(m.Payload, &r); err != nil {
-			t.Fatal(err)
-		}
-		if len(r.Errors) > 0 {
-			t.Fatalf("subscription error: %+v", r.Errors)
-		}
-		return r.Data.Journal
-	case <-ctx.Done():
-		t.Fatal("timed out waiting for a journal entry")
-	}
-	return wireEntry{}
-}
-
 // TestTokenStreamOverSSE: tokens(turnId) over Server-Sent Events (the
 // transport the explorer uses) streams the turn's answer text and
 // completes when the turn ends; the text equals the stored answer.
@@ -160,15 +121,10 @@ func TestTokenStreamOverSSE(t *testing.T) {
 	defer cancel()
 	c := h.client(t, bob)
 	room := rooms(t, c)["Bob's notes"]
-	var turn struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.PublicKey, "t": "stream me over SSE", "k": "sse-1"}, &turn); err != nil {
-		t.Fatal(err)
-	}
+	turnID := submitAs(t, ctx, c, room.PublicKey, "stream me over SSE", "sse-1")
 	events, err := c.SSE(ctx, gqlclient.Request{
 		Query:     `subscription($t: ID!) { tokens(turnId: $t) { seq attempt offset text } }`,
-		Variables: map[string]any{"t": turn.SubmitMessage.ID},
+		Variables: map[string]any{"t": turnID},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +154,7 @@ func TestTokenStreamOverSSE(t *testing.T) {
 	var stored struct {
 		Turn struct{ State, Answer string } `json:"turn"`
 	}
-	if err := c.Do(ctx, `query($id: ID!) { turn(id: $id) { state answer } }`, map[string]any{"id": turn.SubmitMessage.ID}, &stored); err != nil {
+	if err := c.Do(ctx, `query($id: ID!) { turn(id: $id) { state answer } }`, map[string]any{"id": turnID}, &stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.Turn.State != "COMPLETED" || text.String() != stored.Turn.Answer || text.Len() == 0 {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
 )
 
@@ -31,34 +29,21 @@ func TestBrowserClosedCancelsNothing(t *testing.T) {
 	defer cancel()
 	c := h.client(t, alice)
 	room := rooms(t, c)["Team room"]
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, c.Header.Get(h.cfg.IdentityHeader))
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := h.dial(t, ctx, c)
 	msgs, err := conn.Subscribe(ctx, "tab", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var turn struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "keep going without me", "k": "closed-tab"}, &turn); err != nil {
-		t.Fatal(err)
-	}
-	for nextEntry(t, ctx, msgs).Kind != "TURN_STARTED" {
+	turnID := submitAs(t, ctx, c, room.ID, "keep going without me", "closed-tab")
+	for nextJournal[wireEntry](t, ctx, msgs).Kind != "TURN_STARTED" {
 	}
 	conn.Close() // the only tab closes mid-turn
 
-	final := waitTurnState(t, ctx, h.app.db, turn.SubmitMessage.ID)
+	final := waitTurnState(t, ctx, h.app.db, turnID)
 	if final != "completed" {
 		t.Fatalf("turn ended %s after the tab closed, want completed", final)
 	}
-	conn2, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn2 := h.dial(t, ctx, c)
 	defer conn2.Close()
 	msgs2, err := conn2.Subscribe(ctx, "reload", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
@@ -66,7 +51,7 @@ func TestBrowserClosedCancelsNothing(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for {
-		e := nextEntry(t, ctx, msgs2)
+		e := nextJournal[wireEntry](t, ctx, msgs2)
 		seen[e.Kind]++
 		if e.Kind == "TURN_TERMINAL" {
 			break
@@ -175,35 +160,21 @@ func TestForcedLossKill9(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			dbURL := dbtest.NewDB(t)
-			dataDir, err := os.MkdirTemp("", "turngate-kill9-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dataDir) })
+			w := newProcessWorld(t, bin, "turngate-kill9-")
 			env := []string{"TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=150ms"}
-			a := startReplica(t, bin, "replica-a", dbURL, dataDir, env...)
+			a := w.start(t, "replica-a", env...)
 
-			db, err := sql.Open("postgres", dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			c := clientFor(t, bin, a.base, dataDir, alice)
+			db := w.db
+			c := w.client(t, a.base, alice)
 			room := rooms(t, c)["Team room"]
-			var turn struct {
-				SubmitMessage struct{ ID string } `json:"submitMessage"`
-			}
-			if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "survive a kill -9 of my runner", "k": "kill9"}, &turn); err != nil {
-				t.Fatal(err)
-			}
+			turnID := submitAs(t, ctx, c, room.ID, "survive a kill -9 of my runner", "kill9")
 			// Wait until replica A is mid-answer, then bring up B and kill A.
-			waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turn.SubmitMessage.ID)
-			b := startReplica(t, bin, "replica-b", dbURL, dataDir, env...)
+			waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+			b := w.start(t, "replica-b", env...)
 			a.kill9(t)
 
 			if tt.client {
-				cb := clientFor(t, bin, b.base, dataDir, alice)
+				cb := w.client(t, b.base, alice)
 				hdr := http.Header{"X-Turngate-Identity": cb.Header["X-Turngate-Identity"]}
 				conn, err := gqlclient.Dial(ctx, b.base+"/graphql", hdr, nil)
 				if err != nil {
@@ -214,7 +185,7 @@ func TestForcedLossKill9(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if state := waitTurnState(t, ctx, db, turn.SubmitMessage.ID); state != "completed" {
+			if state := waitTurnState(t, ctx, db, turnID); state != "completed" {
 				t.Fatalf("turn ended %s, want completed", state)
 			}
 			var attempt, terminals, starts int
@@ -222,7 +193,7 @@ func TestForcedLossKill9(t *testing.T) {
 			if err := db.QueryRow(`SELECT attempt, (SELECT count(*) FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_terminal'),
 				(SELECT count(*) FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_started'),
 				(SELECT payload->>'runner' FROM journal_entries WHERE turn_id = t.id AND kind = 'turn_started' ORDER BY seq DESC LIMIT 1)
-				FROM turns t WHERE id = $1`, turn.SubmitMessage.ID).Scan(&attempt, &terminals, &starts, &owner); err != nil {
+				FROM turns t WHERE id = $1`, turnID).Scan(&attempt, &terminals, &starts, &owner); err != nil {
 				t.Fatal(err)
 			}
 			if attempt != 2 || terminals != 1 || starts != 2 || owner != "replica-b" {
@@ -283,42 +254,28 @@ func TestOrderlyTerminationHandsOver(t *testing.T) {
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	dbURL := dbtest.NewDB(t)
-	dataDir, err := os.MkdirTemp("", "turngate-sigterm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dataDir) })
+	w := newProcessWorld(t, bin, "turngate-sigterm-")
 	env := []string{"TURNGATE_LEASE_TTL=5m", "TURNGATE_MODEL_PACE=150ms", "TURNGATE_DRAIN=300ms"}
-	a := startReplica(t, bin, "replica-a", dbURL, dataDir, env...)
-	db, err := sql.Open("postgres", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	c := clientFor(t, bin, a.base, dataDir, alice)
+	a := w.start(t, "replica-a", env...)
+	db := w.db
+	c := w.client(t, a.base, alice)
 	room := rooms(t, c)["Team room"]
-	var turn struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "finish me elsewhere", "k": "sigterm"}, &turn); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turn.SubmitMessage.ID)
-	startReplica(t, bin, "replica-b", dbURL, dataDir, env...)
+	turnID := submitAs(t, ctx, c, room.ID, "finish me elsewhere", "sigterm")
+	waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	w.start(t, "replica-b", env...)
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.cmd.Wait(); err != nil {
 		t.Fatalf("replica-a exited with %v after SIGTERM", err)
 	}
-	if state := waitTurnState(t, ctx, db, turn.SubmitMessage.ID); state != "completed" {
+	if state := waitTurnState(t, ctx, db, turnID); state != "completed" {
 		t.Fatalf("turn ended %s, want completed", state)
 	}
 	var owner string
 	var terminals int
 	if err := db.QueryRow(`SELECT (SELECT payload->>'runner' FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_started' ORDER BY seq DESC LIMIT 1),
-		(SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal')`, turn.SubmitMessage.ID).Scan(&owner, &terminals); err != nil {
+		(SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal')`, turnID).Scan(&owner, &terminals); err != nil {
 		t.Fatal(err)
 	}
 	if owner != "replica-b" || terminals != 1 {
@@ -336,13 +293,8 @@ func TestResumeTurnMutation(t *testing.T) {
 	defer cancel()
 	c := h.client(t, alice)
 	room := rooms(t, c)["Team room"]
-	var turn struct {
-		SubmitMessage struct{ ID string } `json:"submitMessage"`
-	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "resume me", "k": "resume-1"}, &turn); err != nil {
-		t.Fatal(err)
-	}
-	id := turn.SubmitMessage.ID
+	turnID := submitAs(t, ctx, c, room.ID, "resume me", "resume-1")
+	id := turnID
 	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
 	// Another runner "claims" the turn and dies at once: the token moves
 	// on (fencing this server's run) and the lease has a minute to live.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/server/pgembed"
 )
@@ -339,36 +337,6 @@ func (b *outageBundle) admin(t *testing.T, ctx context.Context, query string, ar
 	if _, err := b.db.ExecContext(ctx, query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-}
-
-// startHarnessLog is startHarness with the server's log going to log.
-func startHarnessLog(t *testing.T, cfg Config, log *slog.Logger) *harness {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	app, err := New(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		t.Fatalf("new app: %v", err)
-	}
-	if err := app.Listen(); err != nil {
-		cancel()
-		app.Close()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- app.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("serve: %v", err)
-		}
-		app.Close()
-	})
-	key, err := authority.LoadOrCreateDevKey(cfg.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &harness{app: app, base: "http://" + app.Addr(), signer: authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), cfg: cfg}
 }
 
 // restartable is a private Postgres that is stopped and started again on

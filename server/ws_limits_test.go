@@ -568,7 +568,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no SSE entry after the read deadline")
 	}
-	if e := nextEntry(t, ctx, ws); e.Seq <= room.Head {
+	if e := nextJournal[wireEntry](t, ctx, ws); e.Seq <= room.Head {
 		t.Fatalf("WebSocket entry seq %d, want > %d", e.Seq, room.Head)
 	}
 }
