@@ -180,6 +180,23 @@ func uniq(ids []uuid.UUID) []uuid.UUID {
 // with the same idempotency key returns the same turn; the same key with
 // other text is a CONFLICT; a room the member is not in is NOT_FOUND.
 func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) {
+	// A key already used answers from its turn, before any lock is taken:
+	// a retry never queues behind the room's row, nor behind a run that
+	// holds its turn's row.
+	if t, err := s.existing(ctx, in); err == nil || !ent.IsNotFound(err) {
+		if err != nil {
+			return nil, err
+		}
+		// Only while the author is still a member of the room.
+		member, err := authority.IsMember(ctx, s.Client, in.ConversationID, in.Member.ID)
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		if !member {
+			return nil, errNoRoom(t.ConversationID)
+		}
+		return t, nil
+	}
 	take, accept, err := s.prepare(ctx)
 	if err != nil {
 		return nil, err
@@ -212,7 +229,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		return nil, fmt.Errorf("submit: take position: %w", err)
 	}
 	if !foundRoom {
-		return nil, errcode.New(errcode.NotFound, "conversation %s not found", in.ConversationID)
+		return nil, errNoRoom(in.ConversationID)
 	}
 	b := authority.ResolveBundle(in.Member, in.ConversationID, row)
 	agentVerID := b.AgentVersionID
@@ -288,8 +305,15 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	return t, nil
 }
 
+// errNoRoom is the answer for a room the member is not in, or that does
+// not exist.
+func errNoRoom(room uuid.UUID) error {
+	return errcode.New(errcode.NotFound, "conversation %s not found", room)
+}
+
 // existing finds the turn of a submission's idempotency key, and checks
-// that it carries the same text.
+// that it was accepted for the same whole input (sameInput). No turn with
+// the key is ent's not-found error.
 func (s *Service) existing(ctx context.Context, in Submission) (*ent.Turn, error) {
 	t, err := s.Client.Turn.Query().Where(
 		entturn.ConversationID(in.ConversationID),
@@ -302,7 +326,39 @@ func (s *Service) existing(ctx context.Context, in Submission) (*ent.Turn, error
 	if t.Input != in.Text {
 		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with a different message", in.IdempotencyKey)
 	}
+	same, err := sameInput(t, in)
+	if err != nil {
+		return nil, err
+	}
+	if !same {
+		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with other documents, artifacts or specialist", in.IdempotencyKey)
+	}
 	return t, nil
+}
+
+// sameInput reports whether t was accepted for in's selections: the same
+// set of documents and of artifacts (order and repeats aside) and the same
+// specialist route, as its pinned bundle records them.
+func sameInput(t *ent.Turn, in Submission) (bool, error) {
+	var b authority.Bundle
+	if err := json.Unmarshal(t.AuthorityBundle, &b); err != nil {
+		return false, fmt.Errorf("turn %s: bundle: %w", t.ID, err)
+	}
+	return sameSet(b.Manifest.Documents, in.Documents) && sameSet(b.Manifest.Artifacts, in.Artifacts) &&
+		b.Specialist == in.Specialist, nil
+}
+
+func sameSet(a, b []uuid.UUID) bool {
+	a, b = uniq(a), uniq(b)
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
 }
 
 // Get returns a turn by id.

@@ -10,6 +10,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/turn"
 )
@@ -129,4 +130,56 @@ func snapshot(t *testing.T, env *testkit.Env) counts {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestIdempotencyKeyCoversWholeInput: a key names one whole input — its
+// text, selected documents and artifacts, and specialist route. A retry
+// with the same input (the selections in any order, repeated ids once) is
+// the same turn; the same key with the same text but any other field is a
+// CONFLICT that writes nothing.
+func TestIdempotencyKeyCoversWholeInput(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	doc := func(title string) uuid.UUID {
+		id, err := resource.AddDocument(ctx, env.Client, resource.Document{Title: title, Body: title + " body", Readers: []string{env.Alice.Email}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	d1, d2 := doc("one"), doc("two")
+	art, err := resource.CreateArtifact(ctx, env.Client, env.Alice.ID, uuid.Nil, "in.txt", "", []byte("input"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := func(docs, arts []uuid.UUID) turn.Submission {
+		return turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "same text", IdempotencyKey: "whole-input",
+			Documents: docs, Artifacts: arts}
+	}
+	first, err := env.Turns.Submit(ctx, sub([]uuid.UUID{d1, d2}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, same := range [][]uuid.UUID{{d1, d2}, {d2, d1}, {d1, d2, d1}} {
+		again, err := env.Turns.Submit(ctx, sub(same, nil))
+		if err != nil || again.ID != first.ID {
+			t.Errorf("documents %v: %v, %v; want turn %s", same, again, err, first.ID)
+		}
+	}
+	for name, other := range map[string]turn.Submission{
+		"other documents":    sub([]uuid.UUID{d1}, nil),
+		"no documents":       sub(nil, nil),
+		"an artifact added":  sub([]uuid.UUID{d1, d2}, []uuid.UUID{art.ID}),
+		"a specialist route": func() turn.Submission { s := sub([]uuid.UUID{d1, d2}, nil); s.Specialist = "researcher"; return s }(),
+	} {
+		before := snapshot(t, env)
+		_, err := env.Turns.Submit(ctx, other)
+		if e, ok := errcode.From(err); !ok || e.Code != errcode.Conflict {
+			t.Errorf("%s: err = %v, want CONFLICT", name, err)
+		}
+		if after := snapshot(t, env); after != before {
+			t.Errorf("%s changed the database: before %+v, after %+v", name, before, after)
+		}
+	}
 }
