@@ -77,7 +77,7 @@ func RequireIdentity(ctx context.Context) (Identity, error) {
 // DevSubject is the platform user id of email in dev mode, so that a dev
 // envelope minted for an email names the member seeded for it.
 func DevSubject(email string) string {
-	return "dev|" + strings.ToLower(strings.TrimSpace(email))
+	return "dev|" + LowerASCII(strings.TrimSpace(email))
 }
 
 // FlattenName makes a display name one bounded line: invalid UTF-8, control
@@ -116,10 +116,23 @@ func FlattenName(s string) string {
 	return b.String()
 }
 
-// normalizeEmail trims and lowercases email and reports whether it is a
+// LowerASCII lowercases the ASCII letters of s and leaves every other
+// rune as it is: an email principal is case-folded in ASCII only, so no
+// Unicode folding can map a different address (one with the Kelvin sign
+// U+212A, say) onto an ASCII member's.
+func LowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}
+
+// normalizeEmail trims and lowercases (ASCII only) email and reports whether it is a
 // plain addr-spec: no display name, comment, quoting or domain literal.
 func normalizeEmail(email string) (string, bool) {
-	email = strings.ToLower(strings.TrimSpace(email))
+	email = LowerASCII(strings.TrimSpace(email))
 	if email == "" || len(email) > maxEmailBytes || !utf8.ValidString(email) {
 		return "", false
 	}

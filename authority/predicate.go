@@ -36,9 +36,9 @@ func IsMember(ctx context.Context, q pg.Querier, room, member uuid.UUID) (bool, 
 	return in, nil
 }
 
-// Principal is the document-ACL principal of an email: ACLs name verified,
-// lowercased emails.
-func Principal(email string) string { return strings.ToLower(email) }
+// Principal is the document-ACL principal of an email: ACLs name verified
+// emails, lowercased in ASCII only (LowerASCII).
+func Principal(email string) string { return LowerASCII(email) }
 
 // DocumentReadableSQL is the document ACL as SQL: true when the ACL of
 // document grants principal (a Principal) read access. Both are SQL

@@ -66,6 +66,15 @@ func TestVerify(t *testing.T) {
 		{"email lowercased and trimmed, name flattened",
 			mustMint(t, k.signer, with("email", "  Alice@Example.COM ", "name", "  Alice\n\tde\u202e  Wonder\x00land ")),
 			Identity{Subject: "user-1", Email: "alice@example.com", DisplayName: "Alice de Wonderland"}, ""},
+		// The principal is lowercased in ASCII only: no Unicode case
+		// folding, so the Kelvin sign (U+212A) does not become "k", nor
+		// the dotted capital I (U+0130) an "i".
+		{"email lowercased in ASCII only: Kelvin sign kept",
+			mustMint(t, k.signer, with("email", "\u212Aate@Example.com")),
+			Identity{Subject: "user-1", Email: "\u212Aate@example.com", DisplayName: "Alice"}, ""},
+		{"email lowercased in ASCII only: dotted capital I kept",
+			mustMint(t, k.signer, with("email", "\u0130van@example.com")),
+			Identity{Subject: "user-1", Email: "\u0130van@example.com", DisplayName: "Alice"}, ""},
 		{"empty name", mustMint(t, k.signer, with("name", "")), Identity{Subject: "user-1", Email: "alice@example.com"}, ""},
 		{"no name", mustMint(t, k.signer, with("name", nil)), Identity{Subject: "user-1", Email: "alice@example.com"}, ""},
 		{"name of only control characters", mustMint(t, k.signer, with("name", "\n\x01\u200b ")), Identity{Subject: "user-1", Email: "alice@example.com"}, ""},

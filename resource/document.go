@@ -65,7 +65,7 @@ func AddDocument(ctx context.Context, q pg.Querier, d Document) (uuid.UUID, erro
 	}
 	for _, r := range d.Readers {
 		if _, err := q.ExecContext(ctx, `INSERT INTO document_acls (id, document_id, principal) VALUES ($1, $2, $3)`,
-			uuid.New(), id, strings.ToLower(r)); err != nil {
+			uuid.New(), id, authority.Principal(r)); err != nil {
 			return uuid.Nil, fmt.Errorf("add reader: %w", err)
 		}
 	}

@@ -252,7 +252,7 @@ func (s *Service) changeMembership(ctx context.Context, actor authority.Member, 
 	if c.Kind != entconv.KindShared {
 		return nil, errcode.Invalid("conversationId", "a private conversation has no other members")
 	}
-	target, err := s.Client.Member.Query().Where(entmember.Email(strings.ToLower(strings.TrimSpace(email)))).Only(ctx)
+	target, err := s.Client.Member.Query().Where(entmember.Email(authority.LowerASCII(strings.TrimSpace(email)))).Only(ctx)
 	if ent.IsNotFound(err) {
 		return nil, errcode.New(errcode.NotFound, "no member with email %q", email)
 	}

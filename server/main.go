@@ -130,7 +130,7 @@ func token(cfg Config, args []string, stdout io.Writer) error {
 // mintDev mints a dev envelope for email. Demo members keep their demo
 // names; anyone else is named after the email's local part.
 func mintDev(s *authority.Signer, email string, ttl time.Duration) (string, error) {
-	email = strings.ToLower(strings.TrimSpace(email))
+	email = authority.LowerASCII(strings.TrimSpace(email))
 	name, _, _ := strings.Cut(email, "@")
 	for _, d := range demo.People {
 		if d.Email == email {

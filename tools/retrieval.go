@@ -66,7 +66,7 @@ func manifestArgs(a Actor) []any {
 	if a.Manifest.DocumentsBefore != nil {
 		before = *a.Manifest.DocumentsBefore
 	}
-	return []any{strings.ToLower(a.Email), docs, before}
+	return []any{authority.Principal(a.Email), docs, before}
 }
 
 // Run implements Tool.
