@@ -70,3 +70,11 @@ func IsUniqueViolation(err error) bool {
 	var pqErr *pq.Error
 	return errors.As(err, &pqErr) && pqErr.Code == "23505"
 }
+
+// IsTransient reports a transaction the database rolled back to break a
+// deadlock (SQLSTATE 40P01) or a serialization conflict (40001): nothing
+// of it was written, and running it again is safe.
+func IsTransient(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && (pqErr.Code == "40P01" || pqErr.Code == "40001")
+}

@@ -37,6 +37,13 @@ type Service struct {
 
 	prepMu       sync.Mutex
 	take, accept *sql.Stmt
+
+	// beforeTake and afterTake, when set (tests only), run in each
+	// acceptance attempt after the key's lookup, before and after the
+	// room's row is locked; retrying, with the error that ended an
+	// attempt the database rolled back.
+	beforeTake, afterTake func()
+	retrying              func(error)
 }
 
 // Starter is the part of a runner acceptance reaches: the accept-time
@@ -180,6 +187,28 @@ func uniq(ids []uuid.UUID) []uuid.UUID {
 // with the same idempotency key returns the same turn; the same key with
 // other text is a CONFLICT; a room the member is not in is NOT_FOUND.
 func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) {
+	for attempt := 1; ; attempt++ {
+		t, err := s.submit(ctx, in)
+		if err == nil || !pg.IsTransient(err) || attempt == maxSubmitAttempts {
+			return t, err
+		}
+		if s.retrying != nil {
+			s.retrying(err)
+		}
+		// The database rolled the attempt back to break a deadlock or a
+		// serialization conflict: nothing of it was written. Run it again
+		// with the same key, which finds the turn if another attempt
+		// (this one's original, say) was accepted meanwhile.
+	}
+}
+
+// maxSubmitAttempts bounds how often one submission is run again after
+// the database rolled it back; past it the error reaches the client as
+// UNAVAILABLE, to retry with the same key.
+const maxSubmitAttempts = 3
+
+// submit is one acceptance attempt.
+func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) {
 	// A key already used answers from its turn, before any lock is taken:
 	// a retry never queues behind the room's row, nor behind a run that
 	// holds its turn's row.
@@ -200,6 +229,9 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	take, accept, err := s.prepare(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.beforeTake != nil {
+		s.beforeTake()
 	}
 	tx, err := s.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -230,6 +262,9 @@ func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	if !foundRoom {
 		return nil, errNoRoom(in.ConversationID)
+	}
+	if s.afterTake != nil {
+		s.afterTake()
 	}
 	b := authority.ResolveBundle(in.Member, in.ConversationID, row)
 	agentVerID := b.AgentVersionID

@@ -2,8 +2,11 @@ package turn_test
 
 import (
 	"context"
+	"database/sql"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -181,5 +184,100 @@ func TestIdempotencyKeyCoversWholeInput(t *testing.T) {
 		if after := snapshot(t, env); after != before {
 			t.Errorf("%s changed the database: before %+v, after %+v", name, before, after)
 		}
+	}
+}
+
+// TestSubmitRetrySurvivesDeadlockWithClaim forces the one lock-order
+// inversion acceptance has: a retry whose key lookup came just before the
+// original committed holds the room's row and meets the original's turn
+// row held by a claim, which waits for the room's row. Postgres breaks the
+// deadlock by aborting the retry (its deadlock_timeout is the shorter);
+// Submit retries inside the server and converges on the original turn —
+// the client never sees the deadlock — and the claim goes through.
+func TestSubmitRetrySurvivesDeadlockWithClaim(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub := turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "deadlock me", IdempotencyKey: "deadlock-1"}
+	// The original is accepted by a second service over the same
+	// database, as by another replica.
+	other := &turn.Service{Client: env.Client, DB: env.DB, Hub: env.Hub}
+
+	var (
+		original uuid.UUID
+		claim    *sql.Tx
+		claimPID int
+		attempts int
+	)
+	claimed := make(chan error, 1)
+	before := func() {
+		if attempts++; attempts > 1 {
+			return // the retry after the deadlock runs plainly
+		}
+		t0, err := other.Submit(ctx, sub)
+		if err != nil {
+			t.Errorf("original: %v", err)
+			return
+		}
+		original = t0.ID
+		// The claim takes the turn's row first, with a long
+		// deadlock_timeout, so that the retry is the one that detects
+		// the deadlock.
+		if claim, err = env.DB.BeginTx(ctx, nil); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := claim.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&claimPID); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := claim.ExecContext(ctx, `SET LOCAL deadlock_timeout = '20s'`); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := claim.ExecContext(ctx, `UPDATE turns SET lease_owner = 'claimer' WHERE id = $1`, t0.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	after := func() {
+		if attempts > 1 || claim == nil {
+			return
+		}
+		// The retry holds the room's row: the claim now queues for it.
+		go func() {
+			_, err := claim.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1`, env.Shared.ID, original)
+			if err == nil {
+				err = claim.Commit()
+			} else {
+				claim.Rollback()
+			}
+			claimed <- err
+		}()
+		for waiting := false; !waiting; {
+			if err := env.DB.QueryRowContext(ctx, `SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1`, claimPID).Scan(&waiting); err != nil {
+				t.Errorf("claim's wait: %v", err)
+				return
+			}
+		}
+	}
+	var rolledBack []error
+	turn.SetTakeHooks(env.Turns, before, after, func(err error) { rolledBack = append(rolledBack, err) })
+	got, err := env.Turns.Submit(ctx, sub)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got.ID != original {
+		t.Fatalf("retry got turn %s, want the original %s", got.ID, original)
+	}
+	if len(rolledBack) != 1 || !strings.Contains(rolledBack[0].Error(), "40P01") {
+		t.Fatalf("attempts rolled back: %v; want the one deadlock", rolledBack)
+	}
+	if err := <-claimed; err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	var turns int
+	if err := env.DB.QueryRow(`SELECT count(*) FROM turns WHERE idempotency_key = 'deadlock-1'`).Scan(&turns); err != nil || turns != 1 {
+		t.Fatalf("turns with the key: %d, %v; want 1", turns, err)
 	}
 }
