@@ -44,8 +44,10 @@
 // then the journal head), and the fenced journal append (turn FOR SHARE,
 // then the head, in one statement). Acceptance is the one transaction
 // that starts at the conversation's row, to take a position: after it, it
-// may lock only the turn it inserts (ClaimAccepted). Membership changes
-// and approval decisions lock the conversation's row and no turn's.
+// may lock only the turn it inserts (ClaimAccepted). Approval decisions
+// and joins lock the conversation's row and no turn's; a removal locks the
+// removed member's unfinished turns first (LockAuthorTurns), then the
+// conversation's row, and ends those turns (Revoke).
 //
 // Acceptance keeps to that order with one exception it cannot avoid: its
 // insert checks the idempotency key's unique index, and when the key's

@@ -250,3 +250,82 @@ func (s *Store) CancelQueued(ctx context.Context, tx pg.Querier, p CancelQueuedP
 	err := queryRow(ctx, tx, ErrNotClaimable, "cancel", p.TurnID, cancelQueued, []any{p.TurnID, ReasonCancelled}, &room)
 	return room, err
 }
+
+// lockAuthorTurns locks an author's unfinished turns in a room, turn rows
+// first as the lock order has it.
+const lockAuthorTurns = `
+SELECT id FROM turns WHERE conversation_id = $1 AND author_id = $2 AND state IN ('queued', 'running')
+ORDER BY position FOR UPDATE`
+
+// revokeTurns ends an author's unfinished turns in a room: failed,
+// membership_revoked, without an answer. A run of one is fenced from its
+// next write on: its turn is no longer running.
+const revokeTurns = `
+UPDATE turns SET state = 'failed', terminal_reason = $3, answer = NULL, finished_at = now(),
+  lease_expires_at = NULL,
+  usage = COALESCE(checkpoint->'usage', ` + noUsage + `)
+WHERE conversation_id = $1 AND author_id = $2 AND state IN ('queued', 'running')
+RETURNING id, attempt`
+
+// RevokeParams names an author being removed from a room.
+type RevokeParams struct {
+	Room, Author uuid.UUID
+}
+
+// LockAuthorTurns locks Author's queued and running turns in Room, in the
+// transaction that will remove the author, before it locks the room's row:
+// turn rows first, as the lock order has it. (A turn accepted between this
+// and the room's lock is locked by Revoke; a claim of it in that moment
+// can deadlock with the removal, which Postgres breaks — see the doc.)
+func (s *Store) LockAuthorTurns(ctx context.Context, tx pg.Querier, p RevokeParams) error {
+	if _, err := pg.QueryIDs(ctx, tx, lockAuthorTurns, p.Room, p.Author); err != nil {
+		return fmt.Errorf("lock the turns of %s in %s: %w", p.Author, p.Room, err)
+	}
+	return nil
+}
+
+// Revoke ends, in the transaction removing Author from Room (after the
+// removal's member_left entry), each of the author's queued or running
+// turns there: failed membership_revoked with no answer, its terminal
+// journaled, the room's lane released, its pending commands rejected —
+// the same settlement a run's own terminal makes. After the removal
+// commits, no entry of those turns but their terminals can be appended:
+// their runs' fenced writes find them no longer running. It returns the
+// last journal position written, or 0.
+func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int64, error) {
+	rows, err := tx.QueryContext(ctx, revokeTurns, p.Room, p.Author, ReasonMembershipRevoked)
+	if err != nil {
+		return 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
+	}
+	type ended struct {
+		id      uuid.UUID
+		attempt int
+	}
+	var turns []ended
+	for rows.Next() {
+		var e ended
+		if err := rows.Scan(&e.id, &e.attempt); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		turns = append(turns, e)
+	}
+	if err := pg.CloseRows(rows); err != nil {
+		return 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
+	}
+	var head int64
+	for _, t := range turns {
+		entries, err := journal.Append(ctx, tx, p.Room, nil, journal.Draft{
+			Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: t.id, Valid: true}, Attempt: t.attempt,
+			Payload: journal.TerminalPayload{Outcome: entturn.StateFailed.String(), Reason: ReasonMembershipRevoked},
+		})
+		if err != nil {
+			return 0, fmt.Errorf("revoke turn %s: %w", t.id, err)
+		}
+		head = entries[0].Seq
+		if _, err := tx.ExecContext(ctx, settleTurn, p.Room, t.id, uuid.NullUUID{}, nil); err != nil {
+			return 0, fmt.Errorf("revoke turn %s: release room and settle commands: %w", t.id, err)
+		}
+	}
+	return head, nil
+}

@@ -11,6 +11,7 @@
 //
 // # What it must not import
 //
-// room imports authority, journal, resource and ent; never turn, lease,
+// room imports authority, journal, lease (a removal ends the removed
+// member's turns through lease.Store.Revoke), resource and ent; never turn,
 // runner, callback, tools, graph or server.
 package room

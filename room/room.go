@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/resource"
 )
 
@@ -268,6 +269,14 @@ func (s *Service) changeMembership(ctx context.Context, actor authority.Member, 
 		return nil, err
 	}
 	defer tx.Rollback()
+	revoke := lease.RevokeParams{Room: c.ID, Author: target.ID}
+	if !add {
+		// The removed member's turns end with the removal: their rows
+		// are locked first, as the lock order has it.
+		if err := s.leases().LockAuthorTurns(ctx, tx, revoke); err != nil {
+			return nil, fmt.Errorf("remove member: %w", err)
+		}
+	}
 	rows, err := tx.QueryContext(ctx, bumpAudience, c.ID, actor.ID)
 	if err != nil {
 		return nil, fmt.Errorf("change membership: %w", err)
@@ -322,14 +331,28 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 	if err != nil {
 		return nil, fmt.Errorf("change membership: %w", err)
 	}
+	head := entries[0].Seq
+	if !add {
+		// After member_left, the terminals of the removed member's turns:
+		// nothing else of them can be appended once this commits.
+		last, err := s.leases().Revoke(ctx, tx, revoke)
+		if err != nil {
+			return nil, fmt.Errorf("remove member: %w", err)
+		}
+		head = max(head, last)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("change membership: commit: %w", err)
 	}
-	s.Hub.Committed(c.ID, entries[0].Seq)
+	s.Hub.Committed(c.ID, head)
 	c.AudienceVersion = audience
 	c.NextSeq = entries[0].Seq
 	return c, nil
 }
+
+// leases is the lease store over the service's handles: a removal ends
+// the removed member's turns through it.
+func (s *Service) leases() *lease.Store { return lease.NewStore(s.Client, s.Hub) }
 
 // ResolveScope resolves any scope form naming a room to its id
 // (authority.ResolveScope).

@@ -206,6 +206,69 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	}
 }
 
+// endlessModel streams a word every few milliseconds until its run's
+// context ends; stopped is closed when it does.
+type endlessModel struct {
+	started, stopped chan struct{}
+}
+
+func (m *endlessModel) Stream(ctx context.Context, req gateway.Request, emit func(gateway.Delta)) (gateway.Result, error) {
+	defer close(m.stopped)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		emit(gateway.Delta{Text: "word "})
+		if i == 20 {
+			close(m.started)
+		}
+		select {
+		case <-ctx.Done():
+			return gateway.Result{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// TestMembershipRevokedStopsTheRunAtOnce: removing the author from the
+// room mid-answer ends the turn with the removal: no entry of that turn
+// but its membership_revoked terminal comes after member_left — the
+// remaining members read none of the removed member's later text — and
+// the run's model call is stopped.
+func TestMembershipRevokedStopsTheRunAtOnce(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	model := &endlessModel{started: make(chan struct{}), stopped: make(chan struct{})}
+	env.Runner(t, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": model})})
+	tt := env.Submit(t, env.Bob, env.Shared.ID, "keep talking")
+	<-model.started
+	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), env.Bob.Email); err != nil {
+		t.Fatal(err)
+	}
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonMembershipRevoked || got.Answer != nil {
+		t.Fatalf("turn ended %s (%v), answer %v; want failed %s without an answer", got.State, got.TerminalReason, got.Answer, lease.ReasonMembershipRevoked)
+	}
+	select {
+	case <-model.stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the removed member's model call is still streaming")
+	}
+	var left int64
+	var after []journal.Kind
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if e.Kind == journal.KindMemberLeft {
+			left = e.Seq
+		}
+		if left > 0 && e.Seq > left && e.TurnID.Valid && e.TurnID.UUID == tt.ID {
+			after = append(after, e.Kind)
+		}
+	}
+	if left == 0 || len(after) != 1 || after[0] != journal.KindTurnTerminal {
+		t.Fatalf("entries of the turn after member_left (seq %d): %v; want only its terminal", left, after)
+	}
+}
+
 // Row "Orderly backend/runtime termination": a run that finishes within
 // the drain period completes on the stopping runner.
 func TestOrderlyStopDrainsRuns(t *testing.T) {
