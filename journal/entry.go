@@ -28,6 +28,7 @@ const (
 	KindApprovalRequested Kind = "approval_requested"
 	KindApprovalDecided   Kind = "approval_decided"
 	KindSteerDelivered    Kind = "steer_delivered"
+	KindSteerRejected     Kind = "steer_rejected"
 	KindCheckpoint        Kind = "checkpoint"
 	KindCompaction        Kind = "compaction"
 	KindTurnAnswer        Kind = "turn_answer"

@@ -47,6 +47,23 @@ type SteerDeliveredPayload struct {
 	Text      string    `json:"text"`
 }
 
+// SteerRejectedPayload is the payload of a steer_rejected entry: a steering
+// instruction the turn ended before delivering, journaled with the
+// terminal that ended it. Reason is why (SteerRejectedTurnEnded); Outcome
+// and TerminalReason are the turn's.
+type SteerRejectedPayload struct {
+	CommandID      uuid.UUID `json:"commandId"`
+	ActorID        uuid.UUID `json:"actorId"`
+	Text           string    `json:"text"`
+	Reason         string    `json:"reason"`
+	Outcome        string    `json:"outcome"`
+	TerminalReason string    `json:"terminalReason"`
+}
+
+// SteerRejectedTurnEnded is the reason of a steer the turn ended before
+// any step boundary could deliver it.
+const SteerRejectedTurnEnded = "turn_ended"
+
 // RecoveredPayload is the payload of the turn_started entry of a recovery.
 type RecoveredPayload struct {
 	StartedPayload

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -62,15 +63,63 @@ RETURNING conversation_id, attempt, author_id`
 
 // settleTurn releases the room and settles the turn's pending commands:
 // the one this terminal carries out is delivered, any other came too late
-// and is rejected.
+// and is rejected. It returns the steers it rejected, oldest first.
 const settleTurn = `
 WITH released AS (
-  UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2 RETURNING id)
-UPDATE commands SET
-  state = CASE WHEN id = $3 THEN 'delivered' ELSE 'rejected' END,
-  delivered_lease_token = CASE WHEN id = $3 THEN $4::bigint END,
-  delivered_at = CASE WHEN id = $3 THEN now() END
-WHERE turn_id = $2 AND state = 'pending'`
+  UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2 RETURNING id),
+settled AS (
+  UPDATE commands SET
+    state = CASE WHEN id = $3 THEN 'delivered' ELSE 'rejected' END,
+    delivered_lease_token = CASE WHEN id = $3 THEN $4::bigint END,
+    delivered_at = CASE WHEN id = $3 THEN now() END
+  WHERE turn_id = $2 AND state = 'pending'
+  RETURNING id, kind, state, actor_id, text, created_at)
+SELECT id, actor_id, text FROM settled WHERE kind = 'steer' AND state = 'rejected' ORDER BY created_at, id`
+
+// SettleParams is the settlement of a turn that is ending.
+type SettleParams struct {
+	Room, Turn uuid.UUID
+	Attempt    int
+	// Command is the command the terminal carries out (a cancel), marked
+	// delivered with LeaseToken; every other pending command is rejected.
+	Command    uuid.NullUUID
+	LeaseToken any
+	// Outcome and Reason are the turn's terminal, which the rejected
+	// steers' entries name.
+	Outcome entturn.State
+	Reason  string
+}
+
+// Settle releases the room from the ending turn and settles the turn's
+// pending commands, in the transaction that ends it. It returns a
+// steer_rejected draft for each steer the turn ends without delivering,
+// for the caller to journal ahead of the terminal: the steerer sees
+// there, and on the command, that it was not applied and why.
+func Settle(ctx context.Context, tx pg.Querier, p SettleParams) ([]journal.Draft, error) {
+	rows, err := tx.QueryContext(ctx, settleTurn, p.Room, p.Turn, p.Command, p.LeaseToken)
+	if err != nil {
+		return nil, fmt.Errorf("settle turn %s: %w", p.Turn, err)
+	}
+	var drafts []journal.Draft
+	for rows.Next() {
+		var cmd, actor uuid.UUID
+		var text sql.NullString
+		if err := rows.Scan(&cmd, &actor, &text); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		drafts = append(drafts, journal.Draft{
+			Kind: journal.KindSteerRejected, TurnID: uuid.NullUUID{UUID: p.Turn, Valid: true}, Attempt: p.Attempt,
+			ActorID: uuid.NullUUID{UUID: actor, Valid: true},
+			Payload: journal.SteerRejectedPayload{CommandID: cmd, ActorID: actor, Text: text.String,
+				Reason: journal.SteerRejectedTurnEnded, Outcome: p.Outcome.String(), TerminalReason: p.Reason},
+		})
+	}
+	if err := pg.CloseRows(rows); err != nil {
+		return nil, fmt.Errorf("settle turn %s: %w", p.Turn, err)
+	}
+	return drafts, nil
+}
 
 // Terminal ends the run holding the fence: the answer, the turn_terminal
 // entry and the release of the room commit in one transaction, fenced by
@@ -122,6 +171,12 @@ func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
 			drafts = append(drafts, journal.Draft{Kind: journal.KindTurnAnswer, TurnID: nullTurn, Attempt: attempt,
 				Payload: journal.AnswerPayload{Text: *p.Answer, Citations: nonNil(p.Citations), Artifacts: nonNil(p.Artifacts)}})
 		}
+		rejected, err := Settle(ctx, tx, SettleParams{Room: room, Turn: turnID, Attempt: attempt,
+			Command: p.Command, LeaseToken: p.Fence.LeaseToken, Outcome: p.State, Reason: p.Reason})
+		if err != nil {
+			return err
+		}
+		drafts = append(drafts, rejected...)
 		drafts = append(drafts, journal.Draft{Kind: journal.KindTurnTerminal, TurnID: nullTurn, Attempt: attempt,
 			Payload: journal.TerminalPayload{Outcome: string(p.State), Reason: p.Reason}})
 		// The turn row now holds our update, which is the fence: the
@@ -131,9 +186,6 @@ func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
 			return interpretError(err, ErrFenced, "terminal", turnID)
 		}
 		head = entries[len(entries)-1].Seq
-		if _, err := tx.ExecContext(ctx, settleTurn, room, turnID, p.Command, p.Fence.LeaseToken); err != nil {
-			return fmt.Errorf("terminal %s: release room and settle commands: %w", turnID, err)
-		}
 		return nil
 	})
 	if err != nil {
@@ -315,17 +367,20 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 	}
 	var head int64
 	for _, t := range turns {
-		entries, err := journal.Append(ctx, tx, p.Room, nil, journal.Draft{
+		drafts, err := Settle(ctx, tx, SettleParams{Room: p.Room, Turn: t.id, Attempt: t.attempt,
+			Outcome: entturn.StateFailed, Reason: ReasonMembershipRevoked})
+		if err != nil {
+			return 0, err
+		}
+		drafts = append(drafts, journal.Draft{
 			Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: t.id, Valid: true}, Attempt: t.attempt,
 			Payload: journal.TerminalPayload{Outcome: entturn.StateFailed.String(), Reason: ReasonMembershipRevoked},
 		})
+		entries, err := journal.Append(ctx, tx, p.Room, nil, drafts...)
 		if err != nil {
 			return 0, fmt.Errorf("revoke turn %s: %w", t.id, err)
 		}
-		head = entries[0].Seq
-		if _, err := tx.ExecContext(ctx, settleTurn, p.Room, t.id, uuid.NullUUID{}, nil); err != nil {
-			return 0, fmt.Errorf("revoke turn %s: release room and settle commands: %w", t.id, err)
-		}
+		head = entries[len(entries)-1].Seq
 	}
 	return head, nil
 }

@@ -96,7 +96,21 @@ func (react) Run(ctx context.Context, c Contract, cb Callbacks) error {
 			return err
 		}
 		if len(res.ToolCalls) == 0 {
-			return complete(ctx, cb, c.Run, s.prompt(), res.Text)
+			// Steering that came while the answer streamed gets one more
+			// step, which answers with it; otherwise this is the answer.
+			steers, err := cb.Steering(ctx, c.Run)
+			if err != nil {
+				return err
+			}
+			if len(steers) == 0 {
+				return complete(ctx, cb, c.Run, s.prompt(), res.Text)
+			}
+			s.messages = append(s.messages, Message{Role: RoleAssistant, Content: res.Text})
+			s.steer(steers)
+			if err := cb.Checkpoint(ctx, s.checkpoint(nil)); err != nil {
+				return err
+			}
+			continue
 		}
 		s.messages = append(s.messages, Message{Role: RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		for _, call := range res.ToolCalls {

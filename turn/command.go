@@ -77,25 +77,25 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 	case err != nil:
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}
-	entries, err := journal.Append(ctx, tx, roomID, nil, journal.Draft{
+	// This command ends the turn; any other still pending for it (a steer
+	// no step boundary reached) is rejected with it, in the journal too.
+	drafts, err := lease.Settle(ctx, tx, lease.SettleParams{Room: roomID, Turn: turnID, Attempt: t.Attempt,
+		Command: uuid.NullUUID{UUID: commandID, Valid: true}, Outcome: entturn.StateCancelled, Reason: lease.ReasonCancelled})
+	if err != nil {
+		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
+	}
+	drafts = append(drafts, journal.Draft{
 		Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
 		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
 		Payload: journal.TerminalPayload{Outcome: entturn.StateCancelled.String(), Reason: lease.ReasonCancelled},
 	})
+	entries, err := journal.Append(ctx, tx, roomID, nil, drafts...)
 	if err != nil {
-		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
-	}
-	// This command ends the turn; any other still pending for it (a steer
-	// no step boundary reached) is rejected with it.
-	if _, err := tx.ExecContext(ctx, `UPDATE commands SET
-  state = CASE WHEN id = $1 THEN 'delivered' ELSE 'rejected' END,
-  delivered_at = CASE WHEN id = $1 THEN now() END
-WHERE turn_id = $2 AND state = 'pending'`, commandID, turnID); err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
 	}
-	s.Hub.Committed(roomID, entries[0].Seq)
+	s.Hub.Committed(roomID, entries[len(entries)-1].Seq)
 	return s.Get(ctx, turnID)
 }

@@ -269,3 +269,111 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 		t.Fatalf("usage = %+v, want the dead attempt's checkpointed work included", u)
 	}
 }
+
+// heldAnswer holds the first model step — a plain answer, the run's
+// last step — until release; later steps answer like the builtin model.
+func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
+	return func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if n != 1 {
+			return nil, nil
+		}
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if fail != nil {
+			return nil, fail
+		}
+		return &gateway.Result{Text: "A first answer.", FinishReason: "stop"}, nil
+	}
+}
+
+// A steer sent while the run's only model step is streaming its answer
+// is delivered: one more step follows with the steering in it
+// (steer_delivered in the journal), and the turn completes with that
+// step's answer. Both controllers.
+func TestSteerDuringTheLastStepIsDelivered(t *testing.T) {
+	t.Parallel()
+	for _, controller := range []string{"react", "single"} {
+		t.Run(controller, func(t *testing.T) {
+			t.Parallel()
+			env := testkit.New(t)
+			env.Agent(t, controller, nil, nil)
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			model := &scriptModel{script: heldAnswer(started, release, nil)}
+			env.Runner(t, runner.Config{Gateway: model.gateway()})
+			tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
+			<-started
+			ctx := context.Background()
+			id := uuid.New()
+			if _, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "answer in one line"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			done := env.WaitTerminal(t, tt.ID)
+			if done.State != "completed" {
+				t.Fatalf("turn ended %s", done.State)
+			}
+			if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)); n != 1 {
+				t.Fatalf("%d steer_delivered entries, want 1", n)
+			}
+			reqs := model.requests()
+			if len(reqs) != 2 || !strings.Contains(runtime.Transcript(toRuntime(reqs[1].Messages)), "answer in one line") {
+				t.Fatalf("%d model steps; the last carries the steering: %v", len(reqs), len(reqs) == 2)
+			}
+			cmd, err := env.Client.Command.Get(ctx, id)
+			if err != nil || cmd.State != entcommand.StateDelivered {
+				t.Fatalf("command = %v, %v; want delivered", cmd, err)
+			}
+		})
+	}
+}
+
+// A steer the run cannot deliver — its last step fails, and no step
+// boundary comes — ends rejected, and the journal says so before the
+// terminal, with the reason and the command, for the steerer to see.
+func TestUndeliveredSteerIsRejectedInTheJournal(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	model := &scriptModel{script: heldAnswer(started, release, errors.New("the model went away"))}
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
+	<-started
+	ctx := context.Background()
+	id := uuid.New()
+	if _, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "answer in one line"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	done := env.WaitTerminal(t, tt.ID)
+	if done.State != "failed" {
+		t.Fatalf("turn ended %s, want failed", done.State)
+	}
+	cmd, err := env.Client.Command.Get(ctx, id)
+	if err != nil || cmd.State != entcommand.StateRejected {
+		t.Fatalf("command = %v, %v; want rejected", cmd, err)
+	}
+	var kinds []journal.Kind
+	var rejected journal.SteerRejectedPayload
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if !e.TurnID.Valid || e.TurnID.UUID != tt.ID {
+			continue
+		}
+		kinds = append(kinds, e.Kind)
+		if e.Kind == journal.KindSteerRejected {
+			if err := json.Unmarshal(e.Payload, &rejected); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n := len(kinds)
+	if n < 2 || kinds[n-2] != journal.KindSteerRejected || kinds[n-1] != journal.KindTurnTerminal {
+		t.Fatalf("the turn's entries end %v; want steer_rejected, then turn_terminal", kinds)
+	}
+	if rejected.CommandID != id || rejected.ActorID != env.Alice.ID || rejected.Reason == "" {
+		t.Fatalf("steer_rejected = %+v", rejected)
+	}
+}

@@ -640,7 +640,7 @@ func init() {
 	JournalEntriesTable.ForeignKeys[1].RefTable = TurnsTable
 	JournalEntriesTable.Annotation = &entsql.Annotation{}
 	JournalEntriesTable.Annotation.Checks = map[string]string{
-		"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', 'approval_requested', 'approval_decided', 'steer_delivered', 'checkpoint', 'compaction', 'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
+		"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', 'approval_requested', 'approval_decided', 'steer_delivered', 'steer_rejected', 'checkpoint', 'compaction', 'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
 	}
 	MemberAgentConfigsTable.ForeignKeys[0].RefTable = AgentsTable
 	MemberAgentConfigsTable.ForeignKeys[1].RefTable = MembersTable

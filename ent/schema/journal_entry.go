@@ -37,7 +37,7 @@ func (JournalEntry) Annotations() []schema.Annotation {
 		entsql.Checks(map[string]string{
 			// The kinds are a closed set.
 			"journal_entries_kind_check": "kind IN ('turn_accepted', 'turn_started', 'answer_delta', 'tool_requested', 'tool_completed', " +
-				"'approval_requested', 'approval_decided', 'steer_delivered', 'checkpoint', 'compaction', " +
+				"'approval_requested', 'approval_decided', 'steer_delivered', 'steer_rejected', 'checkpoint', 'compaction', " +
 				"'turn_answer', 'turn_terminal', 'member_joined', 'member_left')",
 		}),
 	}

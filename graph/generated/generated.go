@@ -1432,6 +1432,8 @@ enum JournalKind {
   APPROVAL_REQUESTED
   APPROVAL_DECIDED
   STEER_DELIVERED
+  "A steering instruction the turn ended before delivering; payload: commandId, actorId, text, reason, outcome, terminalReason."
+  STEER_REJECTED
   CHECKPOINT
   COMPACTION
   TURN_ANSWER

@@ -437,12 +437,14 @@ const (
 	JournalKindApprovalRequested JournalKind = "APPROVAL_REQUESTED"
 	JournalKindApprovalDecided   JournalKind = "APPROVAL_DECIDED"
 	JournalKindSteerDelivered    JournalKind = "STEER_DELIVERED"
-	JournalKindCheckpoint        JournalKind = "CHECKPOINT"
-	JournalKindCompaction        JournalKind = "COMPACTION"
-	JournalKindTurnAnswer        JournalKind = "TURN_ANSWER"
-	JournalKindTurnTerminal      JournalKind = "TURN_TERMINAL"
-	JournalKindMemberJoined      JournalKind = "MEMBER_JOINED"
-	JournalKindMemberLeft        JournalKind = "MEMBER_LEFT"
+	// A steering instruction the turn ended before delivering; payload: commandId, actorId, text, reason, outcome, terminalReason.
+	JournalKindSteerRejected JournalKind = "STEER_REJECTED"
+	JournalKindCheckpoint    JournalKind = "CHECKPOINT"
+	JournalKindCompaction    JournalKind = "COMPACTION"
+	JournalKindTurnAnswer    JournalKind = "TURN_ANSWER"
+	JournalKindTurnTerminal  JournalKind = "TURN_TERMINAL"
+	JournalKindMemberJoined  JournalKind = "MEMBER_JOINED"
+	JournalKindMemberLeft    JournalKind = "MEMBER_LEFT"
 )
 
 var AllJournalKind = []JournalKind{
@@ -454,6 +456,7 @@ var AllJournalKind = []JournalKind{
 	JournalKindApprovalRequested,
 	JournalKindApprovalDecided,
 	JournalKindSteerDelivered,
+	JournalKindSteerRejected,
 	JournalKindCheckpoint,
 	JournalKindCompaction,
 	JournalKindTurnAnswer,
@@ -464,7 +467,7 @@ var AllJournalKind = []JournalKind{
 
 func (e JournalKind) IsValid() bool {
 	switch e {
-	case JournalKindTurnAccepted, JournalKindTurnStarted, JournalKindAnswerDelta, JournalKindToolRequested, JournalKindToolCompleted, JournalKindApprovalRequested, JournalKindApprovalDecided, JournalKindSteerDelivered, JournalKindCheckpoint, JournalKindCompaction, JournalKindTurnAnswer, JournalKindTurnTerminal, JournalKindMemberJoined, JournalKindMemberLeft:
+	case JournalKindTurnAccepted, JournalKindTurnStarted, JournalKindAnswerDelta, JournalKindToolRequested, JournalKindToolCompleted, JournalKindApprovalRequested, JournalKindApprovalDecided, JournalKindSteerDelivered, JournalKindSteerRejected, JournalKindCheckpoint, JournalKindCompaction, JournalKindTurnAnswer, JournalKindTurnTerminal, JournalKindMemberJoined, JournalKindMemberLeft:
 		return true
 	}
 	return false

@@ -1,0 +1,4 @@
+-- The journal's kinds gain steer_rejected: a steering instruction the turn
+-- ended before delivering, journaled with its terminal.
+ALTER TABLE "journal_entries" DROP CONSTRAINT "journal_entries_kind_check";
+ALTER TABLE "journal_entries" ADD CONSTRAINT "journal_entries_kind_check" CHECK ((kind)::text = ANY ((ARRAY['turn_accepted'::character varying, 'turn_started'::character varying, 'answer_delta'::character varying, 'tool_requested'::character varying, 'tool_completed'::character varying, 'approval_requested'::character varying, 'approval_decided'::character varying, 'steer_delivered'::character varying, 'steer_rejected'::character varying, 'checkpoint'::character varying, 'compaction'::character varying, 'turn_answer'::character varying, 'turn_terminal'::character varying, 'member_joined'::character varying, 'member_left'::character varying])::text[]));
