@@ -22,22 +22,42 @@ func (r *Runner) salvage(ctx, runsCtx context.Context, freed chan<- struct{}) er
 		return err
 	}
 	for _, id := range ids {
-		c, err := r.store.Recover(ctx, lease.RecoverParams{TurnID: id, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL, Grace: r.cfg.LeaseTTL})
-		if errors.Is(err, lease.ErrNotRecoverable) {
-			continue
-		}
-		if err != nil {
+		if _, err := r.recoverInSlot(ctx, runsCtx, lease.RecoverParams{TurnID: id, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL, Grace: r.cfg.LeaseTTL}, freed); err != nil {
 			return err
 		}
-		r.start(runsCtx, c, freed)
 	}
 	return nil
 }
 
+// recoverInSlot takes a turn over only into a slot reserved first: a
+// runner that is full, stopping, or still running that very turn (its
+// own run, paused past its lease and not yet aware) recovers nothing, so
+// a takeover is never handed back to the lane to cost a second attempt.
+// It reports whether it took the turn.
+func (r *Runner) recoverInSlot(ctx, runsCtx context.Context, p lease.RecoverParams, freed chan<- struct{}) (bool, error) {
+	if !r.reserve(p.TurnID) {
+		return false, nil
+	}
+	c, err := r.store.Recover(ctx, p)
+	if err != nil {
+		r.unreserve(p.TurnID, freed)
+		if errors.Is(err, lease.ErrNotRecoverable) {
+			return false, nil
+		}
+		return false, err
+	}
+	go func() {
+		defer r.unreserve(c.Turn.ID, freed)
+		r.run(runsCtx, c)
+	}()
+	return true, nil
+}
+
 // Resume is the recovery a freshly authorised client asks for: when the
 // turn's run has lost its lease (its owner died), this runner takes it
-// over at once rather than after the salvage period. It reports whether it
-// took the turn; a turn whose lease is still live is left to its owner.
+// over at once rather than after the salvage period, if it has a slot
+// free for it. It reports whether it took the turn; a turn whose lease is
+// still live is left to its owner.
 func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
 	r.mu.Lock()
 	ready := r.started && !r.closed
@@ -45,17 +65,7 @@ func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
 	if !ready {
 		return false, nil
 	}
-	c, err := r.store.Recover(ctx, lease.RecoverParams{TurnID: turnID, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
-	if errors.Is(err, lease.ErrNotRecoverable) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	// A full runner hands the turn back to its lane, where any runner
-	// claims it at once.
-	r.start(r.runsCtx, c, r.freed)
-	return true, nil
+	return r.recoverInSlot(ctx, r.runsCtx, lease.RecoverParams{TurnID: turnID, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL}, r.freed)
 }
 
 // Watch is what a freshly authorised client's presence does for a room:

@@ -334,18 +334,3 @@ func (r *Runner) StartClaimed(c *lease.Claimed) {
 // not commit.
 func (r *Runner) Unclaim(c *lease.Claimed) { r.unreserve(c.Turn.ID, r.freed) }
 
-// start runs a turn already claimed (a recovery) in its own goroutine, in
-// a slot. A runner that is stopping or full starts nothing: the claim is
-// handed back for another runner to take at once.
-func (r *Runner) start(runsCtx context.Context, c *lease.Claimed, freed chan<- struct{}) {
-	if !r.reserve(c.Turn.ID) {
-		if err := r.store.Release(context.Background(), lease.ReleaseParams{Fence: c.Fence}); err != nil && !errors.Is(err, lease.ErrFenced) {
-			r.log.Warn("handing back a claim", "turn", c.Turn.ID, "err", err)
-		}
-		return
-	}
-	go func() {
-		defer r.unreserve(c.Turn.ID, freed)
-		r.run(runsCtx, c)
-	}()
-}

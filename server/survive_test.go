@@ -245,6 +245,45 @@ func waitFor(t testing.TB, ctx context.Context, db *sql.DB, query string, args .
 	}
 }
 
+// Row "Process paused past its lease" (SIGSTOP): the paused owner's
+// lease expires, another replica takes the turn over, and when the
+// paused one wakes it neither takes the turn back nor hands it on: one
+// takeover costs one attempt, and the turn completes on attempt 2 with
+// exactly two turn_started entries and one terminal.
+func TestPausedOwnerTakeoverCostsOneAttempt(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newProcessWorld(t, bin, "turngate-sigstop-")
+	env := []string{"TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=150ms"}
+	a := w.start(t, "replica-a", env...)
+	c := w.client(t, a.base, alice)
+	room := rooms(t, c)["Team room"]
+	turnID := submitAs(t, ctx, c, room.ID, strings.Repeat("Tell me about paused processes and their leases. ", 4), "sigstop")
+	waitFor(t, ctx, w.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	w.start(t, "replica-b", env...)
+	waitFor(t, ctx, w.db, `SELECT attempt = 2 AND lease_owner = 'replica-b' FROM turns WHERE id = $1`, turnID)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, w.db, `SELECT state <> 'running' FROM turns WHERE id = $1`, turnID)
+	var state string
+	var attempt, started, terminals int
+	if err := w.db.QueryRowContext(ctx, `SELECT state, attempt,
+  (SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_started'),
+  (SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal')
+FROM turns WHERE id = $1`, turnID).Scan(&state, &attempt, &started, &terminals); err != nil {
+		t.Fatal(err)
+	}
+	if state != "completed" || attempt != 2 || started != 2 || terminals != 1 {
+		t.Fatalf("turn %s on attempt %d with %d turn_started and %d terminals; want completed on attempt 2, 2 and 1", state, attempt, started, terminals)
+	}
+}
+
 // Row "Orderly backend/runtime termination": SIGTERM stops new work; a run
 // still going when the bounded drain ends is handed back at once, so
 // another replica takes it over without waiting for the lease to expire

@@ -269,6 +269,43 @@ func TestMembershipRevokedStopsTheRunAtOnce(t *testing.T) {
 	}
 }
 
+// A runner whose own run of a turn is still going — paused past its
+// lease, say, and not yet aware it lost it — does not take that turn over
+// again: a takeover it could not run would hand the turn back to its
+// lane and cost a second attempt. Another runner takes it over, once: the
+// turn completes on attempt 2 with two turn_started entries.
+func TestTakeoverCostsOneAttempt(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	ctx := context.Background()
+	gate := newGatedModel()
+	a := env.Runner(t, runner.Config{Owner: "paused", Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: time.Hour})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "take me over once")
+	<-gate.started
+	// The lease runs out while the owner's run still goes on.
+	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
+		t.Fatal(err)
+	}
+	if took, err := a.Resume(ctx, tt.ID); err != nil || took {
+		t.Fatalf("the owner's runner resumed its own live run: took=%v err=%v", took, err)
+	}
+	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 1 {
+		t.Fatalf("%d turn_started after the owner's resume, want 1", k[journal.KindTurnStarted])
+	}
+	b := env.Runner(t, runner.Config{Owner: "other"})
+	if took, err := b.Resume(ctx, tt.ID); err != nil || !took {
+		t.Fatalf("another runner's resume: took=%v err=%v", took, err)
+	}
+	close(gate.release)
+	got := env.WaitTerminal(t, tt.ID)
+	if got.State != "completed" || got.Attempt != 2 {
+		t.Fatalf("turn %s on attempt %d, want completed on attempt 2", got.State, got.Attempt)
+	}
+	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 2 || k[journal.KindTurnTerminal] != 1 {
+		t.Fatalf("journal kinds %v: want 2 turn_started and 1 terminal", k)
+	}
+}
+
 // Row "Orderly backend/runtime termination": a run that finishes within
 // the drain period completes on the stopping runner.
 func TestOrderlyStopDrainsRuns(t *testing.T) {
