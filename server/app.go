@@ -89,8 +89,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	a.db.SetMaxOpenConns(64)
-	a.db.SetMaxIdleConns(64)
+	pool := cfg.DBMaxConns
+	if pool == 0 {
+		pool = DefaultDBMaxConns
+	}
+	a.db.SetMaxOpenConns(pool)
+	a.db.SetMaxIdleConns(pool)
 	a.db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := a.db.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

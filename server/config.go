@@ -24,6 +24,13 @@ type Config struct {
 	// DatabaseURL, when set, is used instead of the embedded Postgres
 	// (DATABASE_URL).
 	DatabaseURL string
+	// DBMaxConns bounds this replica's database connection pool
+	// (TURNGATE_DB_MAX_CONNS, --db-max-conns; 0 means DefaultDBMaxConns).
+	// The hub's LISTEN connection comes on top. Size it so that every
+	// replica's pool plus one, plus room for migrations and operators, fits
+	// under the server's max_connections less its reserved slots: with the
+	// default max_connections of 100, two replicas of 40 each.
+	DBMaxConns int
 	// IdentityHeader carries the identity envelope (TURNGATE_IDENTITY_HEADER).
 	IdentityHeader string
 	// EnvelopeKeyFile is the PKIX PEM public key of the platform that signs
@@ -278,6 +285,9 @@ const (
 	devAudience = "turngate"
 )
 
+// DefaultDBMaxConns is a replica's connection pool when none is set.
+const DefaultDBMaxConns = 64
+
 // ConfigFromEnv reads the configuration from the environment.
 func ConfigFromEnv() (Config, error) {
 	c := Config{
@@ -345,6 +355,11 @@ func ConfigFromEnv() (Config, error) {
 	if v := os.Getenv("TURNGATE_LEASE_TTL"); v != "" {
 		if c.LeaseTTL, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_LEASE_TTL: %w", err)
+		}
+	}
+	if v := os.Getenv("TURNGATE_DB_MAX_CONNS"); v != "" {
+		if c.DBMaxConns, err = strconv.Atoi(v); err != nil || c.DBMaxConns < 2 {
+			return c, fmt.Errorf("TURNGATE_DB_MAX_CONNS: want a number of at least 2, got %q", v)
 		}
 	}
 	if v := os.Getenv("TURNGATE_MAX_TEXT"); v != "" {

@@ -56,8 +56,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "HTTP listen address")
+	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", cfg.DBMaxConns, "database connection pool size (TURNGATE_DB_MAX_CONNS; default 64)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2 {
+		return fmt.Errorf("--db-max-conns: want at least 2, got %d", cfg.DBMaxConns)
 	}
 	app, err := New(ctx, cfg, log)
 	if err != nil {

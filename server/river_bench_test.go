@@ -54,7 +54,9 @@ func (r closedLoop) p(lat []time.Duration, q int) float64 { return ms(percentile
 // last answer delta), more when deltas stream or the lane is busy. Run it
 // with `make bench`.
 func BenchmarkTurnsVersusRiver(b *testing.B) {
-	pg := dbtest.StartServer(b, pgembed.Options{Durable: true, MaxConnections: benchMaxConnections})
+	// Postgres's default max_connections (100): two turngate replicas,
+	// sized as the README says, and the measuring pool fit under it.
+	pg := dbtest.StartServer(b, pgembed.Options{Durable: true})
 	ctx := context.Background()
 	for _, db := range []string{"bench_turns", "bench_raw", "bench_river_default", "bench_river_tuned"} {
 		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {
@@ -94,7 +96,7 @@ func BenchmarkTurnsVersusRiver(b *testing.B) {
 			r.p(r.start, 50), r.p(r.start, 99), r.p(r.done, 50), r.p(r.done, 99), r.p(r.observed, 50), r.p(r.observed, 99),
 			r.p(r.accept, 50), r.p(r.accept, 99))
 	}
-	line(fmt.Sprintf("turngate turns (%d rooms)", benchRooms), turns)
+	line(fmt.Sprintf("turngate, %d replicas (%d rooms)", benchReplicas, benchRooms), turns)
 	line("River defaults", riverDefault)
 	line(fmt.Sprintf("River cooldown 1ms, poll %s", tunedPoll), riverTuned)
 	fmt.Printf("  raw 4-statement tx: %.0f tx/s (p50 %.2f ms, p99 %.2f ms) - the ceiling for one commit per step\n", raw.rate, ms(raw.p50), ms(raw.p99))
@@ -110,19 +112,42 @@ func BenchmarkTurnsVersusRiver(b *testing.B) {
 	fmt.Printf("  turngate start p50 lower than River(default): %s, than River(tuned): %s\n\n", lower(riverDefault), lower(riverTuned))
 }
 
-// measureTurns runs the turngate side: an in-process server with its
-// runner, 32 members each in all 100 rooms, each submitting one turn and
-// waiting until it is terminal before the next.
+// The turngate side's connections: two replicas with the pool the README
+// sizes for two on max_connections 100, and the measuring pool: 2 × (36 +
+// the hub's listener) + 12 = 86 of the 97 slots Postgres leaves clients.
+const (
+	benchReplicas    = 2
+	benchReplicaPool = 36
+	benchMeasurePool = 12
+)
+
+// measureTurns runs the turngate side: two in-process replicas with their
+// runners, 32 members each in all 100 rooms (alternating between the
+// replicas), each submitting one turn and waiting until it is terminal
+// before the next.
 func measureTurns(b *testing.B, url string) closedLoop {
 	ctx := context.Background()
-	cfg := Config{
-		Addr: "127.0.0.1:0", DataDir: filepath.Join(b.TempDir(), "data"), DatabaseURL: url,
-		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
-		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, ModelPace: 0, Replica: "bench",
-		Limits: unlimitedCommands, // it measures throughput, not the per-member limit
+	// Two replicas on one database and one data folder (the dev key their
+	// clients' envelopes are signed with), each with the pool the README
+	// sizes for two replicas; the submitters alternate between them.
+	dataDir := filepath.Join(b.TempDir(), "data")
+	replicas := make([]*harness, benchReplicas)
+	for i := range replicas {
+		replicas[i] = startHarness(b, Config{
+			Addr: "127.0.0.1:0", DataDir: dataDir, DatabaseURL: url,
+			IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
+			Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, ModelPace: 0, Replica: fmt.Sprintf("bench-%d", i),
+			DBMaxConns: benchReplicaPool,
+			Limits:     unlimitedCommands, // it measures throughput, not the per-member limit
+		})
 	}
-	h := startHarness(b, cfg)
-	roomIDs, clients := benchWorld(b, h)
+	roomIDs, clients := benchWorld(b, replicas[0])
+	for w := range clients {
+		if r := replicas[w%benchReplicas]; r != replicas[0] {
+			clients[w] = r.client(b, fmt.Sprintf("bench%02d@example.com", w))
+		}
+	}
+	replicaOf := func(worker int) *harness { return replicas[worker%benchReplicas] }
 
 	// The measuring side reads the turn row directly, woken by the
 	// server's own hub (as testkit.WaitTurn does), not by polling the API.
@@ -131,21 +156,21 @@ func measureTurns(b *testing.B, url string) closedLoop {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(24) // the app may hold 64: stay under max_connections
-	db.SetMaxIdleConns(24)
+	db.SetMaxOpenConns(benchMeasurePool)
+	db.SetMaxIdleConns(benchMeasurePool)
 
 	var firstEntry int64
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM journal_entries`).Scan(&firstEntry); err != nil {
 		b.Fatal(err)
 	}
 	// One turn first, so nothing is measured cold.
-	if _, err := submitAndWait(ctx, h, db, clients[0], roomIDs[0], "warm-up"); err != nil {
+	if _, err := submitAndWait(ctx, replicas[0], db, clients[0], roomIDs[0], "warm-up"); err != nil {
 		b.Fatal(err)
 	}
 
 	samples := make([][]loopSample, benchSubmitters)
 	lat, n, errs := drive(benchSubmitters, benchDuration, func(worker, i int) error {
-		s, err := submitAndWait(ctx, h, db, clients[worker], roomIDs[(worker*7919+i)%benchRooms], fmt.Sprintf("w%d-%d", worker, i))
+		s, err := submitAndWait(ctx, replicaOf(worker), db, clients[worker], roomIDs[(worker*7919+i)%benchRooms], fmt.Sprintf("w%d-%d", worker, i))
 		if err != nil {
 			if testing.Verbose() {
 				fmt.Fprintf(os.Stderr, "turn: %v\n", err)

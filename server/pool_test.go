@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/server/pgembed"
+)
+
+// TestDBMaxConnsBoundsThePool: a replica opens at most DBMaxConns
+// connections to the database (the hub's listener aside), however many
+// requests it serves at once.
+func TestDBMaxConnsBoundsThePool(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.DBMaxConns = 3; c.NoRunner = true })
+	var stats sql.DBStats
+	done := make(chan error, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	for range 16 {
+		go func() { done <- a.Do(ctx, `{ conversations(first: 50) { edges { node { id } } } }`, nil, nil) }()
+	}
+	for range 16 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats = h.app.db.Stats()
+	if stats.MaxOpenConnections != 3 || stats.OpenConnections > 3 {
+		t.Fatalf("pool stats %+v: want at most 3 open", stats)
+	}
+}
+
+// TestDatabaseFullIsUnavailable: when the database has no connection
+// left for the replica ("too many clients"), a request is answered
+// UNAVAILABLE — retryable, never INTERNAL — and writes nothing; the same
+// submission re-sent once connections are free is accepted.
+func TestDatabaseFullIsUnavailable(t *testing.T) {
+	t.Parallel()
+	pg := dbtest.StartServer(t, pgembed.Options{MaxConnections: 12})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := ensureDatabase(ctx, pg.URL("postgres"), "fulldb"); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, func(c *Config) { c.DatabaseURL = pg.URL("fulldb"); c.DBMaxConns = 4; c.NoRunner = true })
+	a := h.client(t, alice)
+	room := rooms(t, a)["Team room"]
+
+	// Another client of the database takes every connection it can, then
+	// ends the replica's own, and takes the slots they free.
+	hog, err := sql.Open("postgres", pg.URL("fulldb")+"&application_name=hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	var held []*sql.Conn
+	fill := func() {
+		for {
+			c, err := hog.Conn(ctx)
+			if err != nil {
+				return // too many clients: the server is full
+			}
+			if err := c.PingContext(ctx); err != nil {
+				c.Close()
+				return
+			}
+			held = append(held, c)
+		}
+	}
+	fill()
+	if len(held) == 0 {
+		t.Fatal("the hog got no connection")
+	}
+	if _, err := held[0].ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = 'fulldb' AND pid <> ALL (SELECT pid FROM pg_stat_activity WHERE application_name = 'hog') AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+
+	res, err := a.Raw(ctx, gqlclient.Request{Query: submit, Variables: map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCoded(t, res.Errors, "UNAVAILABLE")
+
+	for _, c := range held {
+		c.Close()
+	}
+	hog.Close()
+	var out struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	for {
+		err := a.Do(ctx, submit, map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}, &out)
+		if err == nil {
+			break
+		}
+		if gqlclient.CodeOf(err) != "UNAVAILABLE" || ctx.Err() != nil {
+			t.Fatalf("re-sent submission: %v", err)
+		}
+	}
+	var turns int
+	if err := h.app.db.QueryRowContext(ctx, `SELECT count(*) FROM turns WHERE idempotency_key = 'full-1'`).Scan(&turns); err != nil || turns != 1 {
+		t.Fatalf("turns with the key: %d, %v; want 1", turns, err)
+	}
+}
