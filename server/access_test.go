@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/resource"
+	"github.com/turngate/turngate/room"
 )
 
 // TestNonMemberSeesNothing: someone who is not in a room cannot read it,
@@ -156,5 +161,107 @@ func TestHealthzAndExplorer(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 || !strings.Contains(string(body), h.cfg.IdentityHeader) {
 		t.Fatalf("explorer: HTTP %d, identity header pre-filled: %v", res.StatusCode, strings.Contains(string(body), h.cfg.IdentityHeader))
+	}
+}
+
+// TestNonMemberLearnsNothingFromIDs: to someone who is not a member, every
+// resolver answers for a room, turn, approval or artifact that exists
+// exactly as for a made-up one of the same form — the same code and the
+// same message (the id the caller sent aside) — so no answer tells that
+// something exists. Nothing is written either way.
+func TestNonMemberLearnsNothingFromIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"]
+	turnID := submitAs(t, ctx, a, team.ID, "for members only", "oracle-1")
+	waitIdle(t, h, team.ID)
+	var taskID, approvalID uuid.UUID = uuid.New(), uuid.New()
+	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO tasks (id, conversation_id, title, updated_at, owner_id)
+SELECT $1, $2, 'a task', now(), owner_id FROM conversations WHERE id = $2`, taskID, team.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO approvals (id, conversation_id, turn_id, call_id, tool, arguments, expires_at)
+VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`, approvalID, team.ID, turnID); err != nil {
+		t.Fatal(err)
+	}
+	art, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.Nil, "mine.txt", "", []byte("alice's"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	teamID := uuid.MustParse(team.ID)
+	newRoom := uuid.New()
+	rooms := []struct{ real, fake string }{
+		{team.ID, newRoom.String()},
+		{team.PublicKey, room.NewPublicKey()},
+		{team.Channel, room.Channel(newRoom)},
+		{team.ID + authority.TaskSeparator + taskID.String(), teamID.String() + authority.TaskSeparator + uuid.NewString()},
+		{team.PublicKey + authority.TaskSeparator + taskID.String(), room.NewPublicKey() + authority.TaskSeparator + taskID.String()},
+	}
+	type op struct {
+		name, query string
+		vars        func(id string) map[string]any
+	}
+	roomOps := []op{
+		{"conversation", `query($c: ID!) { conversation(id: $c) { id } }`, func(id string) map[string]any { return map[string]any{"c": id} }},
+		{"journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, func(id string) map[string]any { return map[string]any{"c": id} }},
+		{"submitMessage", submit, func(id string) map[string]any { return map[string]any{"c": id, "t": "let me in", "k": "mallory-1"} }},
+		{"addRoomMember", `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "mallory@example.com"}) { id } }`,
+			func(id string) map[string]any { return map[string]any{"c": id} }},
+		{"removeRoomMember", `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
+			func(id string) map[string]any { return map[string]any{"c": id} }},
+	}
+	byID := func(name, query, key string, extra map[string]any) op {
+		return op{name, query, func(id string) map[string]any {
+			v := map[string]any{key: id}
+			for k, x := range extra {
+				v[k] = x
+			}
+			return v
+		}}
+	}
+	idOps := []struct {
+		op
+		real string
+	}{
+		{byID("turn", `query($id: ID!) { turn(id: $id) { id } }`, "id", nil), turnID},
+		{byID("resumeTurn", `mutation($id: ID!) { resumeTurn(input: {turnId: $id}) { id } }`, "id", nil), turnID},
+		{byID("cancelTurn", `mutation($id: ID!, $c: ID!) { cancelTurn(input: {commandId: $c, turnId: $id}) { id } }`, "id",
+			map[string]any{"c": uuid.NewString()}), turnID},
+		{byID("steerTurn", `mutation($id: ID!, $c: ID!) { steerTurn(input: {commandId: $c, turnId: $id, text: "hi"}) { state } }`, "id",
+			map[string]any{"c": uuid.NewString()}), turnID},
+		{byID("decideApproval", `mutation($id: ID!) { decideApproval(input: {approvalId: $id, decision: APPROVE}) { id } }`, "id", nil), approvalID.String()},
+		{byID("artifact", `query($id: ID!) { artifact(id: $id) { id } }`, "id", nil), art.ID.String()},
+	}
+	m := h.client(t, mallory)
+	answer := func(o op, id string) string {
+		t.Helper()
+		res, err := m.Raw(ctx, gqlclient.Request{Query: o.query, Variables: o.vars(id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) == 0 {
+			return "no error: " + string(res.Data)
+		}
+		e := res.Errors[0]
+		code, _ := e.Extensions["code"].(string)
+		return code + ": " + strings.ReplaceAll(e.Message, id, "<id>")
+	}
+	before := counts(t, h)
+	for _, r := range rooms {
+		for _, o := range roomOps {
+			if real, fake := answer(o, r.real), answer(o, r.fake); real != fake || !strings.HasPrefix(real, "NOT_FOUND") {
+				t.Errorf("%s(%q): %q; for a made-up room: %q", o.name, r.real, real, fake)
+			}
+		}
+	}
+	for _, o := range idOps {
+		if real, fake := answer(o.op, o.real), answer(o.op, uuid.NewString()); real != fake || !strings.HasPrefix(real, "NOT_FOUND") {
+			t.Errorf("%s(%s): %q; for a made-up id: %q", o.name, o.real, real, fake)
+		}
+	}
+	if after := counts(t, h); after != before {
+		t.Fatalf("database changed: before %+v, after %+v", before, after)
 	}
 }

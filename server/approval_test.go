@@ -136,9 +136,9 @@ type approvalEntry struct {
 // whose model (a local OpenAI-compatible endpoint) proposes send_webhook
 // to the configured ops endpoint. The proposal reaches the room's journal
 // subscription as APPROVAL_REQUESTED, and nothing is sent while it is
-// pending. Bob (a member, neither the author nor the room's owner) and
-// mallory (not a member) are FORBIDDEN to decide, malformed input is
-// BAD_USER_INPUT, an unknown approval NOT_FOUND — none of which decides
+// pending. Bob (a member, neither the author nor the room's owner) is
+// FORBIDDEN to decide; to mallory (not a member) it is NOT_FOUND, like an
+// unknown approval; malformed input is BAD_USER_INPUT — none of which decides
 // anything. Alice (the author and the Team room's owner) approves: the
 // receiver gets exactly one POST, keyed by the approval's id, the turn
 // completes, and Turn.approvals shows it APPROVED and executed. Retrying
@@ -236,7 +236,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	}{
 		{"a member who is neither author nor owner approves", b, id, "APPROVE", "FORBIDDEN"},
 		{"a member who is neither author nor owner rejects", b, id, "REJECT", "FORBIDDEN"},
-		{"a non-member approves", m, id, "APPROVE", "FORBIDDEN"},
+		{"a non-member approves", m, id, "APPROVE", "NOT_FOUND"},
 		{"a malformed approval id", a, "not-a-uuid", "APPROVE", "BAD_USER_INPUT"},
 		{"an empty approval id", a, "", "APPROVE", "BAD_USER_INPUT"},
 		{"an unknown approval", a, uuid.NewString(), "APPROVE", "NOT_FOUND"},

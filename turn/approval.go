@@ -34,10 +34,13 @@ func (s *Service) DecideApproval(ctx context.Context, actor authority.Member, ap
 	}
 	var turnID, roomID, authorID, ownerID uuid.UUID
 	var kind, state string
-	err := pg.QueryRow(ctx, s.Client, `SELECT a.turn_id, a.conversation_id, t.author_id, c.owner_id, c.kind, a.state
+	var member bool
+	err := pg.QueryRow(ctx, s.Client, `SELECT a.turn_id, a.conversation_id, t.author_id, c.owner_id, c.kind, a.state, `+
+		authority.MemberSQL("a.conversation_id", "$2")+`
 FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id = a.conversation_id WHERE a.id = $1`,
-		[]any{approvalID}, &turnID, &roomID, &authorID, &ownerID, &kind, &state)
-	if errors.Is(err, sql.ErrNoRows) {
+		[]any{approvalID, actor.ID}, &turnID, &roomID, &authorID, &ownerID, &kind, &state, &member)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !member {
+		// To anyone outside its room, an approval does not exist.
 		return nil, errcode.New(errcode.NotFound, "approval %s not found", approvalID)
 	}
 	if err != nil {

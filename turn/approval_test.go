@@ -88,9 +88,11 @@ func TestApprovedEffectRunsOnceAfterTheAuthorDecides(t *testing.T) {
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "tell ops to deploy v2")
 	id := approvalOf(t, env, tt.ID)
 	mallory := env.NewMember(t, "mallory@example.com")
-	for who, actor := range map[string]authority.Member{"a non-member": mallory, "a member who is neither author nor owner": env.Bob} {
-		if _, err := env.Turns.DecideApproval(ctx, actor, id, turn.DecisionApprove); codeOf(err) != string(errcode.Forbidden) {
-			t.Fatalf("%s deciding = %v, want FORBIDDEN", who, err)
+	// A member who may see the approval but not decide it is FORBIDDEN;
+	// to a non-member it does not exist.
+	for who, want := range map[authority.Member]errcode.Code{mallory: errcode.NotFound, env.Bob: errcode.Forbidden} {
+		if _, err := env.Turns.DecideApproval(ctx, who, id, turn.DecisionApprove); codeOf(err) != string(want) {
+			t.Fatalf("%s deciding = %v, want %s", who.Email, err, want)
 		}
 	}
 	if n := len(rec.deliveries()); n != 0 {

@@ -341,9 +341,10 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 }
 
 // errNoRoom is the answer for a room the member is not in, or that does
-// not exist.
-func errNoRoom(room uuid.UUID) error {
-	return errcode.New(errcode.NotFound, "conversation %s not found", room)
+// not exist: the same words for both, naming nothing the caller did not
+// send, so the answer tells no one that a room exists.
+func errNoRoom(uuid.UUID) error {
+	return errcode.New(errcode.NotFound, "conversation not found")
 }
 
 // existing finds the turn of a submission's idempotency key, and checks
