@@ -61,12 +61,16 @@ WHERE id = $1 AND lease_token = $2 AND state = 'running'
   AND ($7::text IS NULL OR (lease_owner = $7 AND lease_expires_at > now()))
 RETURNING conversation_id, attempt, author_id`
 
-// settleTurn releases the room and settles the turn's pending commands:
-// the one this terminal carries out is delivered, any other came too late
-// and is rejected. It returns the steers it rejected, oldest first.
+// settleTurn releases the room, expires the turn's pending approvals (no
+// decision can run an effect of an ended turn) and settles its pending
+// commands: the one this terminal carries out is delivered, any other
+// came too late and is rejected. It returns the steers it rejected,
+// oldest first.
 const settleTurn = `
 WITH released AS (
   UPDATE conversations SET active_turn_id = NULL WHERE id = $1 AND active_turn_id = $2 RETURNING id),
+expired AS (
+  UPDATE approvals SET state = 'expired', decided_at = now() WHERE turn_id = $2 AND state = 'pending' RETURNING id),
 settled AS (
   UPDATE commands SET
     state = CASE WHEN id = $3 THEN 'delivered' ELSE 'rejected' END,

@@ -166,7 +166,9 @@ func assertToolStatus(t *testing.T, env *testkit.Env, turnID uuid.UUID, want str
 }
 
 // An author who has left the room can no longer decide their turn's
-// approval: the decision is guarded by membership at the moment it lands.
+// approval: the decision is guarded by membership at the moment it lands,
+// and to a non-member the approval does not exist (NOT_FOUND). The
+// removal ended the turn, so the approval is expired with it.
 func TestRemovedAuthorCannotDecide(t *testing.T) {
 	t.Parallel()
 	env, rec := webhookWorld(t, time.Minute)
@@ -183,12 +185,12 @@ func TestRemovedAuthorCannotDecide(t *testing.T) {
 	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), carol.Email); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Turns.DecideApproval(ctx, carol, id, turn.DecisionApprove); codeOf(err) != string(errcode.Forbidden) {
-		t.Fatalf("a removed author deciding = %v, want FORBIDDEN", err)
+	if _, err := env.Turns.DecideApproval(ctx, carol, id, turn.DecisionApprove); codeOf(err) != string(errcode.NotFound) {
+		t.Fatalf("a removed author deciding = %v, want NOT_FOUND", err)
 	}
 	var state string
-	if err := env.DB.QueryRow(`SELECT state FROM approvals WHERE id = $1`, id).Scan(&state); err != nil || state != "pending" {
-		t.Fatalf("approval is %s (%v), want still pending", state, err)
+	if err := env.DB.QueryRow(`SELECT state FROM approvals WHERE id = $1`, id).Scan(&state); err != nil || state != "expired" {
+		t.Fatalf("approval is %s (%v), want expired with its turn", state, err)
 	}
 	if n := len(rec.deliveries()); n != 0 {
 		t.Fatalf("%d deliveries", n)
