@@ -113,3 +113,20 @@ func Holds(ctx context.Context, q pg.Querier, member uuid.UUID, permission strin
 		[]any{member, permission}, &held)
 	return held, err
 }
+
+// PermissionDocumentsRead is the permission every read of documents needs
+// now, besides each document's ACL: retrieval and document reads by a
+// tool, the documents listing, and a submission's selected documents.
+const PermissionDocumentsRead = "documents.read"
+
+// MayReadDocuments reports whether member holds documents.read now: the
+// rule every read of documents applies before each document's ACL. Without
+// it a member may read no document — a tool call is FORBIDDEN, a listing
+// is empty, a selected document is not found.
+func MayReadDocuments(ctx context.Context, q pg.Querier, member uuid.UUID) (bool, error) {
+	held, err := Holds(ctx, q, member, PermissionDocumentsRead)
+	if err != nil {
+		return false, fmt.Errorf("permissions of %s: %w", member, err)
+	}
+	return held, nil
+}

@@ -88,7 +88,7 @@ type documentsInput struct {
 // documentsFor lists up to first documents viewer may read now, filtered
 // by a full-text query over their passages when query is not blank.
 func documentsFor(ctx context.Context, store *resource.Store, viewer authority.Member, query string, first int) ([]*model.Document, error) {
-	docs, err := store.Documents(ctx, authority.Principal(viewer.Email), query, first)
+	docs, err := store.Documents(ctx, viewer, query, first)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -27,7 +28,12 @@ func (s *Store) Read(ctx context.Context, viewer, id uuid.UUID) (ArtifactRef, []
 	return ReadArtifact(ctx, s.db, viewer, id)
 }
 
-// Documents is ListDocuments.
-func (s *Store) Documents(ctx context.Context, principal, query string, first int) ([]DocumentRef, error) {
-	return ListDocuments(ctx, s.db, principal, query, first)
+// Documents lists what viewer may read now (ListDocuments): nothing
+// without the documents.read permission (authority.MayReadDocuments).
+func (s *Store) Documents(ctx context.Context, viewer authority.Member, query string, first int) ([]DocumentRef, error) {
+	may, err := authority.MayReadDocuments(ctx, s.db, viewer.ID)
+	if err != nil || !may {
+		return []DocumentRef{}, err
+	}
+	return ListDocuments(ctx, s.db, authority.Principal(viewer.Email), query, first)
 }

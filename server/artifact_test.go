@@ -309,3 +309,61 @@ func TestDocumentsQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentReadsNeedThePermission: the documents.read permission gates
+// every read of documents, as it gates retrieval: without it, a member
+// whose email a document's ACL names lists nothing and cannot select it
+// for a turn (NOT_FOUND, writing nothing); with it again, both work.
+func TestDocumentReadsNeedThePermission(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	b := h.client(t, bob)
+	room := rooms(t, b)["Bob's notes"]
+	list := func() []string {
+		t.Helper()
+		var out struct {
+			Documents []struct{ ID string } `json:"documents"`
+		}
+		if err := b.Do(ctx, `{ documents { id } }`, nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range out.Documents {
+			ids = append(ids, d.ID)
+		}
+		return ids
+	}
+	readable := list()
+	if len(readable) == 0 {
+		t.Fatal("bob lists no documents with the permission")
+	}
+	selectDoc := func(key string) error {
+		return b.Do(ctx, `mutation($c: ID!, $d: [ID!]) { submitMessage(input: {conversationId: $c, text: "from my documents", idempotencyKey: "`+key+`", documentIds: $d}) { id } }`,
+			map[string]any{"c": room.ID, "d": readable[:1]}, nil)
+	}
+	if _, err := h.app.db.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
+  AND member_id = (SELECT id FROM members WHERE email = $1)`, bob); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 0 {
+		t.Errorf("without documents.read bob lists %v", got)
+	}
+	before := counts(t, h)
+	if err := selectDoc("perm-1"); gqlclient.CodeOf(err) != "NOT_FOUND" {
+		t.Errorf("selecting a document without documents.read: %v, want NOT_FOUND", err)
+	}
+	if after := counts(t, h); after != before {
+		t.Errorf("the refused submission wrote: before %+v, after %+v", before, after)
+	}
+	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
+SELECT gen_random_uuid(), id, 'documents.read' FROM members WHERE email = $1`, bob); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != len(readable) {
+		t.Errorf("with documents.read again bob lists %v, want %v", got, readable)
+	}
+	if err := selectDoc("perm-2"); err != nil {
+		t.Errorf("selecting a document with documents.read: %v", err)
+	}
+}

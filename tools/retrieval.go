@@ -34,7 +34,7 @@ func (Retrieval) Spec() Spec {
 }
 
 // Permission implements Tool.
-func (Retrieval) Permission() string { return "documents.read" }
+func (Retrieval) Permission() string { return authority.PermissionDocumentsRead }
 
 // visible is the condition a document must meet for the actor: the ACL
 // holds the email ($1) and the manifest pins it — the listed documents
@@ -131,7 +131,7 @@ func (ReadDocument) Spec() Spec {
 }
 
 // Permission implements Tool.
-func (ReadDocument) Permission() string { return "documents.read" }
+func (ReadDocument) Permission() string { return authority.PermissionDocumentsRead }
 
 var readDocument = `
 SELECT d.title, d.digest, d.body FROM documents d WHERE d.id = $4 AND ` + visible
