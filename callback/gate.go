@@ -46,9 +46,12 @@ type approvalRow struct {
 	expires  time.Time
 	executed bool
 	result   json.RawMessage
+	// arguments are the call's arguments as the approval stores them:
+	// redacted, shown to the approver, and what the execution sends.
+	arguments string
 }
 
-const readApproval = `SELECT id, state, expires_at, executed_at IS NOT NULL, COALESCE(result, 'null') FROM approvals WHERE turn_id = $1 AND call_id = $2`
+const readApproval = `SELECT id, state, expires_at, executed_at IS NOT NULL, COALESCE(result, 'null'), arguments::text FROM approvals WHERE turn_id = $1 AND call_id = $2`
 
 // gate is the approval gate of one effectful call: it asks for an
 // approval (once per call of the turn), waits for a member's decision up
@@ -57,6 +60,9 @@ const readApproval = `SELECT id, state, expires_at, executed_at IS NOT NULL, COA
 func (h *Host) gate(ctx context.Context, call runtime.ToolCall, t tools.Tool) (string, tools.Result, error) {
 	c := h.claim
 	key := approvalKey(call.Name, call.Arguments)
+	// What the approver is shown and what the effect sends are the same
+	// redacted bytes: nothing the journal would hide leaves the server.
+	call.Arguments = string(h.deps.Redactor.RedactJSON([]byte(call.Arguments)))
 	a, err := h.requestApproval(ctx, key, call)
 	if err != nil {
 		return "", tools.Result{}, err
@@ -78,7 +84,7 @@ func (h *Host) gate(ctx context.Context, call runtime.ToolCall, t tools.Tool) (s
 			}
 			timer.Stop()
 		}
-		if err := pg.QueryRow(ctx, h.deps.Client, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
+		if err := pg.QueryRow(ctx, h.deps.Client, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result, &a.arguments); err != nil {
 			return "", tools.Result{}, err
 		}
 	}
@@ -102,6 +108,8 @@ func (h *Host) gate(ctx context.Context, call runtime.ToolCall, t tools.Tool) (s
 	if err := h.deps.Store.ClaimExecution(ctx, exe); err != nil {
 		return "", tools.Result{}, err
 	}
+	// The effect sends what the approver approved: the stored arguments.
+	call.Arguments = a.arguments
 	status, out := h.run(ctx, call, t, a.id.String())
 	raw, err := json.Marshal(out)
 	if err != nil {
@@ -133,7 +141,7 @@ ON CONFLICT (turn_id, call_id) DO NOTHING`, id, c.Turn.ID, c.Turn.ConversationID
 		return approvalRow{}, fmt.Errorf("request approval: %w", err)
 	}
 	var a approvalRow
-	if err := pg.QueryRow(ctx, tx, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result); err != nil {
+	if err := pg.QueryRow(ctx, tx, readApproval, []any{c.Turn.ID, key}, &a.id, &a.state, &a.expires, &a.executed, &a.result, &a.arguments); err != nil {
 		return approvalRow{}, err
 	}
 	if n, _ := res.RowsAffected(); n == 1 {

@@ -42,34 +42,7 @@ var argumentRedactor = func() *guard.Redactor {
 
 // redactArguments redacts every string of a JSON value, keeping it JSON.
 func redactArguments(raw json.RawMessage) model.JSON {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		s, _ := argumentRedactor.Redact(string(raw))
-		b, _ := json.Marshal(s)
-		return model.JSON(b)
-	}
-	b, err := json.Marshal(redactValue(v))
-	if err != nil {
-		return model.JSON("null")
-	}
-	return model.JSON(b)
-}
-
-func redactValue(v any) any {
-	switch x := v.(type) {
-	case string:
-		s, _ := argumentRedactor.Redact(x)
-		return s
-	case []any:
-		for i := range x {
-			x[i] = redactValue(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = redactValue(x[k])
-		}
-	}
-	return v
+	return model.JSON(argumentRedactor.RedactJSON(raw))
 }
 
 // approvalState is the contract's state of a stored approval: a pending

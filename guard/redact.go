@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -112,4 +113,39 @@ func (r *Redactor) name(m []int) string {
 		}
 	}
 	return "unknown" // unreachable: one alternative always matched
+}
+
+// RedactJSON redacts every string of a JSON value and keeps it JSON: what
+// an approval shows its approver and what the effect then sends are the
+// same redacted bytes. A value that is not JSON is redacted as text and
+// returned as a JSON string.
+func (r *Redactor) RedactJSON(raw []byte) []byte {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		s, _ := r.Redact(string(raw))
+		b, _ := json.Marshal(s)
+		return b
+	}
+	b, err := json.Marshal(r.redactValue(v))
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+func (r *Redactor) redactValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		s, _ := r.Redact(x)
+		return s
+	case []any:
+		for i := range x {
+			x[i] = r.redactValue(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = r.redactValue(x[k])
+		}
+	}
+	return v
 }

@@ -3,8 +3,11 @@ package turn_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +197,77 @@ func TestRemovedAuthorCannotDecide(t *testing.T) {
 	}
 	if n := len(rec.deliveries()); n != 0 {
 		t.Fatalf("%d deliveries", n)
+	}
+}
+
+// bodyReceiver is a webhook endpoint that keeps each body it receives.
+type bodyReceiver struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (r *bodyReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.bodies = append(r.bodies, string(b))
+	r.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (r *bodyReceiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
+}
+
+// What leaves the server is redacted as the journal is: a webhook payload
+// the model filled with an email and a key is stored with its approval
+// redacted, the approver is shown those exact bytes, and those bytes, no
+// others, are what the endpoint receives.
+func TestWebhookPayloadIsRedactedBeforeItLeaves(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	rec := &bodyReceiver{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	env.Agent(t, "react", []string{tools.SendWebhookName}, nil)
+	secretKey := "sk-" + strings.Repeat("q7", 12)
+	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if n == 1 {
+			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: tools.SendWebhookName,
+				Arguments: `{"endpoint":"ops","payload":{"contact":"carol.vendor@example.org","key":"` + secretKey + `","note":["use ` + secretKey + `"]}}`}}}, nil
+		}
+		return &gateway.Result{Text: "Done.", FinishReason: "stop"}, nil
+	}}
+	env.Runner(t, runner.Config{Gateway: model.gateway(), ApprovalTimeout: time.Minute,
+		Tools: tools.NewRegistry(tools.SendWebhook{Endpoints: map[string]string{"ops": srv.URL}})})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "tell the vendor")
+	id := approvalOf(t, env, tt.ID)
+	shown, err := env.Turns.DecideApproval(context.Background(), env.Alice, id, turn.DecisionApprove)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
+		t.Fatalf("turn ended %s", done.State)
+	}
+	got := rec.received()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries, want 1", len(got))
+	}
+	if strings.Contains(got[0], secretKey) || strings.Contains(got[0], "carol.vendor@example.org") {
+		t.Fatalf("the endpoint received the secrets: %s", got[0])
+	}
+	var args struct {
+		Payload any `json:"payload"`
+	}
+	var sent any
+	if err := json.Unmarshal(shown.Arguments, &args); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got[0]), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(args.Payload, sent) {
+		t.Fatalf("the approver was shown %s; the endpoint received %s", shown.Arguments, got[0])
 	}
 }
