@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/mail"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -32,6 +33,9 @@ type envelopeState struct {
 	id  Identity
 	ok  bool
 	err error
+	// expires is when the verified envelope stops counting (exp plus the
+	// verifier's leeway); zero when unknown.
+	expires time.Time
 }
 
 // NewContextWithIdentity returns ctx carrying id as the verified caller.
@@ -45,6 +49,22 @@ func NewContextWithIdentity(ctx context.Context, id Identity) context.Context {
 func newContextWithAuthError(ctx context.Context, err error) context.Context {
 	return context.WithValue(ctx, identityKey{}, envelopeState{err: err})
 }
+
+// newContextWithEnvelope returns ctx carrying id, verified until expires.
+func newContextWithEnvelope(ctx context.Context, id Identity, expires time.Time) context.Context {
+	return context.WithValue(ctx, identityKey{}, envelopeState{id: id, ok: true, expires: expires})
+}
+
+// ExpiresFromContext returns when the verified envelope ctx carries stops
+// counting: a stream opened under it ends then (UNAUTHENTICATED).
+func ExpiresFromContext(ctx context.Context) (time.Time, bool) {
+	s, _ := ctx.Value(identityKey{}).(envelopeState)
+	return s.expires, s.ok && !s.expires.IsZero()
+}
+
+// ErrEnvelopeExpired is the UNAUTHENTICATED error of a stream whose
+// envelope expired while it was open.
+func ErrEnvelopeExpired() error { return unauthenticated(ReasonExpired, nil) }
 
 // IdentityFromContext returns the verified caller ctx carries, if any.
 func IdentityFromContext(ctx context.Context) (Identity, bool) {

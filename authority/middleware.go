@@ -44,10 +44,10 @@ func Middleware(v *Verifier, header string) func(http.Handler) http.Handler {
 			case 0:
 				ctx = newContextWithAuthError(ctx, nil)
 			case 1:
-				if id, err := v.Verify(values[0]); err != nil {
+				if id, until, err := v.VerifyUntil(values[0]); err != nil {
 					ctx = newContextWithAuthError(ctx, err)
 				} else {
-					ctx = NewContextWithIdentity(ctx, id)
+					ctx = newContextWithEnvelope(ctx, id, until)
 				}
 			default:
 				// Two envelopes, even equal ones, mean something between

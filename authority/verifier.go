@@ -101,27 +101,34 @@ type envelopeClaims struct {
 // plain email address. The email comes back trimmed and lowercased, the
 // name flattened by FlattenName. Every failure is an *AuthError.
 func (v *Verifier) Verify(token string) (Identity, error) {
+	id, _, err := v.VerifyUntil(token)
+	return id, err
+}
+
+// VerifyUntil is Verify that also says until when the envelope counts:
+// its exp plus the leeway.
+func (v *Verifier) VerifyUntil(token string) (Identity, time.Time, error) {
 	if token == "" {
-		return Identity{}, unauthenticated(ReasonMissing, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonMissing, nil)
 	}
 	if len(token) > maxEnvelopeBytes {
-		return Identity{}, unauthenticated(ReasonMalformed, errors.New("envelope too large"))
+		return Identity{}, time.Time{}, unauthenticated(ReasonMalformed, errors.New("envelope too large"))
 	}
 	if !compactSerialization(token) {
-		return Identity{}, unauthenticated(ReasonMalformed, errors.New("envelope has a character outside base64url and '.'"))
+		return Identity{}, time.Time{}, unauthenticated(ReasonMalformed, errors.New("envelope has a character outside base64url and '.'"))
 	}
 	v.mu.Lock()
 	hit, ok := v.verified[token]
 	v.mu.Unlock()
 	if ok {
 		if v.now().Before(hit.expires) {
-			return hit.id, nil
+			return hit.id, hit.expires, nil
 		}
-		return Identity{}, unauthenticated(ReasonExpired, nil)
+		return Identity{}, time.Time{}, unauthenticated(ReasonExpired, nil)
 	}
 	id, exp, err := v.verify(token)
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, time.Time{}, err
 	}
 	v.mu.Lock()
 	if v.verified == nil || len(v.verified) >= maxVerified {
@@ -129,7 +136,7 @@ func (v *Verifier) Verify(token string) (Identity, error) {
 	}
 	v.verified[token] = verifiedEnvelope{id: id, expires: exp}
 	v.mu.Unlock()
-	return id, nil
+	return id, exp, nil
 }
 
 // verify checks an envelope in full and returns the identity and the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 )
 
@@ -88,7 +89,13 @@ func (s *Streams) start(ctx context.Context, fn func(ctx context.Context)) bool 
 func Stream[T any](ctx context.Context, owner *Streams, produce func(ctx context.Context, emit func(T) error) error) <-chan T {
 	ch := make(chan T, 16)
 	client := ctx
+	// A stream lives no longer than the envelope it was opened under.
+	var stopExpiry context.CancelFunc = func() {}
+	if until, ok := authority.ExpiresFromContext(ctx); ok {
+		ctx, stopExpiry = context.WithDeadlineCause(ctx, until, errEnvelopeExpired)
+	}
 	started := owner.start(ctx, func(ctx context.Context) {
+		defer stopExpiry()
 		defer close(ch) // after the failure is recorded: the reader sees both
 		var err error
 		defer func() {
@@ -99,7 +106,11 @@ func Stream[T any](ctx context.Context, owner *Streams, produce func(ctx context
 			if owner.stopping() && client.Err() == nil {
 				err = errStopping // the client resubscribes elsewhere, after its last seq
 			}
-			if err == nil || errors.Is(err, errStreamEnded) || (ctx.Err() != nil && err != errStopping) {
+			expired := errors.Is(context.Cause(ctx), errEnvelopeExpired) && client.Err() == nil
+			if expired {
+				err = authority.ErrEnvelopeExpired() // the client authenticates again and resubscribes
+			}
+			if err == nil || errors.Is(err, errStreamEnded) || (ctx.Err() != nil && err != errStopping && !expired) {
 				return
 			}
 			if st, ok := ctx.Value(streamStateKey{}).(*streamState); ok {
@@ -118,6 +129,7 @@ func Stream[T any](ctx context.Context, owner *Streams, produce func(ctx context
 		})
 	})
 	if !started {
+		stopExpiry()
 		if st, ok := ctx.Value(streamStateKey{}).(*streamState); ok {
 			st.fail(errStopping)
 		}
@@ -189,6 +201,10 @@ func (s *streamState) take() error {
 	s.reported = true
 	return s.err
 }
+
+// errEnvelopeExpired is the cause of a stream's end at its envelope's
+// expiry.
+var errEnvelopeExpired = errors.New("identity envelope expired")
 
 // stopping reports whether the owner has been told to stop.
 func (s *Streams) stopping() bool { return s != nil && s.base.Err() != nil }

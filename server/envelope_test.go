@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
@@ -173,5 +176,54 @@ func TestIdentityOnlyFromHeader(t *testing.T) {
 		}
 	case <-cctx.Done():
 		t.Fatal("no answer")
+	}
+}
+
+// TestExpiredEnvelopeEndsStreams: a stream lives no longer than the
+// envelope it was opened under. With an envelope that expires (its exp
+// plus the verifier's 30 s leeway) two seconds after it was accepted, the
+// WebSocket is closed with 4401 and an SSE subscription ends with
+// UNAUTHENTICATED, both while the room is quiet.
+func TestExpiredEnvelopeEndsStreams(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	tok, err := h.signer.MintClaims(map[string]any{
+		"sub": authority.DevSubject(alice), "email": alice, "email_verified": true,
+		"iss": h.cfg.EnvelopeIssuer, "aud": h.cfg.EnvelopeAud,
+		"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(2*time.Second - 30*time.Second).Unix(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := rooms(t, h.client(t, alice))["Team room"]
+	journal := gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
+
+	hdr := http.Header{}
+	hdr.Set(h.cfg.IdentityHeader, tok)
+	ws, _, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		HTTPHeader: hdr, Subprotocols: []string{"graphql-transport-ws"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	raw := &rawWS{t: t, ws: ws}
+	raw.init(ctx)
+	raw.subscribe(ctx, "j", journal)
+
+	sse, err := h.clientWithToken(tok).SSE(ctx, journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.expectClose(ctx, 4401, "Unauthorized: identity envelope expired")
+	var last gqlclient.Response
+	for r := range sse {
+		last = r
+	}
+	if code := gqlclient.CodeOf(last.Err()); code != "UNAUTHENTICATED" {
+		t.Fatalf("SSE ended with %+v, want UNAUTHENTICATED", last)
 	}
 }

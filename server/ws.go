@@ -63,7 +63,7 @@ const (
 // Close codes of graphql-transport-ws the wsConn sends itself.
 const (
 	wsCloseBadRequest      = 4400 // "Invalid message received"
-	wsCloseUnauthorized    = 4401 // a subscribe before connection_ack
+	wsCloseUnauthorized    = 4401 // a subscribe before connection_ack; the envelope expired
 	wsCloseSubprotocol     = 4406 // "Subprotocol not acceptable"
 	wsCloseInitTimeout     = 4408 // "Connection initialisation timeout"
 	wsCloseSubscriberExist = 4409 // "Subscriber for <id> already exists"
@@ -105,6 +105,14 @@ func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		c.closeWith(wsCloseSubprotocol, "Subprotocol not acceptable")
 		return c, nil
 	}
+	if until, ok := authority.ExpiresFromContext(r.Context()); ok {
+		// The identity verified at the upgrade is the connection's; when
+		// its envelope expires, the connection ends (4401), and the
+		// client connects again with a fresh one.
+		c.expiryTimer = time.AfterFunc(time.Until(until), func() {
+			c.closeWith(wsCloseUnauthorized, "Unauthorized: identity envelope expired")
+		})
+	}
 	c.initTimer = time.AfterFunc(l.initTimeout, func() {
 		c.mu.Lock()
 		late := !c.initialised && !c.closed
@@ -126,6 +134,8 @@ type wsConn struct {
 	inner     transport.WebsocketConn
 	max       int
 	initTimer *time.Timer
+	// expiryTimer closes the connection when its envelope expires.
+	expiryTimer *time.Timer
 
 	mu          sync.Mutex
 	initialised bool
@@ -352,6 +362,9 @@ func (c *wsConn) WriteClose(code int, message string) error {
 func (c *wsConn) Close() error {
 	if c.initTimer != nil {
 		c.initTimer.Stop()
+	}
+	if c.expiryTimer != nil {
+		c.expiryTimer.Stop()
 	}
 	return c.inner.Close()
 }
