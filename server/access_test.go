@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -263,5 +264,58 @@ VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`,
 	}
 	if after := counts(t, h); after != before {
 		t.Fatalf("database changed: before %+v, after %+v", before, after)
+	}
+}
+
+// TestRemovedMemberTokensEnd: a removed member's tokens stream of another
+// member's turn ends with the removal: no delta appended after the
+// removal committed reaches them, while the author's own stream goes on
+// to the end.
+func TestRemovedMemberTokensEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 20 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	team := rooms(t, a)["Team room"]
+	turnID := submitAs(t, ctx, a, team.ID, strings.Repeat("Tell me about rooms and who may read them. ", 4), "tokens-removed")
+	tokens := gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t) { seq text } }`, Variables: map[string]any{"t": turnID}}
+	bobs, err := b.SSE(ctx, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := <-bobs
+	if !ok || first.Err() != nil {
+		t.Fatalf("bob's first token: %+v", first)
+	}
+	if err := a.Do(ctx, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
+		map[string]any{"c": team.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var left int64
+	if err := h.app.db.QueryRowContext(ctx, `SELECT max(seq) FROM journal_entries WHERE conversation_id = $1 AND kind = 'member_left'`, team.ID).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	for r := range bobs {
+		var d struct {
+			Tokens struct{ Seq int64 } `json:"tokens"`
+		}
+		if r.Err() == nil && json.Unmarshal(r.Data, &d) == nil && d.Tokens.Seq > left {
+			t.Fatalf("bob received a delta at %d, after his removal at %d", d.Tokens.Seq, left)
+		}
+	}
+	alices, err := a.SSE(ctx, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for r := range alices {
+		if r.Err() != nil {
+			t.Fatalf("alice's stream: %v", r.Err())
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("alice's stream of her own turn carried nothing")
 	}
 }
