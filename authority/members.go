@@ -30,7 +30,9 @@ type Members struct {
 
 	// known remembers identities already written as they are: a member's
 	// id never changes, and a row holding exactly the envelope's email and
-	// name needs no write. Permissions are never cached here.
+	// name needs no write. Permissions and memberships are never cached,
+	// here or anywhere: every replica reads them from the database at each
+	// use, so a change made through one holds on all at the next read.
 	mu    sync.Mutex
 	known map[Identity]Member
 	// current is the identity last written for each subject: when a

@@ -319,3 +319,63 @@ func TestRemovedMemberTokensEnd(t *testing.T) {
 		t.Fatal("alice's stream of her own turn carried nothing")
 	}
 }
+
+// TestChangesHoldOnEveryReplicaAtOnce: replicas keep no membership or
+// permission of their own. A removal made through one replica holds on
+// the other at the very next read, and so does a permission taken away
+// and given back in the database; no replica answers from what it saw
+// before.
+func TestChangesHoldOnEveryReplicaAtOnce(t *testing.T) {
+	t.Parallel()
+	first := newHarness(t, func(c *Config) { c.NoRunner = true; c.Replica = "first" })
+	second := startHarness(t, func() Config {
+		c := first.cfg
+		c.Addr, c.Replica, c.Demo = "127.0.0.1:0", "second", false
+		return c
+	}())
+	ctx := context.Background()
+	team := rooms(t, first.client(t, alice))["Team room"]
+	bobThere := second.client(t, bob)
+	read := func() error {
+		return bobThere.Do(ctx, `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": team.ID}, nil)
+	}
+	docs := func() int {
+		t.Helper()
+		var out struct {
+			Documents []struct{ ID string } `json:"documents"`
+		}
+		if err := bobThere.Do(ctx, `{ documents { id } }`, nil, &out); err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Documents)
+	}
+	// The second replica has served bob both reads before the changes.
+	if err := read(); err != nil {
+		t.Fatal(err)
+	}
+	had := docs()
+	if had == 0 {
+		t.Fatal("bob lists no documents")
+	}
+	if err := first.client(t, alice).Do(ctx, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
+		map[string]any{"c": team.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); gqlclient.CodeOf(err) != "NOT_FOUND" {
+		t.Fatalf("the other replica's next read after the removal: %v, want NOT_FOUND", err)
+	}
+	if _, err := first.app.db.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
+  AND member_id = (SELECT id FROM members WHERE email = $1)`, bob); err != nil {
+		t.Fatal(err)
+	}
+	if n := docs(); n != 0 {
+		t.Fatalf("the other replica still lists %d documents after the permission went", n)
+	}
+	if _, err := first.app.db.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
+SELECT gen_random_uuid(), id, 'documents.read' FROM members WHERE email = $1`, bob); err != nil {
+		t.Fatal(err)
+	}
+	if n := docs(); n != had {
+		t.Fatalf("the other replica lists %d documents after the permission came back, want %d", n, had)
+	}
+}
