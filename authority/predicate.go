@@ -130,3 +130,24 @@ func MayReadDocuments(ctx context.Context, q pg.Querier, member uuid.UUID) (bool
 	}
 	return held, nil
 }
+
+// AudienceReadableSQL is the shared-room evidence rule as SQL: true when
+// every current member of room may read document now — each holds
+// documents.read and the document's ACL names each — so that what a turn
+// in a shared room reads, quotes and cites is what its whole audience may
+// read. Both are SQL expressions.
+func AudienceReadableSQL(document, room string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM room_members aud JOIN members am ON am.id = aud.member_id
+  WHERE aud.conversation_id = %s AND NOT (
+    EXISTS (SELECT 1 FROM member_permissions ap WHERE ap.member_id = am.id AND ap.permission = '%s')
+    AND %s))`, room, PermissionDocumentsRead, DocumentReadableSQL(document, "am.email"))
+}
+
+// AudienceSharesRoomSQL is the shared-room rule for conversation history:
+// true when every current member of room is a current member of other, so
+// a turn of other is history the whole audience of room may read. Both are
+// SQL expressions.
+func AudienceSharesRoomSQL(room, other string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM room_members aud WHERE aud.conversation_id = %s AND NOT %s)`,
+		room, MemberSQL(other, "aud.member_id"))
+}

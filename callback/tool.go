@@ -123,7 +123,8 @@ func (h *Host) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, ide
 	defer cancel()
 	res, err := t.Run(tctx, tools.Call{
 		Actor: tools.Actor{MemberID: h.bundle.MemberID, Email: h.bundle.Email,
-			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest},
+			ConversationID: h.claim.Turn.ConversationID, TurnID: h.claim.Turn.ID, Manifest: h.bundle.Manifest,
+			Shared: h.bundle.ConversationKind == string(entconv.KindShared)},
 		Arguments:      json.RawMessage(call.Arguments),
 		DB:             h.deps.Client,
 		Now:            h.deps.Now(),

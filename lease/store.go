@@ -45,6 +45,10 @@ const (
 	// ReasonMembershipRevoked ends a turn whose author left the room
 	// before its answer was published.
 	ReasonMembershipRevoked = "membership_revoked"
+	// ReasonAudienceWithheld completes a turn in a shared room whose
+	// answer drew on a document a member who joined before publication
+	// may not read: the answer is withheld (WithheldAnswer).
+	ReasonAudienceWithheld = "audience_withheld"
 	// ReasonCancelled ends a turn a member cancelled.
 	ReasonCancelled = "cancelled_by_member"
 )

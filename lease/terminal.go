@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
@@ -165,6 +168,13 @@ func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
 			}
 			if !published {
 				p = TerminalParams{Fence: p.Fence, State: entturn.StateFailed, Reason: ReasonMembershipRevoked}
+			}
+		}
+		if p.Answer != nil && len(p.Citations) > 0 {
+			// Under the room's row lock stillMember took: the audience the
+			// answer reaches is the one checked here.
+			if err := withholdForAudience(ctx, tx, room, turnID, &p); err != nil {
+				return fmt.Errorf("terminal %s: %w", turnID, err)
 			}
 		}
 		nullTurn := uuid.NullUUID{UUID: turnID, Valid: true}
@@ -387,4 +397,54 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 		head = entries[len(entries)-1].Seq
 	}
 	return head, nil
+}
+
+// WithheldAnswer replaces an answer in a shared room that drew on a
+// document not every current member may read (ReasonAudienceWithheld).
+const WithheldAnswer = "Part of this answer drew on documents that not every member of this room may read, " +
+	"so it is withheld here. Ask in a private conversation for it."
+
+// unreadableByAudience lists, for a shared room ($1), the cited documents
+// ($2) that not every current member may read now; for a private room,
+// none (its member's own reads were checked at each call).
+var unreadableByAudience = `
+SELECT COALESCE(ARRAY(SELECT d FROM unnest($2::uuid[]) d WHERE NOT ` + authority.AudienceReadableSQL("d", "$1") + `), '{}')
+FROM conversations c WHERE c.id = $1 AND c.kind = 'shared'`
+
+// withholdForAudience re-checks, at publication, the documents an answer
+// in a shared room cites against the room's audience now: the tools read
+// what every member could read at each call, but a member may have joined
+// since. If the audience may not read one of them, the answer is withheld
+// (WithheldAnswer, ReasonAudienceWithheld), its held-back delta dropped,
+// and only the citations the audience may read are kept.
+func withholdForAudience(ctx context.Context, tx pg.Querier, room, turnID uuid.UUID, p *TerminalParams) error {
+	var docs []string
+	for _, c := range p.Citations {
+		if c.Document != uuid.Nil {
+			docs = append(docs, c.Document.String())
+		}
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	var unreadable pq.StringArray
+	err := pg.QueryRow(ctx, tx, unreadableByAudience, []any{room, pq.StringArray(docs)}, &unreadable)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && len(unreadable) == 0 {
+		return nil // a private room, or an audience that may read them all
+	}
+	if err != nil {
+		return fmt.Errorf("audience check: %w", err)
+	}
+	kept := p.Citations[:0:0]
+	for _, c := range p.Citations {
+		if c.Document == uuid.Nil || !slices.Contains(unreadable, c.Document.String()) {
+			kept = append(kept, c)
+		}
+	}
+	answer := WithheldAnswer
+	p.Answer, p.Citations, p.Before, p.Reason = &answer, kept, nil, ReasonAudienceWithheld
+	if _, err := tx.ExecContext(ctx, `UPDATE turns SET answer = $2, terminal_reason = $3 WHERE id = $1`, turnID, answer, ReasonAudienceWithheld); err != nil {
+		return fmt.Errorf("withhold the answer: %w", err)
+	}
+	return nil
 }

@@ -40,6 +40,7 @@ SELECT t.id, c.title, t.input, coalesce(t.answer, '')
 FROM turns t
 JOIN conversations c ON c.id = t.conversation_id
 WHERE ` + authority.MemberSQL("t.conversation_id", "$1") + `
+  AND ($5::uuid IS NULL OR ` + authority.AudienceSharesRoomSQL("$5", "t.conversation_id") + `)
   AND t.state = 'completed' AND t.id <> $3
   AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
 ORDER BY ts_rank(to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')), websearch_to_tsquery('simple', $2)) DESC, t.created_at DESC
@@ -62,7 +63,7 @@ func (HistorySearch) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: query has no words", ErrBadArguments)
 	}
 	query := strings.Join(words, " or ")
-	rows, err := call.DB.QueryContext(ctx, searchHistory, call.Actor.MemberID, query, call.Actor.TurnID, historyLimit)
+	rows, err := call.DB.QueryContext(ctx, searchHistory, call.Actor.MemberID, query, call.Actor.TurnID, historyLimit, call.Actor.audience())
 	if err != nil {
 		return Result{}, fmt.Errorf("history search: %w", err)
 	}

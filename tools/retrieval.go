@@ -39,20 +39,22 @@ func (Retrieval) Permission() string { return authority.PermissionDocumentsRead 
 // visible is the condition a document must meet for the actor: the ACL
 // holds the email ($1) and the manifest pins it — the listed documents
 // ($2) when there is a selection, else those that existed when the turn
-// was accepted ($3).
+// was accepted ($3) — and, in a shared room ($4), every member of the room
+// may read it now.
 var visible = authority.DocumentReadableSQL("d.id", "$1") + `
   AND ($2::uuid[] IS NULL OR d.id = ANY($2))
-  AND ($3::timestamptz IS NULL OR d.created_at <= $3)`
+  AND ($3::timestamptz IS NULL OR d.created_at <= $3)
+  AND ($4::uuid IS NULL OR ` + authority.AudienceReadableSQL("d.id", "$4") + `)`
 
 var searchPassages = `
 SELECT p.document_id, p.ordinal, d.title, d.digest, p.text
 FROM passages p JOIN documents d ON d.id = p.document_id,
-     websearch_to_tsquery('english', $4) q
+     websearch_to_tsquery('english', $5) q
 WHERE p.tsv @@ q AND ` + visible + `
 ORDER BY ts_rank(p.tsv, q) DESC, p.document_id, p.ordinal
-LIMIT $5`
+LIMIT $6`
 
-// manifestArgs are the visibility arguments $1–$3 for an actor.
+// manifestArgs are the visibility arguments $1–$4 for an actor.
 func manifestArgs(a Actor) []any {
 	var docs any // NULL: no explicit selection, so the cut-off decides
 	if len(a.Manifest.Documents) > 0 {
@@ -66,7 +68,7 @@ func manifestArgs(a Actor) []any {
 	if a.Manifest.DocumentsBefore != nil {
 		before = *a.Manifest.DocumentsBefore
 	}
-	return []any{authority.Principal(a.Email), docs, before}
+	return []any{authority.Principal(a.Email), docs, before, a.audience()}
 }
 
 // Run implements Tool.
@@ -134,7 +136,7 @@ func (ReadDocument) Spec() Spec {
 func (ReadDocument) Permission() string { return authority.PermissionDocumentsRead }
 
 var readDocument = `
-SELECT d.title, d.digest, d.body FROM documents d WHERE d.id = $4 AND ` + visible
+SELECT d.title, d.digest, d.body FROM documents d WHERE d.id = $5 AND ` + visible
 
 // Run implements Tool.
 func (ReadDocument) Run(ctx context.Context, call Call) (Result, error) {

@@ -30,6 +30,19 @@ type Actor struct {
 	ConversationID uuid.UUID
 	TurnID         uuid.UUID
 	Manifest       authority.Manifest
+	// Shared is set in a shared room: evidence the tools read (documents,
+	// history) is then only what every current member of the room may
+	// read (authority.AudienceReadableSQL, AudienceSharesRoomSQL).
+	Shared bool
+}
+
+// audience is the room whose members bound what the actor's tools may
+// read, as a query argument: the room when shared, else NULL.
+func (a Actor) audience() any {
+	if a.Shared {
+		return a.ConversationID
+	}
+	return nil
 }
 
 // Call is one tool request.

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/resource"
+)
+
+// secretsOf is what must not reach a member who may not read doc: its
+// figures, its title, its id and its digest.
+func secretsOf(t *testing.T, h *harness, title string, figures ...string) []string {
+	t.Helper()
+	var id string
+	if err := h.app.db.QueryRow(`SELECT id FROM documents WHERE title = $1`, title).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range demo.Documents {
+		if d.Title == title {
+			return append(figures, title, id, resource.Digest(d.Body))
+		}
+	}
+	t.Fatalf("no demo document %q", title)
+	return nil
+}
+
+// everythingOf is all a viewer can read of a turn: its answer and
+// citations, the room's journal entries and the turn's tokens.
+func everythingOf(t *testing.T, ctx context.Context, c *gqlclient.Client, room, turnID string) string {
+	t.Helper()
+	var b strings.Builder
+	var q struct {
+		Turn    any `json:"turn"`
+		Journal any `json:"journal"`
+	}
+	if err := c.Do(ctx, `query($t: ID!, $c: ID!) {
+  turn(id: $t) { answer terminalReason citations { id source passage documentId digest } }
+  journal(conversationId: $c, first: 500) { entries { kind payload } } }`, map[string]any{"t": turnID, "c": room}, &q); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(toJSON(t, q))
+	tokens, err := c.SSE(ctx, gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t) { text } }`, Variables: map[string]any{"t": turnID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range tokens {
+		b.Write(r.Data)
+	}
+	return b.String()
+}
+
+// TestSharedRoomAnswersOnlyWhatTheAudienceMayRead: the demo scenario. In
+// the shared Team room alice asks about the compensation bands, which only
+// she may read: nothing of that document — its figures, title, id or
+// digest — reaches bob through the answer, its citations, the journal's
+// entries or the tokens, and his own later turn in his private room finds
+// nothing of it through conversation history either. Asked in her private
+// room, the same question answers alice with the figures.
+func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	team := rooms(t, a)["Team room"]
+	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
+
+	shared := submitAs(t, ctx, a, team.ID, "What are the engineering bands for 2027?", "bands-shared")
+	if state := waitTurnState(t, ctx, h.app.db, shared); state != "completed" {
+		t.Fatalf("shared turn ended %s", state)
+	}
+	for who, c := range map[string]*gqlclient.Client{"bob": b, "alice": a} {
+		seen := everythingOf(t, ctx, c, team.ID, shared)
+		for _, s := range secrets {
+			if strings.Contains(seen, s) {
+				t.Errorf("%s reads %q of the compensation bands in the shared room", who, s)
+			}
+		}
+	}
+
+	bobs := rooms(t, b)["Bob's notes"]
+	private := submitAs(t, ctx, b, bobs.ID, "What did we say about the engineering bands?", "bands-history")
+	if state := waitTurnState(t, ctx, h.app.db, private); state != "completed" {
+		t.Fatalf("bob's turn ended %s", state)
+	}
+	seen := everythingOf(t, ctx, b, bobs.ID, private)
+	for _, s := range secrets {
+		if strings.Contains(seen, s) {
+			t.Errorf("bob finds %q of the compensation bands through history", s)
+		}
+	}
+
+	alices := rooms(t, a)["Alice's notes"]
+	own := submitAs(t, ctx, a, alices.ID, "What are the engineering bands for 2027?", "bands-private")
+	if state := waitTurnState(t, ctx, h.app.db, own); state != "completed" {
+		t.Fatalf("alice's private turn ended %s", state)
+	}
+	if seen := everythingOf(t, ctx, a, alices.ID, own); !strings.Contains(seen, "95,000") {
+		t.Fatalf("alice's private answer lacks the figures she may read: %s", seen)
+	}
+}
+
+// TestMemberJoinedMidTurnWithholdsTheAnswer: a member who may not read a
+// document the turn already used joins the shared room before the answer
+// is published: publication checks the answer's citations against the new
+// audience and withholds the answer, saying so, with no citation of that
+// document.
+func TestMemberJoinedMidTurnWithholdsTheAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 30 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	carol := h.client(t, "carol@example.com")
+	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	team := rooms(t, a)["Team room"]
+	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-join")
+	// The run has read the launch plan once it is answering.
+	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	if err := a.Do(ctx, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`,
+		map[string]any{"c": team.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+		t.Fatalf("turn ended %s", state)
+	}
+	var q struct {
+		Turn struct {
+			Answer         string
+			TerminalReason string
+			Citations      []struct{ Source string }
+		} `json:"turn"`
+	}
+	if err := carol.Do(ctx, `query($t: ID!) { turn(id: $t) { answer terminalReason citations { source } } }`, map[string]any{"t": turnID}, &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Turn.TerminalReason != "audience_withheld" || strings.Contains(q.Turn.Answer, "11 December") || !strings.Contains(q.Turn.Answer, "withheld") {
+		t.Fatalf("turn after carol joined: %+v; want the answer withheld", q.Turn)
+	}
+	for _, c := range q.Turn.Citations {
+		if c.Source == "Launch plan" {
+			t.Fatalf("the withheld answer still cites the launch plan: %+v", q.Turn.Citations)
+		}
+	}
+}
+
+func toJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
