@@ -9,11 +9,13 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entapproval "github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -142,4 +144,55 @@ func toAnswerArtifacts(as []journal.AnswerArtifact) []*model.AnswerArtifact {
 		out[i] = ma
 	}
 	return out
+}
+
+// citationsFor keeps the citations viewer may read now: one of a document
+// the viewer may not read (a member who joined since, or lost the ACL)
+// is dropped, passage, title and digest with it. Citations of no document
+// (conversation history) stay.
+func citationsFor(ctx context.Context, store *resource.Store, viewer authority.Member, cs []journal.AnswerCitation) ([]journal.AnswerCitation, error) {
+	var docs []uuid.UUID
+	for _, c := range cs {
+		if c.Document != uuid.Nil {
+			docs = append(docs, c.Document)
+		}
+	}
+	if len(docs) == 0 {
+		return cs, nil
+	}
+	readable, err := store.Readable(ctx, viewer, docs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]journal.AnswerCitation, 0, len(cs))
+	for _, c := range cs {
+		if c.Document == uuid.Nil || readable[c.Document] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// entryFor is a journal entry as viewer may read it: a turn_answer's
+// citations are filtered per viewer (citationsFor); other entries carry
+// no passage.
+func entryFor(ctx context.Context, store *resource.Store, viewer authority.Member, e journal.Entry) (journal.Entry, error) {
+	if e.Kind != journal.KindTurnAnswer {
+		return e, nil
+	}
+	var p journal.AnswerPayload
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		return e, fmt.Errorf("decode the answer entry %d: %w", e.Seq, err)
+	}
+	kept, err := citationsFor(ctx, store, viewer, p.Citations)
+	if err != nil || len(kept) == len(p.Citations) {
+		return e, err
+	}
+	p.Citations = kept
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return e, err
+	}
+	e.Payload = raw
+	return e, nil
 }

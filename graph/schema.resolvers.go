@@ -355,6 +355,9 @@ func (r *queryResolver) Journal(ctx context.Context, conversationID string, afte
 	}
 	page.Entries = make([]*model.JournalEntry, len(entries))
 	for i, e := range entries {
+		if e, err = entryFor(ctx, r.Resources, m, e); err != nil {
+			return nil, err
+		}
 		page.Entries[i] = toEntry(e)
 	}
 	return page, nil
@@ -434,6 +437,10 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 					return errStreamEnded
 				}
 			}
+			e, err := entryFor(ctx, r.Resources, m, e)
+			if err != nil {
+				return err
+			}
 			return emit(toEntry(e))
 		})
 	}), nil
@@ -508,11 +515,19 @@ func (r *turnResolver) Approvals(ctx context.Context, obj *model.Turn) ([]*model
 
 // Citations is the resolver for the citations field.
 func (r *turnResolver) Citations(ctx context.Context, obj *model.Turn) ([]*model.Citation, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
 	p, err := answerOf(ctx, r.Turns, obj)
 	if err != nil {
 		return nil, err
 	}
-	return toCitations(p.Citations), nil
+	cs, err := citationsFor(ctx, r.Resources, m, p.Citations)
+	if err != nil {
+		return nil, err
+	}
+	return toCitations(cs), nil
 }
 
 // Artifacts is the resolver for the artifacts field.

@@ -2,6 +2,8 @@ package resource
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -36,4 +38,32 @@ func (s *Store) Documents(ctx context.Context, viewer authority.Member, query st
 		return []DocumentRef{}, err
 	}
 	return ListDocuments(ctx, s.db, authority.Principal(viewer.Email), query, first)
+}
+
+// Readable returns which of docs viewer may read now: documents.read and
+// each document's ACL (authority's rules). Reads of what a turn cited
+// apply it per viewer, as defence in depth behind the audience rule the
+// turn's tools applied.
+func (s *Store) Readable(ctx context.Context, viewer authority.Member, docs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	out := map[uuid.UUID]bool{}
+	if len(docs) == 0 {
+		return out, nil
+	}
+	may, err := authority.MayReadDocuments(ctx, s.db, viewer.ID)
+	if err != nil || !may {
+		return out, err
+	}
+	strs := make([]string, len(docs))
+	for i, d := range docs {
+		strs[i] = d.String()
+	}
+	ids, err := pg.QueryIDs(ctx, s.db, `SELECT d.id FROM documents d WHERE d.id = ANY($2::uuid[]) AND `+
+		authority.DocumentReadableSQL("d.id", "$1"), authority.Principal(viewer.Email), "{"+strings.Join(strs, ",")+"}")
+	if err != nil {
+		return nil, fmt.Errorf("readable documents: %w", err)
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }

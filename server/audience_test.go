@@ -159,3 +159,69 @@ func toJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestCitationsAreFilteredPerViewer: defence in depth behind the audience
+// rule — a turn's citations, through Turn.citations and the journal's
+// TURN_ANSWER entry, show each viewer only the documents that viewer may
+// read at the moment of the read: once bob loses the launch plan's ACL,
+// its citation is gone for him, passage and all, and stays for alice.
+// (The answer's text was written for the audience the turn had; it is
+// not rewritten per viewer.)
+func TestCitationsAreFilteredPerViewer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	team := rooms(t, a)["Team room"]
+	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-cited")
+	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+		t.Fatalf("turn ended %s", state)
+	}
+	cited := func(c *gqlclient.Client) (fromTurn, fromJournal bool) {
+		t.Helper()
+		var q struct {
+			Turn struct {
+				Citations []struct{ Source string }
+			} `json:"turn"`
+			Journal struct {
+				Entries []struct {
+					Kind    string
+					Payload json.RawMessage
+				}
+			} `json:"journal"`
+		}
+		if err := c.Do(ctx, `query($t: ID!, $c: ID!) { turn(id: $t) { citations { source } }
+  journal(conversationId: $c, first: 500) { entries { kind payload } } }`, map[string]any{"t": turnID, "c": team.ID}, &q); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range q.Turn.Citations {
+			fromTurn = fromTurn || c.Source == "Launch plan"
+		}
+		for _, e := range q.Journal.Entries {
+			var p struct {
+				Citations []struct{ Source string } `json:"citations"`
+			}
+			if e.Kind != "TURN_ANSWER" || json.Unmarshal(e.Payload, &p) != nil {
+				continue
+			}
+			for _, c := range p.Citations {
+				fromJournal = fromJournal || c.Source == "Launch plan"
+			}
+		}
+		return fromTurn, fromJournal
+	}
+	if turn, journal := cited(b); !turn || !journal {
+		t.Fatalf("bob, who may read the launch plan, sees its citation: turn %v, journal %v", turn, journal)
+	}
+	if _, err := h.app.db.ExecContext(ctx, `DELETE FROM document_acls WHERE principal = $1
+  AND document_id = (SELECT id FROM documents WHERE title = 'Launch plan')`, bob); err != nil {
+		t.Fatal(err)
+	}
+	if turn, journal := cited(b); turn || journal {
+		t.Fatalf("bob, who may no longer read the launch plan, still sees its citation: turn %v, journal %v", turn, journal)
+	}
+	if turn, journal := cited(a); !turn || !journal {
+		t.Fatalf("alice lost the launch plan's citation: turn %v, journal %v", turn, journal)
+	}
+}
