@@ -46,6 +46,15 @@
 //     SIGQUIT (SIGKILL if it does not exit) before the new server starts. A
 //     postmaster.pid naming a process that is not such a server is removed.
 //
+// # One owner per folder
+//
+// A server is reclaimed only when the program that owns it is gone. Start
+// takes an exclusive flock on Dir/owner.lock (holding the owner's pid) and
+// keeps it until Stop; the kernel drops it when the owner exits, kill -9
+// included. A second Start on a folder whose owner lives fails with
+// ErrFolderInUse, naming that process and how to use another folder, and
+// touches nothing of the running server.
+//
 // # Running as root
 //
 // initdb and postgres refuse to run as root. When the program runs as root,

@@ -55,6 +55,9 @@ type Postgres struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// owner holds the folder's owner lock until Stop (lock.go).
+	owner *os.File
 }
 
 const (
@@ -70,7 +73,7 @@ var errPortInUse = errors.New("port in use")
 
 // Start starts (and, if needed, initializes) a private PostgreSQL server as
 // described in the package documentation. ctx bounds the startup only.
-func Start(ctx context.Context, opts Options) (*Postgres, error) {
+func Start(ctx context.Context, opts Options) (_ *Postgres, err error) {
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -94,6 +97,17 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	if err := prepareDirs(dir, pgdata, ra); err != nil {
 		return nil, err
 	}
+	// Only the folder's owner may touch its postmaster: a second process
+	// on the same folder stops here, before the orphan guard.
+	owner, err := lockOwner(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			owner.Close() // releases the lock
+		}
+	}()
 	logPath := filepath.Join(dir, "postgres.log")
 	if err := stopStale(pgdata, logf); err != nil {
 		return nil, err
@@ -119,6 +133,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 		}
 		p, err := launch(ctx, bin, dir, pgdata, logPath, port, opts, ra, logf)
 		if err == nil {
+			p.owner = owner
 			return p, nil
 		}
 		if i >= attempts || !errors.Is(err, errPortInUse) {
@@ -245,7 +260,12 @@ func (p *Postgres) Port() int { return p.port }
 // result. The error is non-nil if the server had already exited on its own
 // or had to be killed.
 func (p *Postgres) Stop() error {
-	p.stopOnce.Do(func() { p.stopErr = p.stop() })
+	p.stopOnce.Do(func() {
+		p.stopErr = p.stop()
+		if p.owner != nil {
+			p.owner.Close() // the folder is free for its next owner
+		}
+	})
 	return p.stopErr
 }
 

@@ -166,6 +166,21 @@ func TestCrashedParent(t *testing.T) {
 // that child with SIGKILL and returns the server's PID.
 func startInHelperAndKill(t *testing.T, dir string, noDeathsig bool) int {
 	t.Helper()
+	cmd, pid, _ := startInHelper(t, dir, noDeathsig)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("helper exited cleanly despite SIGKILL")
+	}
+	return pid
+}
+
+// startInHelper starts a server in dir from a child process and returns
+// the child, the server's PID and its port. The child stops its server and
+// exits when the test ends.
+func startInHelper(t *testing.T, dir string, noDeathsig bool) (*exec.Cmd, int, int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperDirEnv+"="+dir)
 	if noDeathsig {
@@ -176,7 +191,6 @@ func startInHelperAndKill(t *testing.T, dir string, noDeathsig bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdin.Close()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -195,18 +209,43 @@ func startInHelperAndKill(t *testing.T, dir string, noDeathsig bool) int {
 		t.Fatalf("helper said %q: %v", line, err)
 	}
 	t.Cleanup(func() { // in case the test fails before the server is gone
+		stdin.Close() // a live helper stops its server and exits
+		cmd.Wait()
 		if processAlive(pid) && isPostmasterOf(pid, dir+"/pgdata") {
 			syscall.Kill(pid, syscall.SIGQUIT)
 			waitGone(pid, 10*time.Second)
 		}
 	})
-	if err := cmd.Process.Kill(); err != nil {
+	return cmd, pid, port
+}
+
+// TestLiveOwnerKeepsItsServer: a second Start on a folder whose server
+// another live process owns (a second `make run`, say) refuses, naming
+// that process and what to do instead, and leaves the running server
+// alone: it still answers.
+func TestLiveOwnerKeepsItsServer(t *testing.T) {
+	t.Parallel()
+	dir := testDir(t)
+	owner, pid, port := startInHelper(t, dir, false)
+	_, err := Start(t.Context(), Options{Dir: dir})
+	if err == nil {
+		t.Fatal("a second Start on a folder in use succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "in use by process "+strconv.Itoa(owner.Process.Pid)) || !strings.Contains(msg, "TURNGATE_DATA") {
+		t.Errorf("refusal %q: want it to name the owner (pid %d) and another data folder", msg, owner.Process.Pid)
+	}
+	if !processAlive(pid) {
+		t.Fatalf("the owner's postgres (pid %d) was stopped", pid)
+	}
+	db, err := sql.Open("postgres", (&Postgres{port: port}).URL("postgres"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err == nil {
-		t.Fatal("helper exited cleanly despite SIGKILL")
+	defer db.Close()
+	var one int
+	if err := db.QueryRowContext(t.Context(), "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the owner's server no longer answers: %v", err)
 	}
-	return pid
 }
 
 func queryOK(t *testing.T, p *Postgres) {
