@@ -17,6 +17,22 @@ import (
 // DevKeyFile is the name of the dev signing key in the data folder.
 const DevKeyFile = "envelope-dev.key"
 
+// ErrNoDevKey: the data folder holds no dev signing key (the server makes
+// it on its first start in that folder).
+var ErrNoDevKey = errors.New("no dev signing key")
+
+// LoadDevKey returns the dev signing key kept in dataDir without ever
+// creating one: `turngate token` must sign with the key the server in that
+// folder verifies with, never with a fresh one the server does not know.
+func LoadDevKey(dataDir string) (ed25519.PrivateKey, error) {
+	path := filepath.Join(dataDir, DevKeyFile)
+	key, err := readDevKey(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoDevKey, dataDir)
+	}
+	return key, err
+}
+
 // LoadOrCreateDevKey returns the dev signing key kept in
 // dataDir/envelope-dev.key (PKCS#8 PEM, mode 0600), creating dataDir (0700)
 // and the key on first use. The server and `turngate token` (another

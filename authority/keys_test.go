@@ -3,6 +3,7 @@ package authority
 import (
 	"bytes"
 	"crypto/ed25519"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -225,5 +226,27 @@ func TestDevKeyVerifies(t *testing.T) {
 	}
 	if _, err := v.Verify(tok); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoadDevKeyNeverCreates: LoadDevKey reads the key the server keeps
+// and never makes one: in a folder without it, ErrNoDevKey, and still no
+// key file; once the server's LoadOrCreateDevKey made it, the same key.
+func TestLoadDevKeyNeverCreates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := LoadDevKey(dir); !errors.Is(err, ErrNoDevKey) {
+		t.Fatalf("LoadDevKey of an empty folder = %v, want ErrNoDevKey", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, DevKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LoadDevKey left a key file: %v", err)
+	}
+	made, err := LoadOrCreateDevKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadDevKey(dir)
+	if err != nil || !got.Equal(made) {
+		t.Fatalf("LoadDevKey = %v, %v; want the server's key", got, err)
 	}
 }

@@ -2,7 +2,9 @@
 //
 //	turngate [serve] [--addr HOST:PORT]   run the server (default)
 //	turngate migrate                      apply database migrations and exit
-//	turngate token --email E [--ttl D]    print a dev identity envelope
+//	turngate token --email E [--ttl D] [--data DIR]
+//	                                      print a dev identity envelope, signed
+//	                                      with the dev key of the server's folder
 //
 // With no DATABASE_URL it starts a private PostgreSQL in its data folder
 // (TURNGATE_DATA, default .turngate). See config.go for the environment.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -110,6 +111,7 @@ func token(cfg Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	email := fs.String("email", "", "the demo member's email")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the envelope is valid")
+	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "the server's data folder, where its dev key is (TURNGATE_DATA)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,7 +121,16 @@ func token(cfg Config, args []string, stdout io.Writer) error {
 	if !cfg.Dev() {
 		return errors.New("token: envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
 	}
-	key, err := authority.LoadOrCreateDevKey(cfg.DataDir)
+	// Only the key the server in that folder verifies with: never a new
+	// one, which would mint envelopes the server rejects.
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	key, err := authority.LoadDevKey(dir)
+	if errors.Is(err, authority.ErrNoDevKey) {
+		return fmt.Errorf("token: no dev key in %s: start the server there first (make run), or point at its data folder with --data or TURNGATE_DATA", dir)
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
 )
@@ -204,4 +206,55 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 		w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// TestTokenUsesTheServersKey: `turngate token` signs with the dev key of
+// the server's data folder and never makes one: pointed at a folder with
+// no key it fails, naming the folder and what to do, and leaves no key
+// behind; pointed at the server's folder (TURNGATE_DATA or --data), its
+// envelope verifies against the server's key.
+func TestTokenUsesTheServersKey(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	empty := t.TempDir()
+	cmd := exec.Command(bin, "token", "--email", alice)
+	cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+empty)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("token without a key succeeded: %s", out)
+	}
+	if !strings.Contains(string(out), "no dev key in "+empty) || !strings.Contains(string(out), "--data") {
+		t.Errorf("token without a key said %q: want the folder and how to point at the server's", out)
+	}
+	if _, err := os.Stat(filepath.Join(empty, authority.DevKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("token made a key: %v", err)
+	}
+
+	server := t.TempDir()
+	key, err := authority.LoadOrCreateDevKey(server) // as the server does on its first start
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: devIssuer, Audience: devAudience, PublicKey: key.Public().(ed25519.PublicKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"TURNGATE_DATA": {"token", "--email", alice},
+		"--data":        {"token", "--email", alice, "--data", server},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = t.TempDir() // another directory than the server's
+		cmd.Env = cleanEnv()
+		if name == "TURNGATE_DATA" {
+			cmd.Env = append(cmd.Env, "TURNGATE_DATA="+server)
+		}
+		tok, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: token: %v", name, err)
+		}
+		if id, err := v.Verify(strings.TrimSpace(string(tok))); err != nil || id.Email != alice {
+			t.Fatalf("%s: the envelope does not verify with the server's key: %+v, %v", name, id, err)
+		}
+	}
 }
