@@ -333,4 +333,3 @@ func (r *Runner) StartClaimed(c *lease.Claimed) {
 // Unclaim gives back the slot of a ClaimAccepted whose transaction did
 // not commit.
 func (r *Runner) Unclaim(c *lease.Claimed) { r.unreserve(c.Turn.ID, r.freed) }
-
