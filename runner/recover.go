@@ -36,7 +36,7 @@ func (r *Runner) salvage(ctx, runsCtx context.Context, freed chan<- struct{}) er
 // It reports whether it took the turn.
 func (r *Runner) recoverInSlot(ctx, runsCtx context.Context, p lease.RecoverParams, freed chan<- struct{}) (bool, error) {
 	if !r.reserve(p.TurnID) {
-		return false, nil
+		return r.supersede(ctx, runsCtx, p, freed)
 	}
 	c, err := r.store.Recover(ctx, p)
 	if err != nil {
@@ -101,4 +101,44 @@ func (r *Runner) Watch(ctx context.Context, room uuid.UUID) {
 		}
 		t.Stop()
 	}
+}
+
+// supersede takes over a turn whose run in this very runner outlived its
+// lease (the process was paused past it, say) and does not know yet: the
+// recovery fences that run, which is then stopped without recording
+// anything, and the new attempt runs in the slot it gives back — one
+// takeover, one attempt. A runner with no run of the turn (it is full, or
+// stopping) recovers nothing.
+func (r *Runner) supersede(ctx, runsCtx context.Context, p lease.RecoverParams, freed chan<- struct{}) (bool, error) {
+	r.mu.Lock()
+	own := r.active[p.TurnID]
+	r.mu.Unlock()
+	if own == nil {
+		return false, nil
+	}
+	c, err := r.store.Recover(ctx, p)
+	if errors.Is(err, lease.ErrNotRecoverable) {
+		return false, nil // its lease is live: the run goes on
+	}
+	if err != nil {
+		return false, err
+	}
+	own.cancel(errSuperseded)
+	select {
+	case <-own.done:
+	case <-ctx.Done():
+	}
+	if !r.reserve(p.TurnID) {
+		// Stopping, or the slot went to another turn meanwhile: hand the
+		// turn back to its lane, for any runner.
+		if err := r.store.Release(context.Background(), lease.ReleaseParams{Fence: c.Fence}); err != nil && !errors.Is(err, lease.ErrFenced) {
+			r.log.Warn("handing back a takeover", "turn", p.TurnID, "err", err)
+		}
+		return false, nil
+	}
+	go func() {
+		defer r.unreserve(c.Turn.ID, freed)
+		r.run(runsCtx, c)
+	}()
+	return true, nil
 }

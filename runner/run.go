@@ -27,6 +27,11 @@ import (
 // errDetached is the cause of a run's cancellation when its runner stops.
 var errDetached = errors.New("runner stopping: detached from the run")
 
+// errSuperseded is the cause of a run's cancellation when this runner took
+// its turn over as a new attempt: the run had outlived its lease (paused,
+// say) and the new attempt owns the turn.
+var errSuperseded = errors.New("superseded by a takeover of its turn")
+
 // run drives one claimed turn to its terminal, or hands it back.
 func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	log := r.log.With("turn", c.Turn.ID, "attempt", c.Turn.Attempt)
@@ -37,6 +42,9 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.mu.Lock()
+	r.active[c.Turn.ID] = &activeRun{cancel: cancel, done: make(chan struct{})}
+	r.mu.Unlock()
 
 	host, contract, err := r.Admit(runCtx, c)
 	if err != nil {
@@ -71,6 +79,8 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		// The run committed its own terminal. If only a later renewal
 		// failed, that terminal stands: a finished answer is never
 		// relabelled as failed.
+	case errors.Is(cause, errSuperseded):
+		// A new attempt of this runner owns the turn: nothing to record.
 	case errors.As(cause, &cancelled):
 		// A member's durable cancel: the only thing that aborts a run.
 		usage := host.Usage()

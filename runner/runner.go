@@ -87,6 +87,9 @@ type Runner struct {
 	started  bool
 	closed   bool
 	claiming map[uuid.UUID]bool
+	// active are the runs going on in this runner, by turn: a takeover of
+	// a turn whose own run here outlived its lease supersedes that run.
+	active map[uuid.UUID]*activeRun
 	runs     sync.WaitGroup
 
 	versions sync.Map // agent version id → *ent.AgentVersion
@@ -156,6 +159,7 @@ func New(cfg Config) *Runner {
 		slots:    make(chan struct{}, cfg.MaxRuns),
 		freed:    make(chan struct{}, 1),
 		claiming: make(map[uuid.UUID]bool),
+		active:   make(map[uuid.UUID]*activeRun),
 		store:    lease.NewStore(cfg.Client, cfg.Hub),
 	}
 	r.deps = callback.Deps{
@@ -290,12 +294,24 @@ func (r *Runner) reserve(id uuid.UUID) bool {
 	return true
 }
 
+// activeRun is a run going on in this runner: its cancel, and done,
+// closed once its slot is given back.
+type activeRun struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
 // unreserve gives back what reserve took and wakes the loop.
 func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
 	r.mu.Lock()
 	delete(r.claiming, id)
+	a := r.active[id]
+	delete(r.active, id)
 	r.mu.Unlock()
 	<-r.slots
+	if a != nil {
+		close(a.done)
+	}
 	r.runs.Done()
 	select {
 	case freed <- struct{}{}:

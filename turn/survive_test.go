@@ -270,10 +270,12 @@ func TestMembershipRevokedStopsTheRunAtOnce(t *testing.T) {
 }
 
 // A runner whose own run of a turn is still going — paused past its
-// lease, say, and not yet aware it lost it — does not take that turn over
-// again: a takeover it could not run would hand the turn back to its
-// lane and cost a second attempt. Another runner takes it over, once: the
-// turn completes on attempt 2 with two turn_started entries.
+// lease, say, and not yet aware it lost it — takes the turn over as one
+// new attempt: the stale run is fenced and stopped, recording nothing, and
+// the new attempt runs in the slot it gives back (before, the takeover
+// found no slot, handed the turn back to its lane and cost a second
+// attempt). Another runner then finds the lease live. The turn completes
+// on attempt 2 with two turn_started entries and one terminal.
 func TestTakeoverCostsOneAttempt(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
@@ -286,15 +288,15 @@ func TestTakeoverCostsOneAttempt(t *testing.T) {
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
-	if took, err := a.Resume(ctx, tt.ID); err != nil || took {
-		t.Fatalf("the owner's runner resumed its own live run: took=%v err=%v", took, err)
+	if took, err := a.Resume(ctx, tt.ID); err != nil || !took {
+		t.Fatalf("the owner's runner did not take its expired turn over: took=%v err=%v", took, err)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 1 {
-		t.Fatalf("%d turn_started after the owner's resume, want 1", k[journal.KindTurnStarted])
+	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 2 {
+		t.Fatalf("%d turn_started after the takeover, want 2", k[journal.KindTurnStarted])
 	}
 	b := env.Runner(t, runner.Config{Owner: "other"})
-	if took, err := b.Resume(ctx, tt.ID); err != nil || !took {
-		t.Fatalf("another runner's resume: took=%v err=%v", took, err)
+	if took, err := b.Resume(ctx, tt.ID); err != nil || took {
+		t.Fatalf("another runner took over a live run: took=%v err=%v", took, err)
 	}
 	close(gate.release)
 	got := env.WaitTerminal(t, tt.ID)
