@@ -90,7 +90,7 @@ type Runner struct {
 	// active are the runs going on in this runner, by turn: a takeover of
 	// a turn whose own run here outlived its lease supersedes that run.
 	active map[uuid.UUID]*activeRun
-	runs     sync.WaitGroup
+	runs   sync.WaitGroup
 
 	versions sync.Map // agent version id → *ent.AgentVersion
 	store    *lease.Store
