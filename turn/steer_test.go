@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/ent"
 	entcommand "github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/gateway"
@@ -290,6 +291,25 @@ func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) fu
 	}
 }
 
+// steerTheHeldAnswer runs one turn whose first model step (its answer)
+// is held while alice steers it, then released — failing with fail when
+// set — and returns the turn, the steer's command id, the model and the
+// ended turn.
+func steerTheHeldAnswer(t *testing.T, env *testkit.Env, fail error) (*ent.Turn, uuid.UUID, *scriptModel, *ent.Turn) {
+	t.Helper()
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	model := &scriptModel{script: heldAnswer(started, release, fail)}
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
+	<-started
+	id := uuid.New()
+	if _, err := env.Turns.Steer(context.Background(), env.Alice, id, tt.ID, "answer in one line"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	return tt, id, model, env.WaitTerminal(t, tt.ID)
+}
+
 // A steer sent while the run's only model step is streaming its answer
 // is delivered: one more step follows with the steering in it
 // (steer_delivered in the journal), and the turn completes with that
@@ -301,18 +321,8 @@ func TestSteerDuringTheLastStepIsDelivered(t *testing.T) {
 			t.Parallel()
 			env := testkit.New(t)
 			env.Agent(t, controller, nil, nil)
-			started, release := make(chan struct{}, 1), make(chan struct{})
-			model := &scriptModel{script: heldAnswer(started, release, nil)}
-			env.Runner(t, runner.Config{Gateway: model.gateway()})
-			tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
-			<-started
 			ctx := context.Background()
-			id := uuid.New()
-			if _, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "answer in one line"); err != nil {
-				t.Fatal(err)
-			}
-			close(release)
-			done := env.WaitTerminal(t, tt.ID)
+			tt, id, model, done := steerTheHeldAnswer(t, env, nil)
 			if done.State != "completed" {
 				t.Fatalf("turn ended %s", done.State)
 			}
@@ -337,18 +347,8 @@ func TestSteerDuringTheLastStepIsDelivered(t *testing.T) {
 func TestUndeliveredSteerIsRejectedInTheJournal(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	model := &scriptModel{script: heldAnswer(started, release, errors.New("the model went away"))}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
-	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
-	<-started
 	ctx := context.Background()
-	id := uuid.New()
-	if _, err := env.Turns.Steer(ctx, env.Alice, id, tt.ID, "answer in one line"); err != nil {
-		t.Fatal(err)
-	}
-	close(release)
-	done := env.WaitTerminal(t, tt.ID)
+	tt, id, _, done := steerTheHeldAnswer(t, env, errors.New("the model went away"))
 	if done.State != "failed" {
 		t.Fatalf("turn ended %s, want failed", done.State)
 	}
