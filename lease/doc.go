@@ -52,8 +52,9 @@
 // Acceptance keeps to that order with one exception it cannot avoid: its
 // insert checks the idempotency key's unique index, and when the key's
 // turn was committed by a concurrent acceptance after this one looked the
-// key up (turn.Service.Submit looks it up before locking anything, and
-// answers from the turn when it is there), and a claim holds that turn's
+// key up (turn.Service.Submit looks it up in the statement that locks the
+// room, and answers from the turn, waiting on nothing, when it is there),
+// and a claim holds that turn's
 // row waiting for the conversation's, the two deadlock. Postgres aborts
 // one; a claim is retried by its runner's next pass, and Submit runs an
 // aborted acceptance again (40P01 and 40001, up to three times), which

@@ -38,12 +38,11 @@ type Service struct {
 	prepMu       sync.Mutex
 	take, accept *sql.Stmt
 
-	// beforeTake and afterTake, when set (tests only), run in each
-	// acceptance attempt after the key's lookup, before and after the
-	// room's row is locked; retrying, with the error that ended an
-	// attempt the database rolled back.
-	beforeTake, afterTake func()
-	retrying              func(error)
+	// afterTake and retrying, when set (tests only), run in each
+	// acceptance attempt once the room's row is locked, and when an
+	// attempt the database rolled back is run again, with its error.
+	afterTake func()
+	retrying  func(error)
 }
 
 // Starter is the part of a runner acceptance reaches: the accept-time
@@ -96,11 +95,12 @@ type Submission struct {
 }
 
 // takePosition takes the next journal position of the room, only if the
-// author is a member of it, and reads in the same statement what the
-// authority bundle needs (authority.BundleColumns): the room's audience
-// and agent's current version, and the member's permissions and roster as
-// of now. The room's row lock, held to commit, orders this submission
-// against membership changes and other appends.
+// author is a member of it, and reads in the same statement the turn the
+// idempotency key ($3) already names, if any, and what the authority
+// bundle needs (authority.BundleColumns): the room's audience and agent's
+// current version, and the member's permissions and roster as of now. The
+// room's row lock, held to commit, orders this submission against
+// membership changes and other appends.
 var takePosition = `
 WITH room AS (
   ` + journal.TakePositions("$1", "1", authority.MemberSQL("$1", "$2"), "id", "kind", "audience_version", "agent_id", "active_turn_id") + `
@@ -109,6 +109,7 @@ SELECT room.base + 1,
        room.active_turn_id IS NULL AND NOT EXISTS (
          SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
        now(),
+       (SELECT id FROM turns WHERE conversation_id = $1 AND author_id = $2 AND idempotency_key = $3),
        ` + authority.BundleColumns("$2") + `
 FROM room
 ` + authority.BundleJoin
@@ -215,29 +216,9 @@ const maxSubmitAttempts = 3
 
 // submit is one acceptance attempt.
 func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) {
-	// A key already used answers from its turn, before any lock is taken:
-	// a retry never queues behind the room's row, nor behind a run that
-	// holds its turn's row.
-	if t, err := s.existing(ctx, in); err == nil || !ent.IsNotFound(err) {
-		if err != nil {
-			return nil, err
-		}
-		// Only while the author is still a member of the room.
-		member, err := authority.IsMember(ctx, s.Client, in.ConversationID, in.Member.ID)
-		if err != nil {
-			return nil, fmt.Errorf("submit: %w", err)
-		}
-		if !member {
-			return nil, errNoRoom(t.ConversationID)
-		}
-		return t, nil
-	}
 	take, accept, err := s.prepare(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.beforeTake != nil {
-		s.beforeTake()
 	}
 	tx, err := s.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -247,18 +228,19 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 
 	var (
 		pos        int64
+		used       uuid.NullUUID // the turn the key already names
 		row        authority.BundleRow
 		foundRoom  bool
 		idle       bool
 		acceptedAt time.Time
 	)
-	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID)
+	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID, in.IdempotencyKey)
 	if err != nil {
 		return nil, fmt.Errorf("submit: take position: %w", err)
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(append([]any{&pos, &idle, &acceptedAt}, row.Dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&pos, &idle, &acceptedAt, &used}, row.Dest()...)...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -268,6 +250,13 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	if !foundRoom {
 		return nil, errNoRoom(in.ConversationID)
+	}
+	if used.Valid {
+		// A retry: it answers from its turn — before any check of this
+		// input's selections, and without waiting on the turn's row,
+		// which a run may hold. The rollback gives the position back.
+		tx.Rollback()
+		return s.existing(ctx, in)
 	}
 	if s.afterTake != nil {
 		s.afterTake()

@@ -2,7 +2,6 @@ package turn_test
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"sync"
 	"testing"
@@ -188,63 +187,56 @@ func TestIdempotencyKeyCoversWholeInput(t *testing.T) {
 }
 
 // TestSubmitRetrySurvivesDeadlockWithClaim forces the one lock-order
-// inversion acceptance has: a retry whose key lookup came just before the
-// original committed holds the room's row and meets the original's turn
-// row held by a claim, which waits for the room's row. Postgres breaks the
-// deadlock by aborting the retry (its deadlock_timeout is the shorter);
-// Submit retries inside the server and converges on the original turn —
-// the client never sees the deadlock — and the claim goes through.
+// inversion acceptance has. A retry's first statement takes the room's
+// row and looks its key up; the key's turn commits just after that look
+// (here: copied into place, as the original's acceptance would have made
+// it), and a claim locks that turn and waits for the room's row. The
+// retry's insert then waits on the claim's turn: a deadlock, which
+// Postgres breaks by aborting the retry (its deadlock_timeout is the
+// shorter). Submit runs the attempt again and converges on the turn — the
+// client never sees the deadlock — and the claim goes through.
 func TestSubmitRetrySurvivesDeadlockWithClaim(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sub := turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "deadlock me", IdempotencyKey: "deadlock-1"}
-	// The original is accepted by a second service over the same
-	// database, as by another replica.
-	other := &turn.Service{Client: env.Client, DB: env.DB, Hub: env.Hub}
-
-	var (
-		original uuid.UUID
-		claim    *sql.Tx
-		claimPID int
-		attempts int
-	)
-	claimed := make(chan error, 1)
-	before := func() {
-		if attempts++; attempts > 1 {
-			return // the retry after the deadlock runs plainly
-		}
-		t0, err := other.Submit(ctx, sub)
-		if err != nil {
-			t.Errorf("original: %v", err)
-			return
-		}
-		original = t0.ID
-		// The claim takes the turn's row first, with a long
-		// deadlock_timeout, so that the retry is the one that detects
-		// the deadlock.
-		if claim, err = env.DB.BeginTx(ctx, nil); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := claim.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&claimPID); err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := claim.ExecContext(ctx, `SET LOCAL deadlock_timeout = '20s'`); err != nil {
-			t.Error(err)
-			return
-		}
-		if _, err := claim.ExecContext(ctx, `UPDATE turns SET lease_owner = 'claimer' WHERE id = $1`, t0.ID); err != nil {
-			t.Error(err)
-		}
+	template, err := env.Turns.Submit(ctx, turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: sub.Text, IdempotencyKey: "template"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	original := uuid.New()
+	claimed := make(chan error, 1)
+	var attempts int
 	after := func() {
-		if attempts > 1 || claim == nil {
+		if attempts++; attempts > 1 {
+			return // the attempt after the deadlock runs plainly
+		}
+		// The original, committed now: after the retry's look-up.
+		if _, err := env.DB.ExecContext(ctx, `INSERT INTO turns
+SELECT (jsonb_populate_record(NULL::turns, to_jsonb(t) || jsonb_build_object('id', $1::uuid, 'idempotency_key', $2::text))).*
+FROM turns t WHERE t.id = $3`, original, sub.IdempotencyKey, template.ID); err != nil {
+			t.Errorf("the original: %v", err)
 			return
 		}
-		// The retry holds the room's row: the claim now queues for it.
+		// The claim takes the original's row first, with a long
+		// deadlock_timeout, then queues for the room's row the retry holds.
+		claim, err := env.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var pid int
+		for _, q := range []string{`SET LOCAL deadlock_timeout = '20s'`, `UPDATE turns SET lease_owner = 'claimer' WHERE id = '` + original.String() + `'`} {
+			if _, err := claim.ExecContext(ctx, q); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		if err := claim.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Error(err)
+			return
+		}
 		go func() {
 			_, err := claim.ExecContext(ctx, `UPDATE conversations SET active_turn_id = $2 WHERE id = $1`, env.Shared.ID, original)
 			if err == nil {
@@ -255,14 +247,14 @@ func TestSubmitRetrySurvivesDeadlockWithClaim(t *testing.T) {
 			claimed <- err
 		}()
 		for waiting := false; !waiting; {
-			if err := env.DB.QueryRowContext(ctx, `SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1`, claimPID).Scan(&waiting); err != nil {
-				t.Errorf("claim's wait: %v", err)
+			if err := env.DB.QueryRowContext(ctx, `SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+				t.Errorf("the claim's wait: %v", err)
 				return
 			}
 		}
 	}
 	var rolledBack []error
-	turn.SetTakeHooks(env.Turns, before, after, func(err error) { rolledBack = append(rolledBack, err) })
+	turn.SetTakeHooks(env.Turns, after, func(err error) { rolledBack = append(rolledBack, err) })
 	got, err := env.Turns.Submit(ctx, sub)
 	if err != nil {
 		t.Fatalf("retry: %v", err)
