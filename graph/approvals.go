@@ -174,9 +174,12 @@ func citationsFor(ctx context.Context, store *resource.Store, viewer authority.M
 }
 
 // entryFor is a journal entry as viewer may read it: a turn_answer's
-// citations are filtered per viewer (citationsFor); other entries carry
-// no passage.
+// citations are filtered per viewer (citationsFor), and so are the
+// citation ids of a tool_completed entry; other entries name no document.
 func entryFor(ctx context.Context, store *resource.Store, viewer authority.Member, e journal.Entry) (journal.Entry, error) {
+	if e.Kind == journal.KindToolCompleted {
+		return toolEntryFor(ctx, store, viewer, e)
+	}
 	if e.Kind != journal.KindTurnAnswer {
 		return e, nil
 	}
@@ -187,6 +190,91 @@ func entryFor(ctx context.Context, store *resource.Store, viewer authority.Membe
 	kept, err := citationsFor(ctx, store, viewer, p.Citations)
 	if err != nil || len(kept) == len(p.Citations) {
 		return e, err
+	}
+	p.Citations = kept
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return e, err
+	}
+	e.Payload = raw
+	return e, nil
+}
+
+// blankWithheld empties the text of the answer deltas of turns whose
+// answer was withheld from the room's audience (a member joined who may
+// not read what it drew on): read later, from the journal or as tokens,
+// they carry nothing of it. The entries keep their positions, so a reader
+// resuming from a position neither skips nor repeats one.
+func blankWithheld(ctx context.Context, turns *turn.Service, entries []journal.Entry) ([]journal.Entry, error) {
+	var ids []uuid.UUID
+	for _, e := range entries {
+		if e.Kind == journal.KindAnswerDelta && e.TurnID.Valid {
+			ids = append(ids, e.TurnID.UUID)
+		}
+	}
+	if len(ids) == 0 {
+		return entries, nil
+	}
+	withheld, err := turns.Withheld(ctx, ids)
+	if err != nil || len(withheld) == 0 {
+		return entries, err
+	}
+	for i, e := range entries {
+		if e.Kind != journal.KindAnswerDelta || !withheld[e.TurnID.UUID] {
+			continue
+		}
+		var p journal.DeltaPayload
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return nil, fmt.Errorf("decode the delta entry %d: %w", e.Seq, err)
+		}
+		p.Text = ""
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		entries[i].Payload = raw
+	}
+	return entries, nil
+}
+
+// toolEntryFor drops from a tool_completed entry the citation ids
+// ("doc:<id>#p<n>") of documents viewer may not read now: an entry does
+// not say that such a document matched.
+func toolEntryFor(ctx context.Context, store *resource.Store, viewer authority.Member, e journal.Entry) (journal.Entry, error) {
+	var p journal.ToolCompletedPayload
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		return e, fmt.Errorf("decode the tool entry %d: %w", e.Seq, err)
+	}
+	docOf := func(cite string) uuid.UUID {
+		raw, ok := strings.CutPrefix(cite, "doc:")
+		if !ok {
+			return uuid.Nil
+		}
+		raw, _, _ = strings.Cut(raw, "#")
+		id, _ := uuid.Parse(raw)
+		return id
+	}
+	var docs []uuid.UUID
+	for _, c := range p.Citations {
+		if id := docOf(c); id != uuid.Nil {
+			docs = append(docs, id)
+		}
+	}
+	if len(docs) == 0 {
+		return e, nil
+	}
+	readable, err := store.Readable(ctx, viewer, docs)
+	if err != nil {
+		return e, err
+	}
+	kept := p.Citations[:0:0]
+	for _, c := range p.Citations {
+		if id := docOf(c); id == uuid.Nil || readable[id] {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == len(p.Citations) {
+		return e, nil
 	}
 	p.Citations = kept
 	raw, err := json.Marshal(p)

@@ -349,6 +349,9 @@ func (r *queryResolver) Journal(ctx context.Context, conversationID string, afte
 	if err != nil {
 		return nil, err
 	}
+	if entries, err = blankWithheld(ctx, r.Turns, entries); err != nil {
+		return nil, err
+	}
 	page := &model.JournalPage{Head: c.NextSeq, HasMore: len(entries) > int(p.First)}
 	if page.HasMore {
 		entries = entries[:p.First]
@@ -425,7 +428,14 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 		goRecover(ctx, r.Streams, "watch room", func(ctx context.Context) { r.Runs.Watch(ctx, c.ID) })
 	}
 	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
-		return r.Log.Follow(ctx, c.ID, p.After, nil, func(e journal.Entry) error {
+		read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
+			entries, err := r.Log.Read(ctx, c.ID, after, journal.FollowBatch)
+			if err != nil {
+				return nil, err
+			}
+			return blankWithheld(ctx, r.Turns, entries)
+		}
+		return r.Log.Follow(ctx, c.ID, p.After, read, func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
 				// who has left sees nothing of the room from here on.
@@ -471,6 +481,9 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 		entries, err := r.Log.ReadTurn(ctx, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
 		if err != nil || len(entries) == 0 {
 			return entries, err
+		}
+		if entries, err = blankWithheld(ctx, r.Turns, entries); err != nil {
+			return nil, err
 		}
 		// Re-authorise the viewer before each batch goes out: a member
 		// who has left the room gets no more of its text.

@@ -149,6 +149,14 @@ func TestMemberJoinedMidTurnWithholdsTheAnswer(t *testing.T) {
 			t.Fatalf("the withheld answer still cites the launch plan: %+v", q.Turn.Citations)
 		}
 	}
+	// Read afterwards, nothing of the turn's use of the launch plan
+	// reaches carol: not its text in the deltas, nor its title or id.
+	seen := everythingOf(t, ctx, carol, team.ID, turnID)
+	for _, s := range secretsOf(t, h, "Launch plan", "11 December", "Friday") {
+		if strings.Contains(seen, s) {
+			t.Errorf("carol, who joined mid-turn, reads %q of the launch plan", s)
+		}
+	}
 }
 
 func toJSON(t *testing.T, v any) string {
