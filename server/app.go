@@ -50,6 +50,7 @@ type App struct {
 	// download route read through.
 	resources *resource.Store
 	streams   *graph.Streams    // the subscriptions' goroutines
+	wsOpen    *wsOpen           // the open WebSockets, which an orderly stop closes
 	signer    *authority.Signer // dev mode only
 	sandbox   *sandbox.Pool     // run_code's worker processes; nil with NoRunner
 	handler   http.Handler
@@ -160,6 +161,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 	a.resources = resource.NewStore(a.client)
 	a.streams = graph.NewStreams()
+	a.wsOpen = &wsOpen{}
 	resolver := &graph.Resolver{
 		Members: a.members, Rooms: a.rooms, Turns: a.turns, Resources: a.resources,
 		Log: journal.NewLog(a.client, a.hub), Streams: a.streams, MaxTextLen: cfg.MaxTextLen,
@@ -256,7 +258,9 @@ func (a *App) Serve(ctx context.Context) error {
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
 		IdleTimeout:       lim.IdleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests do not end with ctx: an orderly stop ends the streams
+		// itself, so that clients resume instead of taking them for done.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- a.srv.Serve(a.ln) }()
@@ -265,6 +269,11 @@ func (a *App) Serve(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
+	// Streams first: WebSockets close with 1012 (service restart) and
+	// every subscription ends with a retryable UNAVAILABLE, so clients
+	// reconnect to another replica and resume after their last position.
+	a.wsOpen.closeAll(wsCloseServiceRestart, "service restart")
+	a.streams.Stop()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.srv.Shutdown(shutdownCtx)

@@ -47,6 +47,7 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 			}},
 			initTimeout:      lim.WSInitTimeout,
 			maxSubscriptions: lim.MaxSubscriptions,
+			open:             a.wsOpen,
 		},
 		// graphql-transport-ws keep-alive is ping/pong; KeepAlivePingInterval
 		// only serves the legacy protocol.

@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/turngate/turngate/internal/gqlclient"
 )
@@ -368,5 +372,71 @@ func TestResumeTurnMutation(t *testing.T) {
 	var terminals int
 	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil || terminals != 1 {
 		t.Fatalf("%d terminals (%v), want 1", terminals, err)
+	}
+}
+
+// Row "Orderly backend/runtime termination", for the streams: a replica
+// told to stop (SIGTERM) ends its streams so that clients resume
+// elsewhere rather than take them for finished — a WebSocket is closed
+// with 1012 (service restart) and no complete for its subscription, an
+// SSE subscription ends with a retryable UNAVAILABLE.
+func TestOrderlyStopEndsStreamsForResume(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := newProcessWorld(t, bin, "turngate-sigterm-streams-")
+	a := w.start(t, "replica-a", "TURNGATE_DRAIN=300ms")
+	c := w.client(t, a.base, alice)
+	room := rooms(t, c)["Team room"]
+	journal := gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
+
+	ws, _, err := websocket.Dial(ctx, strings.Replace(a.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		HTTPHeader: c.Header, Subprotocols: []string{"graphql-transport-ws"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	raw := &rawWS{t: t, ws: ws}
+	raw.init(ctx)
+	raw.subscribe(ctx, "j", journal)
+	sse, err := c.SSE(ctx, journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both streams are open once an entry reaches them.
+	submitAs(t, ctx, c, room.ID, "before the stop", "sigterm-streams")
+	if m := raw.read(ctx); m.Type != "next" {
+		t.Fatalf("WebSocket got %s %s, want next", m.Type, m.Payload)
+	}
+	if r, ok := <-sse; !ok || r.Err() != nil {
+		t.Fatalf("SSE got %+v", r)
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err == nil {
+			var m gqlclient.Message
+			if json.Unmarshal(data, &m) == nil && m.Type == "complete" {
+				t.Fatalf("the stopping replica completed the subscription: %s", data)
+			}
+			continue
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != 1012 {
+			t.Fatalf("WebSocket ended with %v, want close 1012", err)
+		}
+		break
+	}
+	var last gqlclient.Response
+	for r := range sse {
+		last = r
+	}
+	if code := gqlclient.CodeOf(last.Err()); code != "UNAVAILABLE" {
+		t.Fatalf("SSE ended with %+v, want UNAVAILABLE", last)
 	}
 }

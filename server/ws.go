@@ -80,7 +80,50 @@ type wsLimits struct {
 	// maxSubscriptions bounds the operations running on one connection
 	// (Limits.MaxSubscriptions).
 	maxSubscriptions int
+	// open are the connections open now, which an orderly stop closes.
+	open *wsOpen
 }
+
+// wsOpen is the set of open graphql-transport-ws connections.
+type wsOpen struct {
+	mu    sync.Mutex
+	conns map[*wsConn]struct{}
+}
+
+func (o *wsOpen) add(c *wsConn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conns == nil {
+		o.conns = map[*wsConn]struct{}{}
+	}
+	o.conns[c] = struct{}{}
+}
+
+func (o *wsOpen) remove(c *wsConn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.conns, c)
+}
+
+// closeAll closes every open connection with code: an orderly stop's
+// 1012 (service restart), after which a graphql-transport-ws client
+// reconnects — elsewhere — and subscribes again, where a complete would
+// have told it the subscriptions were over.
+func (o *wsOpen) closeAll(code int, reason string) {
+	o.mu.Lock()
+	conns := make([]*wsConn, 0, len(o.conns))
+	for c := range o.conns {
+		conns = append(conns, c)
+	}
+	o.mu.Unlock()
+	for _, c := range conns {
+		c.closeWith(code, reason)
+	}
+}
+
+// wsCloseServiceRestart is WebSocket's 1012: the server is restarting;
+// the client may reconnect.
+const wsCloseServiceRestart = 1012
 
 var _ transport.WebsocketImplementation = wsLimits{}
 
@@ -98,6 +141,10 @@ func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		max:      l.maxSubscriptions,
 		byClient: map[string]*wsOp{},
 		byServer: map[string]*wsOp{},
+		open:     l.open,
+	}
+	if l.open != nil {
+		l.open.add(c)
 	}
 	if inner.Subprotocol() != wsSubprotocol {
 		// What the graphql-ws reference server does; gqlgen's read of
@@ -136,6 +183,8 @@ type wsConn struct {
 	initTimer *time.Timer
 	// expiryTimer closes the connection when its envelope expires.
 	expiryTimer *time.Timer
+	// open is the registry the connection is in until Close.
+	open *wsOpen
 
 	mu          sync.Mutex
 	initialised bool
@@ -360,6 +409,9 @@ func (c *wsConn) WriteClose(code int, message string) error {
 }
 
 func (c *wsConn) Close() error {
+	if c.open != nil {
+		c.open.remove(c)
+	}
 	if c.initTimer != nil {
 		c.initTimer.Stop()
 	}
