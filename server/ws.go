@@ -346,6 +346,12 @@ func (c *wsConn) refuse(id string, err error) error {
 // books are kept before the write, so a client that reuses an id as soon
 // as it reads the end of the last one finds it free.
 func (c *wsConn) WriteJSON(v any) error {
+	if c.isClosed() {
+		// The close frame is on its way (gqlgen's adapter writes it from
+		// a goroutine): nothing may follow it, least of all a complete
+		// that would tell the client its subscription is over.
+		return errWSClosed
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
