@@ -57,8 +57,14 @@
 //     (NOT_FOUND, as for a turn that does not exist): [TurnVisible];
 //   - who may steer, cancel or decide the approvals of a turn — its author,
 //     or the owner of a shared room: [MayCommand];
-//   - the document ACL, read when the document is, keyed by [Principal]:
+//   - the document ACL, read when the document is, keyed by [Principal]
+//     (the email lowercased in ASCII only, [LowerASCII]):
 //     [DocumentReadableSQL], [ReadableDocuments];
+//   - the permission every read of documents needs besides the ACL:
+//     [MayReadDocuments] ([PermissionDocumentsRead]);
+//   - in a shared room, evidence only the whole audience may read: a
+//     document every current member may read, [AudienceReadableSQL]; a
+//     conversation every member is in, [AudienceSharesRoomSQL];
 //   - artifact visibility (its owner, or a current member of a room that
 //     holds a reference): [ArtifactReadableSQL];
 //   - a permission held at the moment a tool runs: [Holds].
