@@ -11,9 +11,20 @@
 //	running → queued    Release (a stopping runner hands the turn back)
 //	running → ended     Terminal (fenced by the lease token)
 //	queued  → cancelled CancelQueued (the queued state is the fence)
+//	queued, running → failed
+//	                    Revoke (the author was removed from the room, in
+//	                    the removal's transaction)
 //
-// and the reads and fenced writes a run makes while it holds its lease:
-// LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
+// Every ending settles the turn with Settle in the same transaction: the
+// room's lane released, pending approvals expired, the carried-out
+// command delivered and every other pending one rejected (a steer with a
+// steer_rejected entry ahead of the terminal). At publication Terminal
+// also re-checks the author's membership and, in a shared room, the
+// audience's right to read what the answer cites (withholding it if
+// not).
+//
+// Besides, the reads and fenced writes a run makes while it holds its
+// lease: LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
 // DeliveredSteers, PendingCancel, ClaimExecution.
 //
 // # Fencing
