@@ -192,6 +192,11 @@ func entryFor(ctx context.Context, store *resource.Store, viewer authority.Membe
 		return e, err
 	}
 	p.Citations = kept
+	return withPayload(e, p)
+}
+
+// withPayload is e carrying payload p instead.
+func withPayload(e journal.Entry, p any) (journal.Entry, error) {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return e, err
@@ -277,10 +282,5 @@ func toolEntryFor(ctx context.Context, store *resource.Store, viewer authority.M
 		return e, nil
 	}
 	p.Citations = kept
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return e, err
-	}
-	e.Payload = raw
-	return e, nil
+	return withPayload(e, p)
 }

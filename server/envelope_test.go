@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
@@ -203,16 +200,7 @@ func TestExpiredEnvelopeEndsStreams(t *testing.T) {
 
 	hdr := http.Header{}
 	hdr.Set(h.cfg.IdentityHeader, tok)
-	ws, _, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
-		HTTPHeader: hdr, Subprotocols: []string{"graphql-transport-ws"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	raw := &rawWS{t: t, ws: ws}
-	raw.init(ctx)
-	raw.subscribe(ctx, "j", journal)
+	raw := dialSubscribed(t, ctx, h.base, hdr, journal)
 
 	sse, err := h.clientWithToken(tok).SSE(ctx, journal)
 	if err != nil {

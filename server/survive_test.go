@@ -391,16 +391,7 @@ func TestOrderlyStopEndsStreamsForResume(t *testing.T) {
 	room := rooms(t, c)["Team room"]
 	journal := gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
 
-	ws, _, err := websocket.Dial(ctx, strings.Replace(a.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
-		HTTPHeader: c.Header, Subprotocols: []string{"graphql-transport-ws"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	raw := &rawWS{t: t, ws: ws}
-	raw.init(ctx)
-	raw.subscribe(ctx, "j", journal)
+	raw := dialSubscribed(t, ctx, a.base, c.Header, journal)
 	sse, err := c.SSE(ctx, journal)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +409,7 @@ func TestOrderlyStopEndsStreamsForResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, data, err := ws.Read(ctx)
+		_, data, err := raw.ws.Read(ctx)
 		if err == nil {
 			var m gqlclient.Message
 			if json.Unmarshal(data, &m) == nil && m.Type == "complete" {

@@ -46,6 +46,23 @@ func dialRaw(t *testing.T, ctx context.Context, h *harness, email string) *rawWS
 	return &rawWS{t: t, ws: ws}
 }
 
+// dialSubscribed opens a graphql-transport-ws socket to base with hdr on
+// the upgrade, initialises it and subscribes r as "j".
+func dialSubscribed(t *testing.T, ctx context.Context, base string, hdr http.Header, r gqlclient.Request) *rawWS {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		HTTPHeader: hdr, Subprotocols: []string{"graphql-transport-ws"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	raw := &rawWS{t: t, ws: ws}
+	raw.init(ctx)
+	raw.subscribe(ctx, "j", r)
+	return raw
+}
+
 func identityHeader(t *testing.T, h *harness, email string) http.Header {
 	t.Helper()
 	hdr := http.Header{}
