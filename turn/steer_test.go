@@ -22,9 +22,10 @@ import (
 	"github.com/turngate/turngate/tools"
 )
 
-// heldFirstStep holds the first model step until release, then asks for
-// a search; later steps answer like the builtin model.
-func heldFirstStep(started chan<- struct{}, release <-chan struct{}) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
+// heldStep holds the first model step until release, then answers it
+// with res (or fails with fail, when set); later steps answer like the
+// builtin model.
+func heldStep(started chan<- struct{}, release <-chan struct{}, res *gateway.Result, fail error) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
 	return func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if n != 1 {
 			return nil, nil
@@ -35,9 +36,18 @@ func heldFirstStep(started chan<- struct{}, release <-chan struct{}) func(contex
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
-			{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil
+		if fail != nil {
+			return nil, fail
+		}
+		return res, nil
 	}
+}
+
+// heldFirstStep holds the first model step until release, then asks for
+// a search; later steps answer like the builtin model.
+func heldFirstStep(started chan<- struct{}, release <-chan struct{}) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
+	return heldStep(started, release, &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
+		{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil)
 }
 
 // A steer retried with one command id is stored once and delivered once,
@@ -274,21 +284,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 // heldAnswer holds the first model step — a plain answer, the run's
 // last step — until release; later steps answer like the builtin model.
 func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
-	return func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
-		if n != 1 {
-			return nil, nil
-		}
-		started <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if fail != nil {
-			return nil, fail
-		}
-		return &gateway.Result{Text: "A first answer.", FinishReason: "stop"}, nil
-	}
+	return heldStep(started, release, &gateway.Result{Text: "A first answer.", FinishReason: "stop"}, fail)
 }
 
 // steerTheHeldAnswer runs one turn whose first model step (its answer)
