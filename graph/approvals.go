@@ -109,10 +109,10 @@ func answerOf(ctx context.Context, turns *turn.Service, t *model.Turn) (journal.
 	return turns.Answer(ctx, id)
 }
 
-func toCitations(cs []journal.AnswerCitation) []*model.Citation {
+func toCitations(turnID string, cs []journal.AnswerCitation) []*model.Citation {
 	out := make([]*model.Citation, len(cs))
 	for i, c := range cs {
-		mc := &model.Citation{ID: c.ID, Source: c.Source, Passage: c.Passage}
+		mc := &model.Citation{ID: turnID + "/" + c.ID, Ref: c.ID, Source: c.Source, Passage: c.Passage}
 		if c.Document != uuid.Nil {
 			s := c.Document.String()
 			mc.DocumentID = &s
@@ -126,10 +126,11 @@ func toCitations(cs []journal.AnswerCitation) []*model.Citation {
 	return out
 }
 
-func toAnswerArtifacts(as []journal.AnswerArtifact) []*model.AnswerArtifact {
+func toAnswerArtifacts(turnID string, as []journal.AnswerArtifact) []*model.AnswerArtifact {
 	out := make([]*model.AnswerArtifact, len(as))
 	for i, a := range as {
 		ma := &model.AnswerArtifact{
+			ID:          turnID + "/" + a.ArtifactID.String(),
 			ArtifactID:  a.ArtifactID.String(),
 			Name:        a.Name,
 			MediaType:   a.MediaType,

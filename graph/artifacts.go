@@ -2,9 +2,11 @@ package graph
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"mime"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -85,10 +87,56 @@ type documentsInput struct {
 	Query string `json:"query" validate:"maxbytes=500"`
 }
 
+// MaxDocumentOffset bounds how deep documentsConnection pages: a cursor
+// past it is BAD_USER_INPUT (offset paging costs the skipped rows).
+const MaxDocumentOffset = 10000
+
+// documentCursor is the opaque cursor of the document at offset (0-based)
+// in a listing's order.
+func documentCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("docs:" + strconv.Itoa(offset)))
+}
+
+// documentOffset is where the page after cursor starts; only a cursor
+// documentCursor made, within MaxDocumentOffset, is accepted.
+func documentOffset(cursor string) (int, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	n, ok := strings.CutPrefix(string(raw), "docs:")
+	at, aerr := strconv.Atoi(n)
+	if err != nil || !ok || aerr != nil || at < 0 || at >= MaxDocumentOffset || documentCursor(at) != cursor {
+		return 0, errcode.Invalid("after", "malformed cursor")
+	}
+	return at + 1, nil
+}
+
+// documentPage is a documentsConnection page: first documents from
+// offset, and whether more follow (one more row is read to tell).
+func documentPage(ctx context.Context, store *resource.Store, viewer authority.Member, query string, first, offset int) (*model.DocumentConnection, error) {
+	docs, err := documentsFor(ctx, store, viewer, query, first+1, offset)
+	if err != nil {
+		return nil, err
+	}
+	more := len(docs) > first
+	if more {
+		docs = docs[:first]
+	}
+	conn := &model.DocumentConnection{Edges: make([]*model.DocumentEdge, len(docs)), PageInfo: &model.PageInfo{
+		HasNextPage: more && offset+first < MaxDocumentOffset, HasPreviousPage: offset > 0,
+	}}
+	for i, d := range docs {
+		conn.Edges[i] = &model.DocumentEdge{Cursor: documentCursor(offset + i), Node: d}
+	}
+	if n := len(docs); n > 0 {
+		conn.PageInfo.StartCursor, conn.PageInfo.EndCursor = &conn.Edges[0].Cursor, &conn.Edges[n-1].Cursor
+	}
+	return conn, nil
+}
+
 // documentsFor lists up to first documents viewer may read now, filtered
-// by a full-text query over their passages when query is not blank.
-func documentsFor(ctx context.Context, store *resource.Store, viewer authority.Member, query string, first int) ([]*model.Document, error) {
-	docs, err := store.Documents(ctx, viewer, query, first)
+// by a full-text query over their passages when query is not blank, from
+// offset in that order.
+func documentsFor(ctx context.Context, store *resource.Store, viewer authority.Member, query string, first, offset int) ([]*model.Document, error) {
+	docs, err := store.Documents(ctx, viewer, query, first, offset)
 	if err != nil {
 		return nil, err
 	}

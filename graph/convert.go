@@ -41,7 +41,7 @@ func toConversation(c *ent.Conversation) *model.Conversation {
 }
 
 func toTurn(t *ent.Turn) *model.Turn {
-	return &model.Turn{
+	out := &model.Turn{
 		ID:             t.ID.String(),
 		ConversationID: t.ConversationID.String(),
 		IdempotencyKey: t.IdempotencyKey,
@@ -57,6 +57,14 @@ func toTurn(t *ent.Turn) *model.Turn {
 		AuthorID:       t.AuthorID.String(),
 		UsageJSON:      t.Usage,
 	}
+	if out.State != model.TurnStateQueued && out.State != model.TurnStateRunning {
+		reason := ""
+		if t.TerminalReason != nil {
+			reason = *t.TerminalReason
+		}
+		out.Terminal = toTerminal(string(t.State), reason)
+	}
+	return out
 }
 
 // toUsage decodes a turn's settled usage column (lease.Usage); nil while
@@ -87,6 +95,7 @@ func toSteerResult(c *ent.Command, t *ent.Turn) *model.SteerResult {
 
 func toEntry(e journal.Entry) *model.JournalEntry {
 	out := &model.JournalEntry{
+		ID:             entryID(e),
 		ConversationID: e.ConversationID.String(),
 		Seq:            e.Seq,
 		Kind:           model.JournalKind(strings.ToUpper(string(e.Kind))),
@@ -108,6 +117,7 @@ func toEntry(e journal.Entry) *model.JournalEntry {
 	if json.Unmarshal(e.Payload, &p) == nil {
 		out.Text = p.Text
 	}
+	typed(out, e)
 	return out
 }
 
@@ -115,6 +125,7 @@ func toDelta(e journal.Entry) *model.AnswerDelta {
 	var p journal.DeltaPayload
 	_ = json.Unmarshal(e.Payload, &p)
 	return &model.AnswerDelta{
+		ID:      entryID(e),
 		TurnID:  e.TurnID.UUID.String(),
 		Seq:     e.Seq,
 		Attempt: int64(e.Attempt),

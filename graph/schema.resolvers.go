@@ -58,7 +58,7 @@ func (r *conversationResolver) Members(ctx context.Context, obj *model.Conversat
 	}
 	out := make([]*model.RoomMember, len(rms))
 	for i, rm := range rms {
-		out[i] = &model.RoomMember{Member: toEntMember(rm.Edges.Member), Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt}
+		out[i] = &model.RoomMember{ID: obj.ID + ":" + rm.MemberID.String(), Member: toEntMember(rm.Edges.Member), Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt}
 	}
 	return out, nil
 }
@@ -299,8 +299,9 @@ func (r *queryResolver) Conversations(ctx context.Context, first *int64, after *
 	for i, rm := range rooms {
 		conn.Edges[i] = &model.ConversationEdge{Cursor: rm.Cursor, Node: toConversation(rm.Conversation)}
 	}
+	conn.PageInfo.HasPreviousPage = after != nil
 	if n := len(rooms); n > 0 {
-		conn.PageInfo.EndCursor = &rooms[n-1].Cursor
+		conn.PageInfo.StartCursor, conn.PageInfo.EndCursor = &rooms[0].Cursor, &rooms[n-1].Cursor
 	}
 	return conn, nil
 }
@@ -402,7 +403,32 @@ func (r *queryResolver) Documents(ctx context.Context, first *int64, query *stri
 	if err := check(in); err != nil {
 		return nil, err
 	}
-	return documentsFor(ctx, r.Resources, m, in.Query, int(in.First))
+	return documentsFor(ctx, r.Resources, m, in.Query, int(in.First), 0)
+}
+
+// DocumentsConnection is the resolver for the documentsConnection field.
+func (r *queryResolver) DocumentsConnection(ctx context.Context, first *int64, after *string, query *string) (*model.DocumentConnection, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := documentsInput{First: 20}
+	if first != nil {
+		in.First = *first
+	}
+	if query != nil {
+		in.Query = *query
+	}
+	if err := check(in); err != nil {
+		return nil, err
+	}
+	offset := 0
+	if after != nil {
+		if offset, err = documentOffset(*after); err != nil {
+			return nil, err
+		}
+	}
+	return documentPage(ctx, r.Resources, m, in.Query, int(in.First), offset)
 }
 
 // Journal is the resolver for the journal field.
@@ -540,7 +566,7 @@ func (r *turnResolver) Citations(ctx context.Context, obj *model.Turn) ([]*model
 	if err != nil {
 		return nil, err
 	}
-	return toCitations(cs), nil
+	return toCitations(obj.ID, cs), nil
 }
 
 // Artifacts is the resolver for the artifacts field.
@@ -550,7 +576,7 @@ func (r *turnResolver) Artifacts(ctx context.Context, obj *model.Turn) ([]*model
 	if err != nil {
 		return nil, err
 	}
-	return toAnswerArtifacts(p.Artifacts), nil
+	return toAnswerArtifacts(obj.ID, p.Artifacts), nil
 }
 
 // Artifact returns generated.ArtifactResolver implementation.

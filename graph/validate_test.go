@@ -206,7 +206,7 @@ func TestApprovalView(t *testing.T) {
 // downloads from its /artifacts path.
 func TestAnswerViews(t *testing.T) {
 	doc, art, res := uuid.New(), uuid.New(), uuid.New()
-	cs := toCitations([]journal.AnswerCitation{
+	cs := toCitations("turn", []journal.AnswerCitation{
 		{ID: "doc:1", Document: doc, Source: "Launch plan", Passage: "Friday", Digest: "ab"},
 		{ID: "msg:2", Source: "history", Passage: "earlier"},
 	})
@@ -216,7 +216,7 @@ func TestAnswerViews(t *testing.T) {
 	if c := cs[1]; c.DocumentID != nil || c.Digest != nil {
 		t.Fatalf("citation without lineage %+v", c)
 	}
-	as := toAnswerArtifacts([]journal.AnswerArtifact{
+	as := toAnswerArtifacts("turn", []journal.AnswerArtifact{
 		{ArtifactID: art, ResourceID: res, Name: "a.csv", MediaType: "text/csv", Size: 3, SHA256: "cd"},
 		{ArtifactID: art, Name: "a.csv", MediaType: "text/csv", Size: 3, SHA256: "cd"},
 	})
@@ -226,7 +226,7 @@ func TestAnswerViews(t *testing.T) {
 	if as[1].ResourceID != nil {
 		t.Fatalf("private artifact %+v has a resource", as[1])
 	}
-	if got := toCitations(nil); got == nil || len(got) != 0 {
+	if got := toCitations("turn", nil); got == nil || len(got) != 0 {
 		t.Fatalf("no citations = %#v, want an empty list", got)
 	}
 }

@@ -51,6 +51,16 @@ const (
 	ReasonAudienceWithheld = "audience_withheld"
 	// ReasonCancelled ends a turn a member cancelled.
 	ReasonCancelled = "cancelled_by_member"
+
+	// The model failures a member or an operator acts on differently
+	// (wait, page the provider, fix the credentials, fix the route): the
+	// runner names the gateway's error instead of ReasonRuntimeFailed.
+	ReasonModelRateLimited  = "model_rate_limited"
+	ReasonModelUnavailable  = "model_unavailable"
+	ReasonModelAuthFailed   = "model_auth_failed"
+	ReasonModelStreamCut    = "model_stream_cut"
+	ReasonModelStreamIdle   = "model_stream_idle"
+	ReasonModelRouteInvalid = "model_route_invalid"
 )
 
 // Claimed is a run's hold on a turn.

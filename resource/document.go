@@ -80,7 +80,7 @@ var listDocuments = `
 SELECT d.id, d.title, d.digest FROM documents d
 WHERE ` + documentACL + `
 ORDER BY d.title, d.id
-LIMIT $2`
+LIMIT $2 OFFSET $3`
 
 // searchDocuments ranks a document by its best-matching passage.
 var searchDocuments = `
@@ -88,12 +88,12 @@ SELECT d.id, d.title, d.digest
 FROM documents d
 JOIN LATERAL (
   SELECT max(ts_rank(p.tsv, q)) AS rank
-  FROM passages p, websearch_to_tsquery('english', $3) q
+  FROM passages p, websearch_to_tsquery('english', $4) q
   WHERE p.document_id = d.id AND p.tsv @@ q
 ) m ON m.rank IS NOT NULL
 WHERE ` + documentACL + `
 ORDER BY m.rank DESC, d.title, d.id
-LIMIT $2`
+LIMIT $2 OFFSET $3`
 
 // DocumentRef is a document as a listing shows it.
 type DocumentRef struct {
@@ -104,9 +104,10 @@ type DocumentRef struct {
 
 // ListDocuments lists up to first documents principal (an
 // authority.Principal) may read now, by title, or ranked by a full-text
-// query over their passages when query is not blank.
-func ListDocuments(ctx context.Context, q pg.Querier, principal, query string, first int) ([]DocumentRef, error) {
-	sqlText, args := listDocuments, []any{principal, first}
+// query over their passages when query is not blank, skipping the first
+// offset of that order.
+func ListDocuments(ctx context.Context, q pg.Querier, principal, query string, first, offset int) ([]DocumentRef, error) {
+	sqlText, args := listDocuments, []any{principal, first, offset}
 	if strings.TrimSpace(query) != "" {
 		sqlText, args = searchDocuments, append(args, query)
 	}

@@ -32,12 +32,12 @@ func (s *Store) Read(ctx context.Context, viewer, id uuid.UUID) (ArtifactRef, []
 
 // Documents lists what viewer may read now (ListDocuments): nothing
 // without the documents.read permission (authority.MayReadDocuments).
-func (s *Store) Documents(ctx context.Context, viewer authority.Member, query string, first int) ([]DocumentRef, error) {
+func (s *Store) Documents(ctx context.Context, viewer authority.Member, query string, first, offset int) ([]DocumentRef, error) {
 	may, err := authority.MayReadDocuments(ctx, s.db, viewer.ID)
 	if err != nil || !may {
 		return []DocumentRef{}, err
 	}
-	return ListDocuments(ctx, s.db, authority.Principal(viewer.Email), query, first)
+	return ListDocuments(ctx, s.db, authority.Principal(viewer.Email), query, first, offset)
 }
 
 // Readable returns which of docs viewer may read now: documents.read and

@@ -103,8 +103,30 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		r.failWith(c, lease.ReasonBudgetExhausted, host, log)
 	default:
 		log.Error("run failed", "err", err)
-		r.failWith(c, lease.ReasonRuntimeFailed, host, log)
+		r.failWith(c, failureReason(err), host, log)
 	}
+}
+
+// failureReason names a run's failure by its cause: the model gateway's
+// errors each have their own reason, anything else is runtime_failed.
+func failureReason(err error) string {
+	for _, m := range []struct {
+		err    error
+		reason string
+	}{
+		{gateway.ErrProviderRateLimited, lease.ReasonModelRateLimited},
+		{gateway.ErrProviderUnavailable, lease.ReasonModelUnavailable},
+		{gateway.ErrProviderAuth, lease.ReasonModelAuthFailed},
+		{gateway.ErrStreamCut, lease.ReasonModelStreamCut},
+		{gateway.ErrStreamIdle, lease.ReasonModelStreamIdle},
+		{gateway.ErrUnknownRoute, lease.ReasonModelRouteInvalid},
+		{gateway.ErrModelNotAllowed, lease.ReasonModelRouteInvalid},
+	} {
+		if errors.Is(err, m.err) {
+			return m.reason
+		}
+	}
+	return lease.ReasonRuntimeFailed
 }
 
 // failWith records a failed terminal with the usage the run spent.

@@ -21,7 +21,7 @@ const citationSubmit = `mutation($c: ID!, $t: String!, $k: String!, $s: String, 
 
 const citationTurnQuery = `query($id: ID!) { turn(id: $id) {
   id state answer
-  citations { id documentId source passage digest }
+  citations { id: ref documentId source passage digest }
   artifacts { artifactId resourceId name mediaType size sha256 downloadUrl }
   approvals { id state }
 } }`

@@ -43,6 +43,7 @@ type ComplexityRoot struct {
 	AnswerArtifact struct {
 		ArtifactID  func(childComplexity int) int
 		DownloadURL func(childComplexity int) int
+		ID          func(childComplexity int) int
 		MediaType   func(childComplexity int) int
 		Name        func(childComplexity int) int
 		ResourceID  func(childComplexity int) int
@@ -52,6 +53,7 @@ type ComplexityRoot struct {
 
 	AnswerDelta struct {
 		Attempt func(childComplexity int) int
+		ID      func(childComplexity int) int
 		Offset  func(childComplexity int) int
 		Seq     func(childComplexity int) int
 		Text    func(childComplexity int) int
@@ -68,6 +70,19 @@ type ComplexityRoot struct {
 		TurnID    func(childComplexity int) int
 	}
 
+	ApprovalDecisionRecord struct {
+		ApprovalID func(childComplexity int) int
+		DecidedBy  func(childComplexity int) int
+		State      func(childComplexity int) int
+	}
+
+	ApprovalRequest struct {
+		ApprovalID func(childComplexity int) int
+		Arguments  func(childComplexity int) int
+		ExpiresAt  func(childComplexity int) int
+		Tool       func(childComplexity int) int
+	}
+
 	Artifact struct {
 		DownloadURL func(childComplexity int) int
 		ID          func(childComplexity int) int
@@ -78,12 +93,25 @@ type ComplexityRoot struct {
 		Text        func(childComplexity int) int
 	}
 
+	CheckpointRecord struct {
+		Messages  func(childComplexity int) int
+		Steps     func(childComplexity int) int
+		ToolCalls func(childComplexity int) int
+	}
+
 	Citation struct {
 		Digest     func(childComplexity int) int
 		DocumentID func(childComplexity int) int
 		ID         func(childComplexity int) int
 		Passage    func(childComplexity int) int
+		Ref        func(childComplexity int) int
 		Source     func(childComplexity int) int
+	}
+
+	CompactionRecord struct {
+		Summarised   func(childComplexity int) int
+		TokensAfter  func(childComplexity int) int
+		TokensBefore func(childComplexity int) int
 	}
 
 	Conversation struct {
@@ -116,16 +144,39 @@ type ComplexityRoot struct {
 		Title  func(childComplexity int) int
 	}
 
+	DocumentConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	DocumentEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
 	JournalEntry struct {
-		ActorID        func(childComplexity int) int
-		Attempt        func(childComplexity int) int
-		ConversationID func(childComplexity int) int
-		CreatedAt      func(childComplexity int) int
-		Kind           func(childComplexity int) int
-		Payload        func(childComplexity int) int
-		Seq            func(childComplexity int) int
-		Text           func(childComplexity int) int
-		TurnID         func(childComplexity int) int
+		Accepted         func(childComplexity int) int
+		ActorID          func(childComplexity int) int
+		Answer           func(childComplexity int) int
+		ApprovalDecision func(childComplexity int) int
+		ApprovalRequest  func(childComplexity int) int
+		Attempt          func(childComplexity int) int
+		Checkpoint       func(childComplexity int) int
+		Compaction       func(childComplexity int) int
+		ConversationID   func(childComplexity int) int
+		CreatedAt        func(childComplexity int) int
+		Delta            func(childComplexity int) int
+		ID               func(childComplexity int) int
+		Kind             func(childComplexity int) int
+		Membership       func(childComplexity int) int
+		Payload          func(childComplexity int) int
+		Seq              func(childComplexity int) int
+		Started          func(childComplexity int) int
+		Steer            func(childComplexity int) int
+		Terminal         func(childComplexity int) int
+		Text             func(childComplexity int) int
+		Tool             func(childComplexity int) int
+		TurnID           func(childComplexity int) int
 	}
 
 	JournalPage struct {
@@ -140,6 +191,11 @@ type ComplexityRoot struct {
 		ID          func(childComplexity int) int
 	}
 
+	MembershipChange struct {
+		AudienceVersion func(childComplexity int) int
+		MemberID        func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AddRoomMember      func(childComplexity int, input model.RoomMemberInput) int
 		CancelTurn         func(childComplexity int, input model.CancelTurnInput) int
@@ -152,24 +208,35 @@ type ComplexityRoot struct {
 	}
 
 	PageInfo struct {
-		EndCursor   func(childComplexity int) int
-		HasNextPage func(childComplexity int) int
+		EndCursor       func(childComplexity int) int
+		HasNextPage     func(childComplexity int) int
+		HasPreviousPage func(childComplexity int) int
+		StartCursor     func(childComplexity int) int
 	}
 
 	Query struct {
-		Artifact      func(childComplexity int, id string) int
-		Conversation  func(childComplexity int, id string) int
-		Conversations func(childComplexity int, first *int64, after *string) int
-		Documents     func(childComplexity int, first *int64, query *string) int
-		Journal       func(childComplexity int, conversationID string, after *int64, first *int64) int
-		Me            func(childComplexity int) int
-		Turn          func(childComplexity int, id string) int
+		Artifact            func(childComplexity int, id string) int
+		Conversation        func(childComplexity int, id string) int
+		Conversations       func(childComplexity int, first *int64, after *string) int
+		Documents           func(childComplexity int, first *int64, query *string) int
+		DocumentsConnection func(childComplexity int, first *int64, after *string, query *string) int
+		Journal             func(childComplexity int, conversationID string, after *int64, first *int64) int
+		Me                  func(childComplexity int) int
+		Turn                func(childComplexity int, id string) int
 	}
 
 	RoomMember struct {
+		ID       func(childComplexity int) int
 		JoinedAt func(childComplexity int) int
 		Member   func(childComplexity int) int
 		Role     func(childComplexity int) int
+	}
+
+	SteerRecord struct {
+		ActorID   func(childComplexity int) int
+		CommandID func(childComplexity int) int
+		State     func(childComplexity int) int
+		Text      func(childComplexity int) int
 	}
 
 	SteerResult struct {
@@ -181,6 +248,15 @@ type ComplexityRoot struct {
 	Subscription struct {
 		Journal func(childComplexity int, conversationID string, after *int64) int
 		Tokens  func(childComplexity int, turnID string, after *int64) int
+	}
+
+	ToolActivity struct {
+		Arguments func(childComplexity int) int
+		Bytes     func(childComplexity int) int
+		CallID    func(childComplexity int) int
+		Citations func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Status    func(childComplexity int) int
 	}
 
 	Turn struct {
@@ -199,8 +275,31 @@ type ComplexityRoot struct {
 		Position       func(childComplexity int) int
 		StartedAt      func(childComplexity int) int
 		State          func(childComplexity int) int
+		Terminal       func(childComplexity int) int
 		TerminalReason func(childComplexity int) int
 		Usage          func(childComplexity int) int
+	}
+
+	TurnAccepted struct {
+		AuthorID   func(childComplexity int) int
+		AuthorName func(childComplexity int) int
+	}
+
+	TurnAnswer struct {
+		Artifacts func(childComplexity int) int
+		Citations func(childComplexity int) int
+		Text      func(childComplexity int) int
+	}
+
+	TurnStart struct {
+		AgentVersion func(childComplexity int) int
+		Attempt      func(childComplexity int) int
+		Recovered    func(childComplexity int) int
+	}
+
+	TurnTerminal struct {
+		Outcome func(childComplexity int) int
+		Reason  func(childComplexity int) int
 	}
 
 	Usage struct {
@@ -242,6 +341,7 @@ type QueryResolver interface {
 	Journal(ctx context.Context, conversationID string, after *int64, first *int64) (*model.JournalPage, error)
 	Artifact(ctx context.Context, id string) (*model.Artifact, error)
 	Documents(ctx context.Context, first *int64, query *string) ([]*model.Document, error)
+	DocumentsConnection(ctx context.Context, first *int64, after *string, query *string) (*model.DocumentConnection, error)
 }
 type SubscriptionResolver interface {
 	Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error)
@@ -286,6 +386,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AnswerArtifact.DownloadURL(childComplexity), true
+	case "AnswerArtifact.id":
+		if e.ComplexityRoot.AnswerArtifact.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerArtifact.ID(childComplexity), true
 	case "AnswerArtifact.mediaType":
 		if e.ComplexityRoot.AnswerArtifact.MediaType == nil {
 			break
@@ -323,6 +429,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AnswerDelta.Attempt(childComplexity), true
+	case "AnswerDelta.id":
+		if e.ComplexityRoot.AnswerDelta.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AnswerDelta.ID(childComplexity), true
 	case "AnswerDelta.offset":
 		if e.ComplexityRoot.AnswerDelta.Offset == nil {
 			break
@@ -391,6 +503,50 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Approval.TurnID(childComplexity), true
 
+	case "ApprovalDecisionRecord.approvalId":
+		if e.ComplexityRoot.ApprovalDecisionRecord.ApprovalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalDecisionRecord.ApprovalID(childComplexity), true
+	case "ApprovalDecisionRecord.decidedBy":
+		if e.ComplexityRoot.ApprovalDecisionRecord.DecidedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalDecisionRecord.DecidedBy(childComplexity), true
+	case "ApprovalDecisionRecord.state":
+		if e.ComplexityRoot.ApprovalDecisionRecord.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalDecisionRecord.State(childComplexity), true
+
+	case "ApprovalRequest.approvalId":
+		if e.ComplexityRoot.ApprovalRequest.ApprovalID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.ApprovalID(childComplexity), true
+	case "ApprovalRequest.arguments":
+		if e.ComplexityRoot.ApprovalRequest.Arguments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Arguments(childComplexity), true
+	case "ApprovalRequest.expiresAt":
+		if e.ComplexityRoot.ApprovalRequest.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.ExpiresAt(childComplexity), true
+	case "ApprovalRequest.tool":
+		if e.ComplexityRoot.ApprovalRequest.Tool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApprovalRequest.Tool(childComplexity), true
+
 	case "Artifact.downloadUrl":
 		if e.ComplexityRoot.Artifact.DownloadURL == nil {
 			break
@@ -434,6 +590,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Artifact.Text(childComplexity), true
 
+	case "CheckpointRecord.messages":
+		if e.ComplexityRoot.CheckpointRecord.Messages == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckpointRecord.Messages(childComplexity), true
+	case "CheckpointRecord.steps":
+		if e.ComplexityRoot.CheckpointRecord.Steps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckpointRecord.Steps(childComplexity), true
+	case "CheckpointRecord.toolCalls":
+		if e.ComplexityRoot.CheckpointRecord.ToolCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckpointRecord.ToolCalls(childComplexity), true
+
 	case "Citation.digest":
 		if e.ComplexityRoot.Citation.Digest == nil {
 			break
@@ -458,12 +633,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Citation.Passage(childComplexity), true
+	case "Citation.ref":
+		if e.ComplexityRoot.Citation.Ref == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Citation.Ref(childComplexity), true
 	case "Citation.source":
 		if e.ComplexityRoot.Citation.Source == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Citation.Source(childComplexity), true
+
+	case "CompactionRecord.summarised":
+		if e.ComplexityRoot.CompactionRecord.Summarised == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.Summarised(childComplexity), true
+	case "CompactionRecord.tokensAfter":
+		if e.ComplexityRoot.CompactionRecord.TokensAfter == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.TokensAfter(childComplexity), true
+	case "CompactionRecord.tokensBefore":
+		if e.ComplexityRoot.CompactionRecord.TokensBefore == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.TokensBefore(childComplexity), true
 
 	case "Conversation.activeTurn":
 		if e.ComplexityRoot.Conversation.ActiveTurn == nil {
@@ -577,18 +777,80 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Document.Title(childComplexity), true
 
+	case "DocumentConnection.edges":
+		if e.ComplexityRoot.DocumentConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DocumentConnection.Edges(childComplexity), true
+	case "DocumentConnection.pageInfo":
+		if e.ComplexityRoot.DocumentConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DocumentConnection.PageInfo(childComplexity), true
+
+	case "DocumentEdge.cursor":
+		if e.ComplexityRoot.DocumentEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DocumentEdge.Cursor(childComplexity), true
+	case "DocumentEdge.node":
+		if e.ComplexityRoot.DocumentEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DocumentEdge.Node(childComplexity), true
+
+	case "JournalEntry.accepted":
+		if e.ComplexityRoot.JournalEntry.Accepted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Accepted(childComplexity), true
 	case "JournalEntry.actorId":
 		if e.ComplexityRoot.JournalEntry.ActorID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.JournalEntry.ActorID(childComplexity), true
+	case "JournalEntry.answer":
+		if e.ComplexityRoot.JournalEntry.Answer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Answer(childComplexity), true
+	case "JournalEntry.approvalDecision":
+		if e.ComplexityRoot.JournalEntry.ApprovalDecision == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.ApprovalDecision(childComplexity), true
+	case "JournalEntry.approvalRequest":
+		if e.ComplexityRoot.JournalEntry.ApprovalRequest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.ApprovalRequest(childComplexity), true
 	case "JournalEntry.attempt":
 		if e.ComplexityRoot.JournalEntry.Attempt == nil {
 			break
 		}
 
 		return e.ComplexityRoot.JournalEntry.Attempt(childComplexity), true
+	case "JournalEntry.checkpoint":
+		if e.ComplexityRoot.JournalEntry.Checkpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Checkpoint(childComplexity), true
+	case "JournalEntry.compaction":
+		if e.ComplexityRoot.JournalEntry.Compaction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Compaction(childComplexity), true
 	case "JournalEntry.conversationId":
 		if e.ComplexityRoot.JournalEntry.ConversationID == nil {
 			break
@@ -601,12 +863,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.JournalEntry.CreatedAt(childComplexity), true
+	case "JournalEntry.delta":
+		if e.ComplexityRoot.JournalEntry.Delta == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Delta(childComplexity), true
+	case "JournalEntry.id":
+		if e.ComplexityRoot.JournalEntry.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.ID(childComplexity), true
 	case "JournalEntry.kind":
 		if e.ComplexityRoot.JournalEntry.Kind == nil {
 			break
 		}
 
 		return e.ComplexityRoot.JournalEntry.Kind(childComplexity), true
+	case "JournalEntry.membership":
+		if e.ComplexityRoot.JournalEntry.Membership == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Membership(childComplexity), true
 	case "JournalEntry.payload":
 		if e.ComplexityRoot.JournalEntry.Payload == nil {
 			break
@@ -619,12 +899,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.JournalEntry.Seq(childComplexity), true
+	case "JournalEntry.started":
+		if e.ComplexityRoot.JournalEntry.Started == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Started(childComplexity), true
+	case "JournalEntry.steer":
+		if e.ComplexityRoot.JournalEntry.Steer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Steer(childComplexity), true
+	case "JournalEntry.terminal":
+		if e.ComplexityRoot.JournalEntry.Terminal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Terminal(childComplexity), true
 	case "JournalEntry.text":
 		if e.ComplexityRoot.JournalEntry.Text == nil {
 			break
 		}
 
 		return e.ComplexityRoot.JournalEntry.Text(childComplexity), true
+	case "JournalEntry.tool":
+		if e.ComplexityRoot.JournalEntry.Tool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Tool(childComplexity), true
 	case "JournalEntry.turnId":
 		if e.ComplexityRoot.JournalEntry.TurnID == nil {
 			break
@@ -669,6 +973,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Member.ID(childComplexity), true
+
+	case "MembershipChange.audienceVersion":
+		if e.ComplexityRoot.MembershipChange.AudienceVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipChange.AudienceVersion(childComplexity), true
+	case "MembershipChange.memberId":
+		if e.ComplexityRoot.MembershipChange.MemberID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MembershipChange.MemberID(childComplexity), true
 
 	case "Mutation.addRoomMember":
 		if e.ComplexityRoot.Mutation.AddRoomMember == nil {
@@ -771,6 +1088,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+	case "PageInfo.hasPreviousPage":
+		if e.ComplexityRoot.PageInfo.HasPreviousPage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.HasPreviousPage(childComplexity), true
+	case "PageInfo.startCursor":
+		if e.ComplexityRoot.PageInfo.StartCursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
 	case "Query.artifact":
 		if e.ComplexityRoot.Query.Artifact == nil {
@@ -816,6 +1145,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Documents(childComplexity, args["first"].(*int64), args["query"].(*string)), true
+	case "Query.documentsConnection":
+		if e.ComplexityRoot.Query.DocumentsConnection == nil {
+			break
+		}
+
+		args, err := ec.field_Query_documentsConnection_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.DocumentsConnection(childComplexity, args["first"].(*int64), args["after"].(*string), args["query"].(*string)), true
 
 	case "Query.journal":
 		if e.ComplexityRoot.Query.Journal == nil {
@@ -846,6 +1186,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Turn(childComplexity, args["id"].(string)), true
 
+	case "RoomMember.id":
+		if e.ComplexityRoot.RoomMember.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoomMember.ID(childComplexity), true
 	case "RoomMember.joinedAt":
 		if e.ComplexityRoot.RoomMember.JoinedAt == nil {
 			break
@@ -864,6 +1210,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RoomMember.Role(childComplexity), true
+
+	case "SteerRecord.actorId":
+		if e.ComplexityRoot.SteerRecord.ActorID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRecord.ActorID(childComplexity), true
+	case "SteerRecord.commandId":
+		if e.ComplexityRoot.SteerRecord.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRecord.CommandID(childComplexity), true
+	case "SteerRecord.state":
+		if e.ComplexityRoot.SteerRecord.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRecord.State(childComplexity), true
+	case "SteerRecord.text":
+		if e.ComplexityRoot.SteerRecord.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRecord.Text(childComplexity), true
 
 	case "SteerResult.commandId":
 		if e.ComplexityRoot.SteerResult.CommandID == nil {
@@ -906,6 +1277,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.Tokens(childComplexity, args["turnId"].(string), args["after"].(*int64)), true
+
+	case "ToolActivity.arguments":
+		if e.ComplexityRoot.ToolActivity.Arguments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.Arguments(childComplexity), true
+	case "ToolActivity.bytes":
+		if e.ComplexityRoot.ToolActivity.Bytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.Bytes(childComplexity), true
+	case "ToolActivity.callId":
+		if e.ComplexityRoot.ToolActivity.CallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.CallID(childComplexity), true
+	case "ToolActivity.citations":
+		if e.ComplexityRoot.ToolActivity.Citations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.Citations(childComplexity), true
+	case "ToolActivity.name":
+		if e.ComplexityRoot.ToolActivity.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.Name(childComplexity), true
+	case "ToolActivity.status":
+		if e.ComplexityRoot.ToolActivity.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolActivity.Status(childComplexity), true
 
 	case "Turn.answer":
 		if e.ComplexityRoot.Turn.Answer == nil {
@@ -997,6 +1405,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.State(childComplexity), true
+	case "Turn.terminal":
+		if e.ComplexityRoot.Turn.Terminal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Turn.Terminal(childComplexity), true
 	case "Turn.terminalReason":
 		if e.ComplexityRoot.Turn.TerminalReason == nil {
 			break
@@ -1009,6 +1423,70 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.Usage(childComplexity), true
+
+	case "TurnAccepted.authorId":
+		if e.ComplexityRoot.TurnAccepted.AuthorID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnAccepted.AuthorID(childComplexity), true
+	case "TurnAccepted.authorName":
+		if e.ComplexityRoot.TurnAccepted.AuthorName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnAccepted.AuthorName(childComplexity), true
+
+	case "TurnAnswer.artifacts":
+		if e.ComplexityRoot.TurnAnswer.Artifacts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnAnswer.Artifacts(childComplexity), true
+	case "TurnAnswer.citations":
+		if e.ComplexityRoot.TurnAnswer.Citations == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnAnswer.Citations(childComplexity), true
+	case "TurnAnswer.text":
+		if e.ComplexityRoot.TurnAnswer.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnAnswer.Text(childComplexity), true
+
+	case "TurnStart.agentVersion":
+		if e.ComplexityRoot.TurnStart.AgentVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnStart.AgentVersion(childComplexity), true
+	case "TurnStart.attempt":
+		if e.ComplexityRoot.TurnStart.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnStart.Attempt(childComplexity), true
+	case "TurnStart.recovered":
+		if e.ComplexityRoot.TurnStart.Recovered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnStart.Recovered(childComplexity), true
+
+	case "TurnTerminal.outcome":
+		if e.ComplexityRoot.TurnTerminal.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnTerminal.Outcome(childComplexity), true
+	case "TurnTerminal.reason":
+		if e.ComplexityRoot.TurnTerminal.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TurnTerminal.Reason(childComplexity), true
 
 	case "Usage.inputTokens":
 		if e.ComplexityRoot.Usage.InputTokens == nil {
@@ -1149,12 +1627,13 @@ var sources = []*ast.Source{
 # on HTTP requests and WebSocket upgrades alike. Client-chosen ids
 # (idempotencyKey) make every mutation safe to retry.
 
-"An RFC 3339 timestamp."
-scalar Time
+"An RFC 3339 timestamp with a time zone offset, e.g. 2026-12-04T09:30:00Z."
+scalar Time @specifiedBy(url: "https://www.rfc-editor.org/rfc/rfc3339")
 
-"Any JSON value."
-scalar JSON
+"Any JSON value (RFC 8259): an object, array, string, number, boolean or null."
+scalar JSON @specifiedBy(url: "https://www.rfc-editor.org/rfc/rfc8259")
 
+"The reads. Each answers only what the caller may see now."
 type Query {
   "The member the identity envelope names."
   me: Member!
@@ -1163,53 +1642,118 @@ type Query {
   names: the room UUID, its WEB_ channel or its public key. Only complete
   names match.
   """
-  conversation(id: ID!): Conversation
+  conversation(
+    "The room UUID, its WEB_ channel or its public key."
+    id: ID!
+  ): Conversation
   "The conversations the caller is a member of, most recently joined first."
-  conversations(first: Int = 20, after: String): ConversationConnection!
+  conversations(
+    "How many to return: 1 to 100."
+    first: Int = 20
+    "The endCursor of the previous page; omitted for the first page."
+    after: String
+  ): ConversationConnection!
   "A turn of a conversation the caller is a member of."
-  turn(id: ID!): Turn
+  turn(
+    "The turn's id."
+    id: ID!
+  ): Turn
   "A page of a conversation's journal: entries with position > after."
-  journal(conversationId: ID!, after: Int = 0, first: Int = 100): JournalPage!
+  journal(
+    "The room UUID, its WEB_ channel or its public key."
+    conversationId: ID!
+    "The last position the caller has seen; 0 for the beginning."
+    after: Int = 0
+    "How many entries to return: 1 to 500."
+    first: Int = 100
+  ): JournalPage!
   """
   An artifact the caller may read now: one they own, or one referenced in
   a room they are a current member of. Anything else is NOT_FOUND, like an
   artifact that does not exist.
   """
-  artifact(id: ID!): Artifact
+  artifact(
+    "The artifact's id."
+    id: ID!
+  ): Artifact
   """
   The documents the caller may read now (their ACL holds the caller's
   email), at most first (1 to 100). With a query, only those whose text
   matches it (web-search syntax), best match first; otherwise by title.
   """
-  documents(first: Int = 20, query: String): [Document!]!
+  documents(
+    "How many to return: 1 to 100."
+    first: Int = 20
+    "Web-search syntax (words, \"phrases\", -exclusions, OR); blank lists by title."
+    query: String
+  ): [Document!]! @deprecated(reason: "Use documentsConnection, which pages.")
+  """
+  The documents the caller may read now, a page at a time: with a query,
+  those whose text matches it (web-search syntax), best match first;
+  otherwise by title. Pages are offsets into the ordering at the time of
+  each request, so a document added or removed between pages can shift
+  the next page by one; at most 10,000 documents are reachable by paging.
+  """
+  documentsConnection(
+    "How many to return: 1 to 100."
+    first: Int = 20
+    "The endCursor of the previous page; omitted for the first page."
+    after: String
+    "Web-search syntax (words, \"phrases\", -exclusions, OR); blank lists by title."
+    query: String
+  ): DocumentConnection!
 }
 
+"""
+The writes. Each is safe to retry: submitMessage by its idempotencyKey,
+cancelTurn and steerTurn by their commandId, decideApproval by the decision
+itself; the others converge on the state they name.
+"""
 type Mutation {
-  createConversation(input: CreateConversationInput!): Conversation!
+  "Create a conversation owned by the caller, with the caller its first member."
+  createConversation(
+    "The conversation to create."
+    input: CreateConversationInput!
+  ): Conversation!
   "Add a member to a shared conversation (owner only). Bumps the audience version."
-  addRoomMember(input: RoomMemberInput!): Conversation!
+  addRoomMember(
+    "The conversation and the member's email."
+    input: RoomMemberInput!
+  ): Conversation!
   "Remove a member from a shared conversation (owner only). Bumps the audience version."
-  removeRoomMember(input: RoomMemberInput!): Conversation!
+  removeRoomMember(
+    "The conversation and the member's email."
+    input: RoomMemberInput!
+  ): Conversation!
   """
   Durably accept a message. Answers only after the turn and its
   turn_accepted journal entry are committed. Retrying with the same
   idempotencyKey returns the same turn; the same key with other text is a
   CONFLICT.
   """
-  submitMessage(input: SubmitMessageInput!): Turn!
+  submitMessage(
+    "The message, its room and its idempotency key."
+    input: SubmitMessageInput!
+  ): Turn!
   """
   Ask for a turn whose run was lost (its owner died) to be recovered now,
   with the caller's current authority. A turn whose lease is still live is
   left to its owner and returned as it is: recovery never reclaims early.
   """
-  resumeTurn(input: ResumeTurnInput!): Turn!
+  resumeTurn(
+    "The turn to recover."
+    input: ResumeTurnInput!
+  ): Turn!
   """
   Cancel a turn: a durable command (retries with the same commandId
   converge). A queued turn ends CANCELLED at once; a running turn's owner
   aborts its run and records CANCELLED. Only the turn's author may cancel
   it, or the owner of a shared room.
   """
-  cancelTurn(input: CancelTurnInput!): Turn!
+  cancelTurn(
+    "The turn and the command id."
+    input: CancelTurnInput!
+  ): Turn!
   """
   Steer a turn that has not ended: a durable instruction to its run
   (retries with the same commandId converge on the one stored instruction;
@@ -1219,7 +1763,10 @@ type Mutation {
   terminal. Only the turn's author may steer it, or the owner of a shared
   room. Steering a turn that has ended is a CONFLICT.
   """
-  steerTurn(input: SteerTurnInput!): SteerResult!
+  steerTurn(
+    "The turn, the instruction and the command id."
+    input: SteerTurnInput!
+  ): SteerResult!
   """
   Decide an approval. The assistant only proposes an external effect (an
   approval_requested journal entry names the approval); a member decides
@@ -1230,99 +1777,236 @@ type Mutation {
   runs exactly once, keyed by the approval's id (a webhook carries it as
   its Idempotency-Key); rejected or expired, it never runs.
   """
-  decideApproval(input: DecideApprovalInput!): Approval!
+  decideApproval(
+    "The approval and the decision."
+    input: DecideApprovalInput!
+  ): Approval!
 }
 
+"""
+The live streams. Each replays from the database after a position, then
+follows live entries: resume after any disconnect (a dropped socket, a
+restarted server, another replica) by passing the last position seen.
+"""
 type Subscription {
   """
   Every journal entry of the conversation with position > after, replayed
   from the database, then live entries in position order. Resume after a
   disconnect by passing the last position seen: nothing is lost or repeated.
   """
-  journal(conversationId: ID!, after: Int = 0): JournalEntry!
+  journal(
+    "The room UUID, its WEB_ channel or its public key."
+    conversationId: ID!
+    "The last position the caller has seen; 0 for the beginning."
+    after: Int = 0
+  ): JournalEntry!
   """
   The answer text of one turn as it is generated: its answer_delta entries
   with position > after. An entry's attempt says which run produced it; a
   replacement attempt starts its answer again at offset 0.
   """
-  tokens(turnId: ID!, after: Int = 0): AnswerDelta!
+  tokens(
+    "The turn's id."
+    turnId: ID!
+    "The last position the caller has seen; 0 for the beginning."
+    after: Int = 0
+  ): AnswerDelta!
 }
 
+"A person of the organisation, as the identity provider names them."
 type Member {
+  "The member's id."
   id: ID!
+  "The verified email, lowercased: the principal document ACLs name."
   email: String!
+  "The name to show."
   displayName: String!
 }
 
+"Who a conversation is for."
 enum ConversationKind {
+  "Its owner alone: the assistant sees what the owner may read."
   PRIVATE
+  "Several members: the assistant sees only what every member may read."
   SHARED
 }
 
+"A member's role in a conversation."
 enum RoomRole {
+  "Created it: adds and removes members, and may command every turn."
   OWNER
+  "Invited by the owner: reads the room and commands their own turns."
   MEMBER
 }
 
+"A room: a conversation of one member or several with the assistant."
 type Conversation {
   "The room UUID."
   id: ID!
+  "A server-owned public name of the room, usable wherever a conversation id is."
   publicKey: String!
+  "The room's WEB_ channel name, usable wherever a conversation id is."
   channel: String!
+  "The title its owner gave it."
   title: String!
+  "Private or shared."
   kind: ConversationKind!
+  "The member who created it."
   owner: Member!
+  "Bumped by every membership change; a turn pins the version it was accepted under."
   audienceVersion: Int!
   "The position of the newest journal entry."
   head: Int!
+  "The turn running in the room's lane now, if any."
   activeTurn: Turn
+  "The current members, the owner first."
   members: [RoomMember!]!
+  "When the room was created."
   createdAt: Time!
 }
 
+"A member's place in a conversation."
 type RoomMember {
+  "Stable and unique: <conversation id>:<member id>."
+  id: ID!
+  "The member."
   member: Member!
+  "Owner or member."
   role: RoomRole!
+  "When they joined (the owner: when the room was created)."
   joinedAt: Time!
 }
 
+"A page of conversations (a Relay connection)."
 type ConversationConnection {
+  "The conversations of this page, in order."
   edges: [ConversationEdge!]!
+  "Where this page sits in the whole list."
   pageInfo: PageInfo!
 }
 
+"One conversation of a page and its cursor."
 type ConversationEdge {
+  "Pass as after to get the conversations that follow this one."
   cursor: String!
+  "The conversation."
   node: Conversation!
 }
 
+"A page of documents (a Relay connection)."
+type DocumentConnection {
+  "The documents of this page, in order."
+  edges: [DocumentEdge!]!
+  "Where this page sits in the whole list."
+  pageInfo: PageInfo!
+}
+
+"One document of a page and its cursor."
+type DocumentEdge {
+  "Pass as after to get the documents that follow this one."
+  cursor: String!
+  "The document."
+  node: Document!
+}
+
+"Where a page sits in its list (Relay). Pages are forward only: first and after."
 type PageInfo {
+  "Whether more follow endCursor."
   hasNextPage: Boolean!
+  "Whether entries come before startCursor: true when the page was asked for after a cursor."
+  hasPreviousPage: Boolean!
+  "The cursor of the page's first edge; null for an empty page."
+  startCursor: String
+  "The cursor of the page's last edge; null for an empty page."
   endCursor: String
 }
 
+"Where a turn is in its life. QUEUED and RUNNING end in exactly one of the other three."
 enum TurnState {
+  "Accepted and waiting for its place in the room's lane."
   QUEUED
+  "A runner holds it and the assistant is working."
   RUNNING
+  "Ended with an answer."
   COMPLETED
+  "Ended without an answer; reason says why."
   FAILED
+  "Ended by a member's cancel."
   CANCELLED
 }
 
+"""
+Why a turn ended. One value per cause a member or an operator would act on
+differently; RUNTIME_FAILED covers the rest.
+"""
+enum TerminalReason {
+  "The assistant answered."
+  COMPLETED
+  "A member cancelled it (the author, or the owner of a shared room)."
+  CANCELLED_BY_MEMBER
+  "Its author left or was removed from the room before it ended."
+  MEMBERSHIP_REVOKED
+  "A member who may not read what the answer drew on joined before it was published."
+  AUDIENCE_WITHHELD
+  "It spent its budget of steps, tool calls, tokens or wall time."
+  BUDGET_EXHAUSTED
+  "Its runs kept dying; recovery gave up after the configured attempts."
+  RECOVERY_EXHAUSTED
+  "Its run lost its lease (another runner took the turn over) and could not finish."
+  INPUT_LEASE_LOST
+  "The model provider rate limited the request (HTTP 429)."
+  MODEL_RATE_LIMITED
+  "The model provider failed (HTTP 5xx) or could not be reached."
+  MODEL_UNAVAILABLE
+  "The model provider refused the configured credentials (HTTP 401/403)."
+  MODEL_AUTH_FAILED
+  "The model's stream was cut before it finished."
+  MODEL_STREAM_CUT
+  "The model's stream went silent for longer than the idle bound."
+  MODEL_STREAM_IDLE
+  "The agent's model route is not configured, or the policy does not allow its model."
+  MODEL_ROUTE_INVALID
+  "Any other failure of the run."
+  RUNTIME_FAILED
+}
+
+"How a turn ended: its outcome and why."
+type TurnTerminal {
+  "COMPLETED, FAILED or CANCELLED."
+  outcome: TurnState!
+  "Why."
+  reason: TerminalReason!
+}
+
+"One accepted input and everything the assistant did with it."
 type Turn {
+  "The turn's id."
   id: ID!
+  "The room UUID."
   conversationId: ID!
+  "The member who sent the input."
   author: Member!
+  "The key the author's client chose; a retry with it returns this turn."
   idempotencyKey: String!
   "The journal position of the turn's turn_accepted entry: its place in the room's lane."
   position: Int!
+  "Where it is in its life."
   state: TurnState!
+  "The member's message."
   input: String!
+  "The final answer, once COMPLETED (withheld answers are null)."
   answer: String
+  "The run attempt: 1, more after recovery took a lost run over."
   attempt: Int!
-  terminalReason: String
+  "The raw reason string; see terminal."
+  terminalReason: String @deprecated(reason: "Use terminal.reason, an enum.")
+  "How it ended; null until it has."
+  terminal: TurnTerminal
+  "When it was accepted."
   createdAt: Time!
+  "When its first run started."
   startedAt: Time
+  "When it ended."
   finishedAt: Time
   "What the turn's recorded work spent, over all its attempts: settled with its terminal, null until the turn has ended."
   usage: Usage
@@ -1334,17 +2018,23 @@ type Turn {
   artifacts: [AnswerArtifact!]!
 }
 
+"Where an approval stands."
 enum ApprovalState {
   "Waiting for a member's decision."
   PENDING
+  "A member approved it; the effect runs once."
   APPROVED
+  "A member rejected it; the effect never runs."
   REJECTED
   "No member decided in time: the effect never runs."
   EXPIRED
 }
 
+"A member's decision on an approval."
 enum ApprovalDecision {
+  "Let the effect run, once."
   APPROVE
+  "The effect never runs."
   REJECT
 }
 
@@ -1353,12 +2043,15 @@ An external effect the assistant proposed in a turn (a tool call that
 needs a member's approval), and where its decision stands.
 """
 type Approval {
+  "The approval's id: the effect's idempotency key."
   id: ID!
+  "The turn whose assistant proposed it."
   turnId: ID!
   "The proposed tool."
   tool: String!
   "The proposed call's arguments (secrets and personal data redacted, as in the journal)."
   arguments: JSON!
+  "Pending until a member decides or it expires."
   state: ApprovalState!
   "When a pending approval expires; deciding after it is a CONFLICT."
   expiresAt: Time!
@@ -1368,8 +2061,10 @@ type Approval {
 
 "A source an answer cites, with its lineage."
 type Citation {
-  "The id the answer cites it by, e.g. doc:…"
-  id: String!
+  "Stable and unique: <turn id>/<ref>. (Before 0.2 it was what ref is now.)"
+  id: ID!
+  "The reference the answer cites it by, e.g. doc:<document id>#p0; unique within one answer."
+  ref: String!
   "The cited document, when the source is one."
   documentId: ID
   "The source's title."
@@ -1382,10 +2077,15 @@ type Citation {
 
 "An artifact an answer references."
 type AnswerArtifact {
+  "Stable and unique: <turn id>/<artifact id>."
+  id: ID!
+  "The artifact's id."
   artifactId: ID!
   "In a shared room, the immutable room resource reference to it."
   resourceId: ID
+  "Its plain file name."
   name: String!
+  "Its media type, e.g. text/csv."
   mediaType: String!
   "Bytes."
   size: Int!
@@ -1399,14 +2099,19 @@ type AnswerArtifact {
   downloadUrl: String!
 }
 
+"What a turn's recorded work spent."
 type Usage {
+  "Prompt tokens over every model call."
   inputTokens: Int!
+  "Generated tokens over every model call."
   outputTokens: Int!
   "Model steps, including compaction."
   modelCalls: Int!
+  "Tool calls the backend executed."
   toolCalls: Int!
 }
 
+"Where a steer or cancel command stands."
 enum CommandState {
   "Stored, waiting for the run's next step boundary."
   PENDING
@@ -1416,59 +2121,231 @@ enum CommandState {
   REJECTED
 }
 
+"The steer command as it stands after steerTurn."
 type SteerResult {
+  "The client's command id."
   commandId: ID!
+  "Pending until the run's next step boundary delivers it."
   state: CommandState!
   "The steered turn, as it is now."
   turn: Turn!
 }
 
+"What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it."
 enum JournalKind {
+  "A member's message was accepted as a turn (accepted)."
   TURN_ACCEPTED
+  "A run of the turn started, or a recovery took a lost one over (started)."
   TURN_STARTED
+  "Answer text as it streams (delta)."
   ANSWER_DELTA
+  "The assistant asked the backend to run a tool (tool)."
   TOOL_REQUESTED
+  "The backend ran it, or refused (tool)."
   TOOL_COMPLETED
+  "An external effect waits for a member's decision (approvalRequest)."
   APPROVAL_REQUESTED
+  "The approval was decided or expired (approvalDecision)."
   APPROVAL_DECIDED
+  "A steering instruction reached the run (steer)."
   STEER_DELIVERED
-  "A steering instruction the turn ended before delivering; payload: commandId, actorId, text, reason, outcome, terminalReason."
+  "A steering instruction the turn ended before delivering (steer)."
   STEER_REJECTED
+  "The run saved its progress (checkpoint)."
   CHECKPOINT
+  "The run summarised older context to stay within its window (compaction)."
   COMPACTION
+  "The final answer with its citations and artifacts (answer)."
   TURN_ANSWER
+  "The turn ended: exactly one per turn (terminal)."
   TURN_TERMINAL
+  "A member joined the room (membership)."
   MEMBER_JOINED
+  "A member left or was removed (membership)."
   MEMBER_LEFT
 }
 
+"""
+One entry of a conversation's journal, as the caller may read it. The
+field named for the entry's kind (see JournalKind) is set; the others are
+null.
+"""
 type JournalEntry {
+  "Stable and unique: <conversation id>:<seq>."
+  id: ID!
+  "The room UUID."
   conversationId: ID!
   "Position in the conversation's journal, dense from 1."
   seq: Int!
+  "What it records."
   kind: JournalKind!
+  "The turn it belongs to; null for membership entries."
   turnId: ID
+  "The run attempt that wrote it (0 outside a run)."
   attempt: Int!
+  "The member who caused it, when a member did."
   actorId: ID
-  "The entry's text, for kinds that carry one (accepted input, answer deltas, the answer)."
+  "The entry's text, for kinds that carry one (accepted input, answer deltas, the answer, steering)."
   text: String
-  payload: JSON!
+  "The entry's raw payload."
+  payload: JSON! @deprecated(reason: "Use the typed field of the entry's kind.")
+  "When it was written."
   createdAt: Time!
+  "TURN_ACCEPTED: who sent the message."
+  accepted: TurnAccepted
+  "TURN_STARTED: the run."
+  started: TurnStart
+  "ANSWER_DELTA: the text and where it goes."
+  delta: AnswerDelta
+  "TOOL_REQUESTED and TOOL_COMPLETED: the call."
+  tool: ToolActivity
+  "APPROVAL_REQUESTED: the proposed effect."
+  approvalRequest: ApprovalRequest
+  "APPROVAL_DECIDED: how it was decided."
+  approvalDecision: ApprovalDecisionRecord
+  "STEER_DELIVERED and STEER_REJECTED: the instruction."
+  steer: SteerRecord
+  "CHECKPOINT: how far the run had come."
+  checkpoint: CheckpointRecord
+  "COMPACTION: what was summarised."
+  compaction: CompactionRecord
+  "TURN_ANSWER: the answer, its citations and artifacts, as the caller may read them."
+  answer: TurnAnswer
+  "TURN_TERMINAL: how the turn ended."
+  terminal: TurnTerminal
+  "MEMBER_JOINED and MEMBER_LEFT: who."
+  membership: MembershipChange
 }
 
+"Who sent a turn's message."
+type TurnAccepted {
+  "The author's member id."
+  authorId: ID!
+  "The author's display name when the message was accepted."
+  authorName: String!
+}
+
+"A run of a turn."
+type TurnStart {
+  "The attempt this run is: 1, more after a recovery."
+  attempt: Int!
+  "The version of the agent the turn runs."
+  agentVersion: Int!
+  "Whether this run took over one that was lost."
+  recovered: Boolean!
+}
+
+"A tool call: requested by the assistant, then completed or refused by the backend."
+type ToolActivity {
+  "The call's id, shared by its requested and completed entries."
+  callId: String!
+  "The tool's name."
+  name: String!
+  "TOOL_REQUESTED: the call's arguments (secrets and personal data redacted)."
+  arguments: JSON
+  "TOOL_COMPLETED: ok, or why not (forbidden, refused, bad_arguments, failed, not_found, ...)."
+  status: String
+  "TOOL_COMPLETED: the size of the result the assistant received."
+  bytes: Int
+  "TOOL_COMPLETED: the citation references the result offered, as the caller may read them."
+  citations: [String!]
+}
+
+"An external effect proposed for a member's decision."
+type ApprovalRequest {
+  "The approval to decide with decideApproval."
+  approvalId: ID!
+  "The proposed tool."
+  tool: String!
+  "The proposed call's arguments (secrets and personal data redacted)."
+  arguments: JSON!
+  "When it expires undecided."
+  expiresAt: Time!
+}
+
+"How an approval was decided."
+type ApprovalDecisionRecord {
+  "The approval."
+  approvalId: ID!
+  "APPROVED, REJECTED or EXPIRED."
+  state: ApprovalState!
+  "The member who decided; null when it expired."
+  decidedBy: ID
+}
+
+"A steering instruction and what became of it."
+type SteerRecord {
+  "The client's command id."
+  commandId: ID!
+  "The member who steered."
+  actorId: ID!
+  "The instruction."
+  text: String!
+  "DELIVERED, or REJECTED when the turn ended first."
+  state: CommandState!
+}
+
+"How far a run had come when it saved its progress."
+type CheckpointRecord {
+  "Model steps taken."
+  steps: Int!
+  "Tool calls made."
+  toolCalls: Int!
+  "Messages in the run's context."
+  messages: Int!
+}
+
+"What a compaction summarised (not the summary itself)."
+type CompactionRecord {
+  "Messages replaced by the summary."
+  summarised: Int!
+  "Context tokens before."
+  tokensBefore: Int!
+  "Context tokens after."
+  tokensAfter: Int!
+}
+
+"A turn's final answer."
+type TurnAnswer {
+  "The answer text (Markdown)."
+  text: String!
+  "The sources it cites that the caller may read now."
+  citations: [Citation!]!
+  "The artifacts it references."
+  artifacts: [AnswerArtifact!]!
+}
+
+"A change of a room's membership."
+type MembershipChange {
+  "The member who joined or left."
+  memberId: ID!
+  "The room's audience version after the change."
+  audienceVersion: Int!
+}
+
+"A page of a conversation's journal."
 type JournalPage {
+  "The entries, in position order."
   entries: [JournalEntry!]!
   "The conversation's newest position."
   head: Int!
+  "Whether entries follow the last one of this page."
   hasMore: Boolean!
 }
 
+"A piece of a turn's answer text as it streams."
 type AnswerDelta {
+  "Stable and unique: <conversation id>:<seq>, the id of its journal entry."
+  id: ID!
+  "The turn."
   turnId: ID!
+  "Its journal position."
   seq: Int!
+  "The run attempt that produced it; a new attempt starts its answer again at offset 0."
   attempt: Int!
   "Where text starts in the attempt's answer."
   offset: Int!
+  "The text."
   text: String!
 }
 
@@ -1477,9 +2354,11 @@ A file a member owns, made by a tool in one of their turns. Immutable: its
 content is checked against its sha256 before any read returns it.
 """
 type Artifact {
+  "The artifact's id."
   id: ID!
   "A plain file name: A-Z a-z 0-9 . _ -"
   name: String!
+  "Its media type, e.g. text/csv."
   mediaType: String!
   "Bytes."
   size: Int!
@@ -1500,51 +2379,69 @@ type Artifact {
 
 "A document the caller may read."
 type Document {
+  "The document's id."
   id: ID!
+  "Its title."
   title: String!
   "The hex SHA-256 of the document's body, as citations carry it."
   digest: String!
 }
 
+"A conversation to create."
 input CreateConversationInput {
+  "1 to 200 characters."
   title: String!
+  "Private or shared."
   kind: ConversationKind!
   "The agent's slug; the default agent when omitted."
   agent: String
 }
 
+"A member of a shared conversation."
 input RoomMemberInput {
+  "The room UUID, WEB_ channel or public key."
   conversationId: ID!
+  "The member's email."
   email: String!
 }
 
+"A cancel command."
 input CancelTurnInput {
   "Chosen by the client, a UUID; a retry reuses it."
   commandId: ID!
+  "The turn to cancel."
   turnId: ID!
 }
 
+"A steer command."
 input SteerTurnInput {
   "Chosen by the client, a UUID; a retry reuses it."
   commandId: ID!
+  "The turn to steer."
   turnId: ID!
   "The instruction for the run: 1 to 4000 bytes."
   text: String!
 }
 
+"A member's decision on an approval."
 input DecideApprovalInput {
   "The approval's id, from its approval_requested journal entry."
   approvalId: ID!
+  "Approve or reject."
   decision: ApprovalDecision!
 }
 
+"A turn to recover."
 input ResumeTurnInput {
+  "The turn."
   turnId: ID!
 }
 
+"A member's message."
 input SubmitMessageInput {
   "The room UUID, WEB_ channel or public key."
   conversationId: ID!
+  "The message: not blank, at most 16,000 characters by default (TURNGATE_MAX_TEXT)."
   text: String!
   "Chosen by the client: 1 to 128 characters of A-Z a-z 0-9 . _ : -"
   idempotencyKey: String!
@@ -1576,6 +2473,8 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
 func (ec *executionContext) childFields_AnswerArtifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_AnswerArtifact_id(ctx, field)
 	case "artifactId":
 		return ec.fieldContext_AnswerArtifact_artifactId(ctx, field)
 	case "resourceId":
@@ -1596,6 +2495,8 @@ func (ec *executionContext) childFields_AnswerArtifact(ctx context.Context, fiel
 
 func (ec *executionContext) childFields_AnswerDelta(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_AnswerDelta_id(ctx, field)
 	case "turnId":
 		return ec.fieldContext_AnswerDelta_turnId(ctx, field)
 	case "seq":
@@ -1630,6 +2531,32 @@ func (ec *executionContext) childFields_Approval(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Approval", field.Name)
 }
 
+func (ec *executionContext) childFields_ApprovalDecisionRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "approvalId":
+		return ec.fieldContext_ApprovalDecisionRecord_approvalId(ctx, field)
+	case "state":
+		return ec.fieldContext_ApprovalDecisionRecord_state(ctx, field)
+	case "decidedBy":
+		return ec.fieldContext_ApprovalDecisionRecord_decidedBy(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalDecisionRecord", field.Name)
+}
+
+func (ec *executionContext) childFields_ApprovalRequest(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "approvalId":
+		return ec.fieldContext_ApprovalRequest_approvalId(ctx, field)
+	case "tool":
+		return ec.fieldContext_ApprovalRequest_tool(ctx, field)
+	case "arguments":
+		return ec.fieldContext_ApprovalRequest_arguments(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ApprovalRequest_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApprovalRequest", field.Name)
+}
+
 func (ec *executionContext) childFields_Artifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1650,10 +2577,24 @@ func (ec *executionContext) childFields_Artifact(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Artifact", field.Name)
 }
 
+func (ec *executionContext) childFields_CheckpointRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "steps":
+		return ec.fieldContext_CheckpointRecord_steps(ctx, field)
+	case "toolCalls":
+		return ec.fieldContext_CheckpointRecord_toolCalls(ctx, field)
+	case "messages":
+		return ec.fieldContext_CheckpointRecord_messages(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CheckpointRecord", field.Name)
+}
+
 func (ec *executionContext) childFields_Citation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
 		return ec.fieldContext_Citation_id(ctx, field)
+	case "ref":
+		return ec.fieldContext_Citation_ref(ctx, field)
 	case "documentId":
 		return ec.fieldContext_Citation_documentId(ctx, field)
 	case "source":
@@ -1664,6 +2605,18 @@ func (ec *executionContext) childFields_Citation(ctx context.Context, field grap
 		return ec.fieldContext_Citation_digest(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Citation", field.Name)
+}
+
+func (ec *executionContext) childFields_CompactionRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "summarised":
+		return ec.fieldContext_CompactionRecord_summarised(ctx, field)
+	case "tokensBefore":
+		return ec.fieldContext_CompactionRecord_tokensBefore(ctx, field)
+	case "tokensAfter":
+		return ec.fieldContext_CompactionRecord_tokensAfter(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CompactionRecord", field.Name)
 }
 
 func (ec *executionContext) childFields_Conversation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1726,8 +2679,30 @@ func (ec *executionContext) childFields_Document(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type Document", field.Name)
 }
 
+func (ec *executionContext) childFields_DocumentConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_DocumentConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_DocumentConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DocumentConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_DocumentEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_DocumentEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_DocumentEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DocumentEdge", field.Name)
+}
+
 func (ec *executionContext) childFields_JournalEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_JournalEntry_id(ctx, field)
 	case "conversationId":
 		return ec.fieldContext_JournalEntry_conversationId(ctx, field)
 	case "seq":
@@ -1746,6 +2721,30 @@ func (ec *executionContext) childFields_JournalEntry(ctx context.Context, field 
 		return ec.fieldContext_JournalEntry_payload(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_JournalEntry_createdAt(ctx, field)
+	case "accepted":
+		return ec.fieldContext_JournalEntry_accepted(ctx, field)
+	case "started":
+		return ec.fieldContext_JournalEntry_started(ctx, field)
+	case "delta":
+		return ec.fieldContext_JournalEntry_delta(ctx, field)
+	case "tool":
+		return ec.fieldContext_JournalEntry_tool(ctx, field)
+	case "approvalRequest":
+		return ec.fieldContext_JournalEntry_approvalRequest(ctx, field)
+	case "approvalDecision":
+		return ec.fieldContext_JournalEntry_approvalDecision(ctx, field)
+	case "steer":
+		return ec.fieldContext_JournalEntry_steer(ctx, field)
+	case "checkpoint":
+		return ec.fieldContext_JournalEntry_checkpoint(ctx, field)
+	case "compaction":
+		return ec.fieldContext_JournalEntry_compaction(ctx, field)
+	case "answer":
+		return ec.fieldContext_JournalEntry_answer(ctx, field)
+	case "terminal":
+		return ec.fieldContext_JournalEntry_terminal(ctx, field)
+	case "membership":
+		return ec.fieldContext_JournalEntry_membership(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type JournalEntry", field.Name)
 }
@@ -1774,10 +2773,24 @@ func (ec *executionContext) childFields_Member(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Member", field.Name)
 }
 
+func (ec *executionContext) childFields_MembershipChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "memberId":
+		return ec.fieldContext_MembershipChange_memberId(ctx, field)
+	case "audienceVersion":
+		return ec.fieldContext_MembershipChange_audienceVersion(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MembershipChange", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
 		return ec.fieldContext_PageInfo_hasNextPage(ctx, field)
+	case "hasPreviousPage":
+		return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+	case "startCursor":
+		return ec.fieldContext_PageInfo_startCursor(ctx, field)
 	case "endCursor":
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
@@ -1786,6 +2799,8 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 
 func (ec *executionContext) childFields_RoomMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "id":
+		return ec.fieldContext_RoomMember_id(ctx, field)
 	case "member":
 		return ec.fieldContext_RoomMember_member(ctx, field)
 	case "role":
@@ -1794,6 +2809,20 @@ func (ec *executionContext) childFields_RoomMember(ctx context.Context, field gr
 		return ec.fieldContext_RoomMember_joinedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RoomMember", field.Name)
+}
+
+func (ec *executionContext) childFields_SteerRecord(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "commandId":
+		return ec.fieldContext_SteerRecord_commandId(ctx, field)
+	case "actorId":
+		return ec.fieldContext_SteerRecord_actorId(ctx, field)
+	case "text":
+		return ec.fieldContext_SteerRecord_text(ctx, field)
+	case "state":
+		return ec.fieldContext_SteerRecord_state(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SteerRecord", field.Name)
 }
 
 func (ec *executionContext) childFields_SteerResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1806,6 +2835,24 @@ func (ec *executionContext) childFields_SteerResult(ctx context.Context, field g
 		return ec.fieldContext_SteerResult_turn(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type SteerResult", field.Name)
+}
+
+func (ec *executionContext) childFields_ToolActivity(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "callId":
+		return ec.fieldContext_ToolActivity_callId(ctx, field)
+	case "name":
+		return ec.fieldContext_ToolActivity_name(ctx, field)
+	case "arguments":
+		return ec.fieldContext_ToolActivity_arguments(ctx, field)
+	case "status":
+		return ec.fieldContext_ToolActivity_status(ctx, field)
+	case "bytes":
+		return ec.fieldContext_ToolActivity_bytes(ctx, field)
+	case "citations":
+		return ec.fieldContext_ToolActivity_citations(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ToolActivity", field.Name)
 }
 
 func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1830,6 +2877,8 @@ func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.
 		return ec.fieldContext_Turn_attempt(ctx, field)
 	case "terminalReason":
 		return ec.fieldContext_Turn_terminalReason(ctx, field)
+	case "terminal":
+		return ec.fieldContext_Turn_terminal(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Turn_createdAt(ctx, field)
 	case "startedAt":
@@ -1846,6 +2895,50 @@ func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.
 		return ec.fieldContext_Turn_artifacts(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Turn", field.Name)
+}
+
+func (ec *executionContext) childFields_TurnAccepted(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "authorId":
+		return ec.fieldContext_TurnAccepted_authorId(ctx, field)
+	case "authorName":
+		return ec.fieldContext_TurnAccepted_authorName(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TurnAccepted", field.Name)
+}
+
+func (ec *executionContext) childFields_TurnAnswer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "text":
+		return ec.fieldContext_TurnAnswer_text(ctx, field)
+	case "citations":
+		return ec.fieldContext_TurnAnswer_citations(ctx, field)
+	case "artifacts":
+		return ec.fieldContext_TurnAnswer_artifacts(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TurnAnswer", field.Name)
+}
+
+func (ec *executionContext) childFields_TurnStart(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "attempt":
+		return ec.fieldContext_TurnStart_attempt(ctx, field)
+	case "agentVersion":
+		return ec.fieldContext_TurnStart_agentVersion(ctx, field)
+	case "recovered":
+		return ec.fieldContext_TurnStart_recovered(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TurnStart", field.Name)
+}
+
+func (ec *executionContext) childFields_TurnTerminal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "outcome":
+		return ec.fieldContext_TurnTerminal_outcome(ctx, field)
+	case "reason":
+		return ec.fieldContext_TurnTerminal_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TurnTerminal", field.Name)
 }
 
 func (ec *executionContext) childFields_Usage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2154,6 +3247,36 @@ func (ec *executionContext) field_Query_conversations_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_documentsConnection_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "query",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["query"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_documents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2338,6 +3461,29 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 
 // region    **************************** field.gotpl *****************************
 
+func (ec *executionContext) _AnswerArtifact_id(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerArtifact_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerArtifact_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "ID")
+}
+
 func (ec *executionContext) _AnswerArtifact_artifactId(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2497,6 +3643,29 @@ func (ec *executionContext) _AnswerArtifact_downloadUrl(ctx context.Context, fie
 }
 func (ec *executionContext) fieldContext_AnswerArtifact_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AnswerArtifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _AnswerDelta_id(ctx context.Context, field graphql.CollectedField, obj *model.AnswerDelta) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AnswerDelta_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AnswerDelta_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AnswerDelta", field, false, false, "ID")
 }
 
 func (ec *executionContext) _AnswerDelta_turnId(ctx context.Context, field graphql.CollectedField, obj *model.AnswerDelta) (ret graphql.Marshaler) {
@@ -2775,6 +3944,167 @@ func (ec *executionContext) fieldContext_Approval_executed(_ context.Context, fi
 	return graphql.NewScalarFieldContext("Approval", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _ApprovalDecisionRecord_approvalId(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalDecisionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalDecisionRecord_approvalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalDecisionRecord_approvalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalDecisionRecord", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ApprovalDecisionRecord_state(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalDecisionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalDecisionRecord_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ApprovalState) graphql.Marshaler {
+			return ec.marshalNApprovalState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalDecisionRecord_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalDecisionRecord", field, false, false, "ApprovalState")
+}
+
+func (ec *executionContext) _ApprovalDecisionRecord_decidedBy(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalDecisionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalDecisionRecord_decidedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DecidedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalDecisionRecord_decidedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalDecisionRecord", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ApprovalRequest_approvalId(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_approvalId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_approvalId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ApprovalRequest_tool(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_tool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_tool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, false, false, "String")
+}
+
+func (ec *executionContext) _ApprovalRequest_arguments(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_arguments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Arguments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_arguments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ApprovalRequest_expiresAt(ctx context.Context, field graphql.CollectedField, obj *model.ApprovalRequest) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ApprovalRequest_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ApprovalRequest_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ApprovalRequest", field, false, false, "Time")
+}
+
 func (ec *executionContext) _Artifact_id(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2936,6 +4266,75 @@ func (ec *executionContext) fieldContext_Artifact_text(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
 }
 
+func (ec *executionContext) _CheckpointRecord_steps(ctx context.Context, field graphql.CollectedField, obj *model.CheckpointRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckpointRecord_steps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Steps, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckpointRecord_steps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckpointRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CheckpointRecord_toolCalls(ctx context.Context, field graphql.CollectedField, obj *model.CheckpointRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckpointRecord_toolCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCalls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckpointRecord_toolCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckpointRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CheckpointRecord_messages(ctx context.Context, field graphql.CollectedField, obj *model.CheckpointRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckpointRecord_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Messages, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CheckpointRecord_messages(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckpointRecord", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Citation_id(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2949,13 +4348,36 @@ func (ec *executionContext) _Citation_id(ctx context.Context, field graphql.Coll
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
-			return ec.marshalNString2string(ctx, selections, v)
+			return ec.marshalNID2string(ctx, selections, v)
 		},
 		true,
 		true,
 	)
 }
 func (ec *executionContext) fieldContext_Citation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Citation", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Citation_ref(ctx context.Context, field graphql.CollectedField, obj *model.Citation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Citation_ref(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Ref, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Citation_ref(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
 }
 
@@ -3049,6 +4471,75 @@ func (ec *executionContext) _Citation_digest(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Citation_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Citation", field, false, false, "String")
+}
+
+func (ec *executionContext) _CompactionRecord_summarised(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_summarised(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Summarised, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_summarised(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionRecord_tokensBefore(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_tokensBefore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokensBefore, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_tokensBefore(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionRecord_tokensAfter(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_tokensAfter(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokensAfter, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_tokensAfter(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
@@ -3519,6 +5010,148 @@ func (ec *executionContext) fieldContext_Document_digest(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Document", field, false, false, "String")
 }
 
+func (ec *executionContext) _DocumentConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.DocumentConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DocumentConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.DocumentEdge) graphql.Marshaler {
+			return ec.marshalNDocumentEdge2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DocumentConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DocumentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DocumentEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DocumentConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.DocumentConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DocumentConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DocumentConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DocumentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DocumentEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.DocumentEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DocumentEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DocumentEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DocumentEdge", field, false, false, "String")
+}
+
+func (ec *executionContext) _DocumentEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.DocumentEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DocumentEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Document) graphql.Marshaler {
+			return ec.marshalNDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocument(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DocumentEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DocumentEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Document(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_id(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JournalEntry", field, false, false, "ID")
+}
+
 func (ec *executionContext) _JournalEntry_conversationId(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3726,6 +5359,390 @@ func (ec *executionContext) fieldContext_JournalEntry_createdAt(_ context.Contex
 	return graphql.NewScalarFieldContext("JournalEntry", field, false, false, "Time")
 }
 
+func (ec *executionContext) _JournalEntry_accepted(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_accepted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Accepted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnAccepted) graphql.Marshaler {
+			return ec.marshalOTurnAccepted2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnAccepted(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_accepted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnAccepted(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_started(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_started(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Started, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnStart) graphql.Marshaler {
+			return ec.marshalOTurnStart2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnStart(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_started(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnStart(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_delta(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_delta(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Delta, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AnswerDelta) graphql.Marshaler {
+			return ec.marshalOAnswerDelta2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerDelta(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_delta(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AnswerDelta(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_tool(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_tool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ToolActivity) graphql.Marshaler {
+			return ec.marshalOToolActivity2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐToolActivity(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_tool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ToolActivity(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_approvalRequest(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_approvalRequest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalRequest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ApprovalRequest) graphql.Marshaler {
+			return ec.marshalOApprovalRequest2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalRequest(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_approvalRequest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalRequest(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_approvalDecision(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_approvalDecision(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ApprovalDecision, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ApprovalDecisionRecord) graphql.Marshaler {
+			return ec.marshalOApprovalDecisionRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalDecisionRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_approvalDecision(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ApprovalDecisionRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_steer(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_steer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Steer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SteerRecord) graphql.Marshaler {
+			return ec.marshalOSteerRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_steer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SteerRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_checkpoint(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_checkpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Checkpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CheckpointRecord) graphql.Marshaler {
+			return ec.marshalOCheckpointRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCheckpointRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_checkpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CheckpointRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_compaction(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_compaction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Compaction, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.CompactionRecord) graphql.Marshaler {
+			return ec.marshalOCompactionRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCompactionRecord(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_compaction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_CompactionRecord(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_answer(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_answer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Answer, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnAnswer) graphql.Marshaler {
+			return ec.marshalOTurnAnswer2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnAnswer(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_answer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnAnswer(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_terminal(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_terminal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Terminal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnTerminal) graphql.Marshaler {
+			return ec.marshalOTurnTerminal2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnTerminal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_terminal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnTerminal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _JournalEntry_membership(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_membership(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Membership, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.MembershipChange) graphql.Marshaler {
+			return ec.marshalOMembershipChange2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMembershipChange(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_membership(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "JournalEntry",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MembershipChange(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _JournalPage_entries(ctx context.Context, field graphql.CollectedField, obj *model.JournalPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3871,6 +5888,52 @@ func (ec *executionContext) _Member_displayName(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Member_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Member", field, false, false, "String")
+}
+
+func (ec *executionContext) _MembershipChange_memberId(ctx context.Context, field graphql.CollectedField, obj *model.MembershipChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipChange_memberId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemberID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipChange_memberId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MembershipChange", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MembershipChange_audienceVersion(ctx context.Context, field graphql.CollectedField, obj *model.MembershipChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MembershipChange_audienceVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AudienceVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MembershipChange_audienceVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MembershipChange", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Mutation_createConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -4248,6 +6311,52 @@ func (ec *executionContext) fieldContext_PageInfo_hasNextPage(_ context.Context,
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _PageInfo_hasPreviousPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_hasPreviousPage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HasPreviousPage, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_hasPreviousPage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _PageInfo_startCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PageInfo_startCursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartCursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PageInfo_startCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
 func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4567,6 +6676,50 @@ func (ec *executionContext) fieldContext_Query_documents(ctx context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_documentsConnection(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_documentsConnection(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().DocumentsConnection(ctx, fc.Args["first"].(*int64), fc.Args["after"].(*string), fc.Args["query"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DocumentConnection) graphql.Marshaler {
+			return ec.marshalNDocumentConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_documentsConnection(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DocumentConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_documentsConnection_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4641,6 +6794,29 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RoomMember_id(ctx context.Context, field graphql.CollectedField, obj *model.RoomMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoomMember_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoomMember_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoomMember", field, false, false, "ID")
 }
 
 func (ec *executionContext) _RoomMember_member(ctx context.Context, field graphql.CollectedField, obj *model.RoomMember) (ret graphql.Marshaler) {
@@ -4719,6 +6895,98 @@ func (ec *executionContext) _RoomMember_joinedAt(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_RoomMember_joinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RoomMember", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SteerRecord_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRecord_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRecord_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRecord", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerRecord_actorId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRecord_actorId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRecord_actorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRecord", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerRecord_text(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRecord_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRecord_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRecord", field, false, false, "String")
+}
+
+func (ec *executionContext) _SteerRecord_state(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRecord_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.CommandState) graphql.Marshaler {
+			return ec.marshalNCommandState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCommandState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRecord_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRecord", field, false, false, "CommandState")
 }
 
 func (ec *executionContext) _SteerResult_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerResult) (ret graphql.Marshaler) {
@@ -4885,6 +7153,144 @@ func (ec *executionContext) fieldContext_Subscription_tokens(ctx context.Context
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ToolActivity_callId(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_callId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_callId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolActivity_name(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolActivity_arguments(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_arguments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Arguments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalOJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_arguments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _ToolActivity_status(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolActivity_bytes(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_bytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Bytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_bytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ToolActivity_citations(ctx context.Context, field graphql.CollectedField, obj *model.ToolActivity) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolActivity_citations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Citations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ToolActivity_citations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "String")
 }
 
 func (ec *executionContext) _Turn_id(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
@@ -5126,6 +7532,38 @@ func (ec *executionContext) fieldContext_Turn_terminalReason(_ context.Context, 
 	return graphql.NewScalarFieldContext("Turn", field, false, false, "String")
 }
 
+func (ec *executionContext) _Turn_terminal(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_terminal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Terminal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnTerminal) graphql.Marshaler {
+			return ec.marshalOTurnTerminal2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnTerminal(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_terminal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnTerminal(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Turn_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5321,6 +7759,254 @@ func (ec *executionContext) fieldContext_Turn_artifacts(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _TurnAccepted_authorId(ctx context.Context, field graphql.CollectedField, obj *model.TurnAccepted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnAccepted_authorId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AuthorID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnAccepted_authorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnAccepted", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TurnAccepted_authorName(ctx context.Context, field graphql.CollectedField, obj *model.TurnAccepted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnAccepted_authorName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AuthorName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnAccepted_authorName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnAccepted", field, false, false, "String")
+}
+
+func (ec *executionContext) _TurnAnswer_text(ctx context.Context, field graphql.CollectedField, obj *model.TurnAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnAnswer_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnAnswer_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnAnswer", field, false, false, "String")
+}
+
+func (ec *executionContext) _TurnAnswer_citations(ctx context.Context, field graphql.CollectedField, obj *model.TurnAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnAnswer_citations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Citations, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Citation) graphql.Marshaler {
+			return ec.marshalNCitation2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCitationᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnAnswer_citations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TurnAnswer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Citation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TurnAnswer_artifacts(ctx context.Context, field graphql.CollectedField, obj *model.TurnAnswer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnAnswer_artifacts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Artifacts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AnswerArtifact) graphql.Marshaler {
+			return ec.marshalNAnswerArtifact2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifactᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnAnswer_artifacts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TurnAnswer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AnswerArtifact(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TurnStart_attempt(ctx context.Context, field graphql.CollectedField, obj *model.TurnStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnStart_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnStart_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnStart", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TurnStart_agentVersion(ctx context.Context, field graphql.CollectedField, obj *model.TurnStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnStart_agentVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AgentVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnStart_agentVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnStart", field, false, false, "Int")
+}
+
+func (ec *executionContext) _TurnStart_recovered(ctx context.Context, field graphql.CollectedField, obj *model.TurnStart) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnStart_recovered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Recovered, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnStart_recovered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnStart", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TurnTerminal_outcome(ctx context.Context, field graphql.CollectedField, obj *model.TurnTerminal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnTerminal_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TurnState) graphql.Marshaler {
+			return ec.marshalNTurnState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnTerminal_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnTerminal", field, false, false, "TurnState")
+}
+
+func (ec *executionContext) _TurnTerminal_reason(ctx context.Context, field graphql.CollectedField, obj *model.TurnTerminal) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TurnTerminal_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TerminalReason) graphql.Marshaler {
+			return ec.marshalNTerminalReason2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTerminalReason(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TurnTerminal_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TurnTerminal", field, false, false, "TerminalReason")
 }
 
 func (ec *executionContext) _Usage_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.Usage) (ret graphql.Marshaler) {
@@ -6885,6 +9571,11 @@ func (ec *executionContext) _AnswerArtifact(ctx context.Context, sel ast.Selecti
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("AnswerArtifact")
+		case "id":
+			out.Values[i] = ec._AnswerArtifact_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "artifactId":
 			out.Values[i] = ec._AnswerArtifact_artifactId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -6948,6 +9639,11 @@ func (ec *executionContext) _AnswerDelta(ctx context.Context, sel ast.SelectionS
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("AnswerDelta")
+		case "id":
+			out.Values[i] = ec._AnswerDelta_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "turnId":
 			out.Values[i] = ec._AnswerDelta_turnId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -7053,6 +9749,97 @@ func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var approvalDecisionRecordImplementors = []string{"ApprovalDecisionRecord"}
+
+func (ec *executionContext) _ApprovalDecisionRecord(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalDecisionRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalDecisionRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalDecisionRecord")
+		case "approvalId":
+			out.Values[i] = ec._ApprovalDecisionRecord_approvalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._ApprovalDecisionRecord_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "decidedBy":
+			out.Values[i] = ec._ApprovalDecisionRecord_decidedBy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var approvalRequestImplementors = []string{"ApprovalRequest"}
+
+func (ec *executionContext) _ApprovalRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalRequest) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, approvalRequestImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ApprovalRequest")
+		case "approvalId":
+			out.Values[i] = ec._ApprovalRequest_approvalId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tool":
+			out.Values[i] = ec._ApprovalRequest_tool(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "arguments":
+			out.Values[i] = ec._ApprovalRequest_arguments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._ApprovalRequest_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var artifactImplementors = []string{"Artifact"}
 
 func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet, obj *model.Artifact) graphql.Marshaler {
@@ -7117,6 +9904,49 @@ func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var checkpointRecordImplementors = []string{"CheckpointRecord"}
+
+func (ec *executionContext) _CheckpointRecord(ctx context.Context, sel ast.SelectionSet, obj *model.CheckpointRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, checkpointRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CheckpointRecord")
+		case "steps":
+			out.Values[i] = ec._CheckpointRecord_steps(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCalls":
+			out.Values[i] = ec._CheckpointRecord_toolCalls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "messages":
+			out.Values[i] = ec._CheckpointRecord_messages(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var citationImplementors = []string{"Citation"}
 
 func (ec *executionContext) _Citation(ctx context.Context, sel ast.SelectionSet, obj *model.Citation) graphql.Marshaler {
@@ -7130,6 +9960,11 @@ func (ec *executionContext) _Citation(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = graphql.MarshalString("Citation")
 		case "id":
 			out.Values[i] = ec._Citation_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ref":
+			out.Values[i] = ec._Citation_ref(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -7151,6 +9986,49 @@ func (ec *executionContext) _Citation(ctx context.Context, sel ast.SelectionSet,
 		case "digest":
 			out.Values[i] = ec._Citation_digest(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var compactionRecordImplementors = []string{"CompactionRecord"}
+
+func (ec *executionContext) _CompactionRecord(ctx context.Context, sel ast.SelectionSet, obj *model.CompactionRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, compactionRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CompactionRecord")
+		case "summarised":
+			out.Values[i] = ec._CompactionRecord_summarised(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokensBefore":
+			out.Values[i] = ec._CompactionRecord_tokensBefore(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokensAfter":
+			out.Values[i] = ec._CompactionRecord_tokensAfter(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7375,6 +10253,82 @@ func (ec *executionContext) _Document(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var documentConnectionImplementors = []string{"DocumentConnection"}
+
+func (ec *executionContext) _DocumentConnection(ctx context.Context, sel ast.SelectionSet, obj *model.DocumentConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, documentConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DocumentConnection")
+		case "edges":
+			out.Values[i] = ec._DocumentConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._DocumentConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var documentEdgeImplementors = []string{"DocumentEdge"}
+
+func (ec *executionContext) _DocumentEdge(ctx context.Context, sel ast.SelectionSet, obj *model.DocumentEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, documentEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DocumentEdge")
+		case "cursor":
+			out.Values[i] = ec._DocumentEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._DocumentEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var journalEntryImplementors = []string{"JournalEntry"}
 
 func (ec *executionContext) _JournalEntry(ctx context.Context, sel ast.SelectionSet, obj *model.JournalEntry) graphql.Marshaler {
@@ -7386,6 +10340,11 @@ func (ec *executionContext) _JournalEntry(ctx context.Context, sel ast.Selection
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("JournalEntry")
+		case "id":
+			out.Values[i] = ec._JournalEntry_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "conversationId":
 			out.Values[i] = ec._JournalEntry_conversationId(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -7429,6 +10388,66 @@ func (ec *executionContext) _JournalEntry(ctx context.Context, sel ast.Selection
 		case "createdAt":
 			out.Values[i] = ec._JournalEntry_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "accepted":
+			out.Values[i] = ec._JournalEntry_accepted(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "started":
+			out.Values[i] = ec._JournalEntry_started(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "delta":
+			out.Values[i] = ec._JournalEntry_delta(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tool":
+			out.Values[i] = ec._JournalEntry_tool(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approvalRequest":
+			out.Values[i] = ec._JournalEntry_approvalRequest(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "approvalDecision":
+			out.Values[i] = ec._JournalEntry_approvalDecision(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "steer":
+			out.Values[i] = ec._JournalEntry_steer(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "checkpoint":
+			out.Values[i] = ec._JournalEntry_checkpoint(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "compaction":
+			out.Values[i] = ec._JournalEntry_compaction(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "answer":
+			out.Values[i] = ec._JournalEntry_answer(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "terminal":
+			out.Values[i] = ec._JournalEntry_terminal(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "membership":
+			out.Values[i] = ec._JournalEntry_membership(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -7514,6 +10533,44 @@ func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "displayName":
 			out.Values[i] = ec._Member_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var membershipChangeImplementors = []string{"MembershipChange"}
+
+func (ec *executionContext) _MembershipChange(ctx context.Context, sel ast.SelectionSet, obj *model.MembershipChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, membershipChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MembershipChange")
+		case "memberId":
+			out.Values[i] = ec._MembershipChange_memberId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "audienceVersion":
+			out.Values[i] = ec._MembershipChange_audienceVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -7642,6 +10699,16 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "hasPreviousPage":
+			out.Values[i] = ec._PageInfo_hasPreviousPage(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startCursor":
+			out.Values[i] = ec._PageInfo_startCursor(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "endCursor":
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -7725,6 +10792,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_documents(ctx, field)
 				})
+		case "documentsConnection":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_documentsConnection(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -7767,6 +10840,11 @@ func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSe
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("RoomMember")
+		case "id":
+			out.Values[i] = ec._RoomMember_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "member":
 			out.Values[i] = ec._RoomMember_member(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -7779,6 +10857,54 @@ func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSe
 			}
 		case "joinedAt":
 			out.Values[i] = ec._RoomMember_joinedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var steerRecordImplementors = []string{"SteerRecord"}
+
+func (ec *executionContext) _SteerRecord(ctx context.Context, sel ast.SelectionSet, obj *model.SteerRecord) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, steerRecordImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SteerRecord")
+		case "commandId":
+			out.Values[i] = ec._SteerRecord_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actorId":
+			out.Values[i] = ec._SteerRecord_actorId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._SteerRecord_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._SteerRecord_state(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -7864,6 +10990,64 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 	}
 }
 
+var toolActivityImplementors = []string{"ToolActivity"}
+
+func (ec *executionContext) _ToolActivity(ctx context.Context, sel ast.SelectionSet, obj *model.ToolActivity) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolActivityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolActivity")
+		case "callId":
+			out.Values[i] = ec._ToolActivity_callId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ToolActivity_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "arguments":
+			out.Values[i] = ec._ToolActivity_arguments(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._ToolActivity_status(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "bytes":
+			out.Values[i] = ec._ToolActivity_bytes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "citations":
+			out.Values[i] = ec._ToolActivity_citations(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var turnImplementors = []string{"Turn"}
 
 func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj *model.Turn) graphql.Marshaler {
@@ -7926,6 +11110,11 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "terminal":
+			out.Values[i] = ec._Turn_terminal(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "createdAt":
 			out.Values[i] = ec._Turn_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -7965,6 +11154,168 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Turn_artifacts(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var turnAcceptedImplementors = []string{"TurnAccepted"}
+
+func (ec *executionContext) _TurnAccepted(ctx context.Context, sel ast.SelectionSet, obj *model.TurnAccepted) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, turnAcceptedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TurnAccepted")
+		case "authorId":
+			out.Values[i] = ec._TurnAccepted_authorId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "authorName":
+			out.Values[i] = ec._TurnAccepted_authorName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var turnAnswerImplementors = []string{"TurnAnswer"}
+
+func (ec *executionContext) _TurnAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.TurnAnswer) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, turnAnswerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TurnAnswer")
+		case "text":
+			out.Values[i] = ec._TurnAnswer_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "citations":
+			out.Values[i] = ec._TurnAnswer_citations(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "artifacts":
+			out.Values[i] = ec._TurnAnswer_artifacts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var turnStartImplementors = []string{"TurnStart"}
+
+func (ec *executionContext) _TurnStart(ctx context.Context, sel ast.SelectionSet, obj *model.TurnStart) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, turnStartImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TurnStart")
+		case "attempt":
+			out.Values[i] = ec._TurnStart_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "agentVersion":
+			out.Values[i] = ec._TurnStart_agentVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recovered":
+			out.Values[i] = ec._TurnStart_recovered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var turnTerminalImplementors = []string{"TurnTerminal"}
+
+func (ec *executionContext) _TurnTerminal(ctx context.Context, sel ast.SelectionSet, obj *model.TurnTerminal) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, turnTerminalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TurnTerminal")
+		case "outcome":
+			out.Values[i] = ec._TurnTerminal_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._TurnTerminal_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8605,6 +11956,38 @@ func (ec *executionContext) marshalNDocument2ᚖgithubᚗcomᚋturngateᚋturnga
 	return ec._Document(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNDocumentConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentConnection(ctx context.Context, sel ast.SelectionSet, v *model.DocumentConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DocumentConnection!")
+		return graphql.Null
+	}
+	return ec._DocumentConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDocumentEdge2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.DocumentEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDocumentEdge2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDocumentEdge2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDocumentEdge(ctx context.Context, sel ast.SelectionSet, v *model.DocumentEdge) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DocumentEdge!")
+		return graphql.Null
+	}
+	return ec._DocumentEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -8781,6 +12164,16 @@ func (ec *executionContext) unmarshalNSubmitMessageInput2githubᚗcomᚋturngate
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNTerminalReason2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTerminalReason(ctx context.Context, v any) (model.TerminalReason, error) {
+	var res model.TerminalReason
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTerminalReason2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTerminalReason(ctx context.Context, sel ast.SelectionSet, v model.TerminalReason) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
 	res, err := graphql.UnmarshalTime(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -8955,6 +12348,27 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
+func (ec *executionContext) marshalOAnswerDelta2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerDelta(ctx context.Context, sel ast.SelectionSet, v *model.AnswerDelta) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._AnswerDelta(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOApprovalDecisionRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalDecisionRecord(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalDecisionRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalDecisionRecord(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOApprovalRequest2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐApprovalRequest(ctx context.Context, sel ast.SelectionSet, v *model.ApprovalRequest) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ApprovalRequest(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOArtifact2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐArtifact(ctx context.Context, sel ast.SelectionSet, v *model.Artifact) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -8990,6 +12404,20 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOCheckpointRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCheckpointRecord(ctx context.Context, sel ast.SelectionSet, v *model.CheckpointRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._CheckpointRecord(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOCompactionRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCompactionRecord(ctx context.Context, sel ast.SelectionSet, v *model.CompactionRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._CompactionRecord(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOConversation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐConversation(ctx context.Context, sel ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
@@ -9070,6 +12498,71 @@ func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) unmarshalOJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx context.Context, v any) (model.JSON, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res model.JSON
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx context.Context, sel ast.SelectionSet, v model.JSON) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) marshalOMembershipChange2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMembershipChange(ctx context.Context, sel ast.SelectionSet, v *model.MembershipChange) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MembershipChange(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOSteerRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerRecord(ctx context.Context, sel ast.SelectionSet, v *model.SteerRecord) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._SteerRecord(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -9106,11 +12599,46 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 	return res
 }
 
+func (ec *executionContext) marshalOToolActivity2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐToolActivity(ctx context.Context, sel ast.SelectionSet, v *model.ToolActivity) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ToolActivity(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOTurn2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurn(ctx context.Context, sel ast.SelectionSet, v *model.Turn) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Turn(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTurnAccepted2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnAccepted(ctx context.Context, sel ast.SelectionSet, v *model.TurnAccepted) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TurnAccepted(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTurnAnswer2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnAnswer(ctx context.Context, sel ast.SelectionSet, v *model.TurnAnswer) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TurnAnswer(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTurnStart2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnStart(ctx context.Context, sel ast.SelectionSet, v *model.TurnStart) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TurnStart(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOTurnTerminal2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnTerminal(ctx context.Context, sel ast.SelectionSet, v *model.TurnTerminal) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TurnTerminal(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOUsage2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐUsage(ctx context.Context, sel ast.SelectionSet, v *model.Usage) graphql.Marshaler {

@@ -12,11 +12,16 @@ import (
 
 // An artifact an answer references.
 type AnswerArtifact struct {
+	// Stable and unique: <turn id>/<artifact id>.
+	ID string `json:"id"`
+	// The artifact's id.
 	ArtifactID string `json:"artifactId"`
 	// In a shared room, the immutable room resource reference to it.
 	ResourceID *string `json:"resourceId,omitempty"`
-	Name       string  `json:"name"`
-	MediaType  string  `json:"mediaType"`
+	// Its plain file name.
+	Name string `json:"name"`
+	// Its media type, e.g. text/csv.
+	MediaType string `json:"mediaType"`
 	// Bytes.
 	Size int64 `json:"size"`
 	// The hex SHA-256 of the content.
@@ -27,41 +32,87 @@ type AnswerArtifact struct {
 	DownloadURL string `json:"downloadUrl"`
 }
 
+// A piece of a turn's answer text as it streams.
 type AnswerDelta struct {
-	TurnID  string `json:"turnId"`
-	Seq     int64  `json:"seq"`
-	Attempt int64  `json:"attempt"`
+	// Stable and unique: <conversation id>:<seq>, the id of its journal entry.
+	ID string `json:"id"`
+	// The turn.
+	TurnID string `json:"turnId"`
+	// Its journal position.
+	Seq int64 `json:"seq"`
+	// The run attempt that produced it; a new attempt starts its answer again at offset 0.
+	Attempt int64 `json:"attempt"`
 	// Where text starts in the attempt's answer.
-	Offset int64  `json:"offset"`
-	Text   string `json:"text"`
+	Offset int64 `json:"offset"`
+	// The text.
+	Text string `json:"text"`
 }
 
 // An external effect the assistant proposed in a turn (a tool call that
 // needs a member's approval), and where its decision stands.
 type Approval struct {
-	ID     string `json:"id"`
+	// The approval's id: the effect's idempotency key.
+	ID string `json:"id"`
+	// The turn whose assistant proposed it.
 	TurnID string `json:"turnId"`
 	// The proposed tool.
 	Tool string `json:"tool"`
 	// The proposed call's arguments (secrets and personal data redacted, as in the journal).
-	Arguments JSON          `json:"arguments"`
-	State     ApprovalState `json:"state"`
+	Arguments JSON `json:"arguments"`
+	// Pending until a member decides or it expires.
+	State ApprovalState `json:"state"`
 	// When a pending approval expires; deciding after it is a CONFLICT.
 	ExpiresAt time.Time `json:"expiresAt"`
 	// Whether the approved effect has run (it runs at most once).
 	Executed bool `json:"executed"`
 }
 
+// How an approval was decided.
+type ApprovalDecisionRecord struct {
+	// The approval.
+	ApprovalID string `json:"approvalId"`
+	// APPROVED, REJECTED or EXPIRED.
+	State ApprovalState `json:"state"`
+	// The member who decided; null when it expired.
+	DecidedBy *string `json:"decidedBy,omitempty"`
+}
+
+// An external effect proposed for a member's decision.
+type ApprovalRequest struct {
+	// The approval to decide with decideApproval.
+	ApprovalID string `json:"approvalId"`
+	// The proposed tool.
+	Tool string `json:"tool"`
+	// The proposed call's arguments (secrets and personal data redacted).
+	Arguments JSON `json:"arguments"`
+	// When it expires undecided.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// A cancel command.
 type CancelTurnInput struct {
 	// Chosen by the client, a UUID; a retry reuses it.
 	CommandID string `json:"commandId"`
-	TurnID    string `json:"turnId"`
+	// The turn to cancel.
+	TurnID string `json:"turnId"`
+}
+
+// How far a run had come when it saved its progress.
+type CheckpointRecord struct {
+	// Model steps taken.
+	Steps int64 `json:"steps"`
+	// Tool calls made.
+	ToolCalls int64 `json:"toolCalls"`
+	// Messages in the run's context.
+	Messages int64 `json:"messages"`
 }
 
 // A source an answer cites, with its lineage.
 type Citation struct {
-	// The id the answer cites it by, e.g. doc:…
+	// Stable and unique: <turn id>/<ref>. (Before 0.2 it was what ref is now.)
 	ID string `json:"id"`
+	// The reference the answer cites it by, e.g. doc:<document id>#p0; unique within one answer.
+	Ref string `json:"ref"`
 	// The cited document, when the source is one.
 	DocumentID *string `json:"documentId,omitempty"`
 	// The source's title.
@@ -72,103 +123,228 @@ type Citation struct {
 	Digest *string `json:"digest,omitempty"`
 }
 
+// What a compaction summarised (not the summary itself).
+type CompactionRecord struct {
+	// Messages replaced by the summary.
+	Summarised int64 `json:"summarised"`
+	// Context tokens before.
+	TokensBefore int64 `json:"tokensBefore"`
+	// Context tokens after.
+	TokensAfter int64 `json:"tokensAfter"`
+}
+
+// A page of conversations (a Relay connection).
 type ConversationConnection struct {
-	Edges    []*ConversationEdge `json:"edges"`
-	PageInfo *PageInfo           `json:"pageInfo"`
+	// The conversations of this page, in order.
+	Edges []*ConversationEdge `json:"edges"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
 }
 
+// One conversation of a page and its cursor.
 type ConversationEdge struct {
-	Cursor string        `json:"cursor"`
-	Node   *Conversation `json:"node"`
+	// Pass as after to get the conversations that follow this one.
+	Cursor string `json:"cursor"`
+	// The conversation.
+	Node *Conversation `json:"node"`
 }
 
+// A conversation to create.
 type CreateConversationInput struct {
-	Title string           `json:"title"`
-	Kind  ConversationKind `json:"kind"`
+	// 1 to 200 characters.
+	Title string `json:"title"`
+	// Private or shared.
+	Kind ConversationKind `json:"kind"`
 	// The agent's slug; the default agent when omitted.
 	Agent *string `json:"agent,omitempty"`
 }
 
+// A member's decision on an approval.
 type DecideApprovalInput struct {
 	// The approval's id, from its approval_requested journal entry.
-	ApprovalID string           `json:"approvalId"`
-	Decision   ApprovalDecision `json:"decision"`
+	ApprovalID string `json:"approvalId"`
+	// Approve or reject.
+	Decision ApprovalDecision `json:"decision"`
 }
 
 // A document the caller may read.
 type Document struct {
-	ID    string `json:"id"`
+	// The document's id.
+	ID string `json:"id"`
+	// Its title.
 	Title string `json:"title"`
 	// The hex SHA-256 of the document's body, as citations carry it.
 	Digest string `json:"digest"`
 }
 
+// A page of documents (a Relay connection).
+type DocumentConnection struct {
+	// The documents of this page, in order.
+	Edges []*DocumentEdge `json:"edges"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One document of a page and its cursor.
+type DocumentEdge struct {
+	// Pass as after to get the documents that follow this one.
+	Cursor string `json:"cursor"`
+	// The document.
+	Node *Document `json:"node"`
+}
+
+// One entry of a conversation's journal, as the caller may read it. The
+// field named for the entry's kind (see JournalKind) is set; the others are
+// null.
 type JournalEntry struct {
+	// Stable and unique: <conversation id>:<seq>.
+	ID string `json:"id"`
+	// The room UUID.
 	ConversationID string `json:"conversationId"`
 	// Position in the conversation's journal, dense from 1.
-	Seq     int64       `json:"seq"`
-	Kind    JournalKind `json:"kind"`
-	TurnID  *string     `json:"turnId,omitempty"`
-	Attempt int64       `json:"attempt"`
-	ActorID *string     `json:"actorId,omitempty"`
-	// The entry's text, for kinds that carry one (accepted input, answer deltas, the answer).
-	Text      *string   `json:"text,omitempty"`
-	Payload   JSON      `json:"payload"`
+	Seq int64 `json:"seq"`
+	// What it records.
+	Kind JournalKind `json:"kind"`
+	// The turn it belongs to; null for membership entries.
+	TurnID *string `json:"turnId,omitempty"`
+	// The run attempt that wrote it (0 outside a run).
+	Attempt int64 `json:"attempt"`
+	// The member who caused it, when a member did.
+	ActorID *string `json:"actorId,omitempty"`
+	// The entry's text, for kinds that carry one (accepted input, answer deltas, the answer, steering).
+	Text *string `json:"text,omitempty"`
+	// The entry's raw payload.
+	Payload JSON `json:"payload"`
+	// When it was written.
 	CreatedAt time.Time `json:"createdAt"`
+	// TURN_ACCEPTED: who sent the message.
+	Accepted *TurnAccepted `json:"accepted,omitempty"`
+	// TURN_STARTED: the run.
+	Started *TurnStart `json:"started,omitempty"`
+	// ANSWER_DELTA: the text and where it goes.
+	Delta *AnswerDelta `json:"delta,omitempty"`
+	// TOOL_REQUESTED and TOOL_COMPLETED: the call.
+	Tool *ToolActivity `json:"tool,omitempty"`
+	// APPROVAL_REQUESTED: the proposed effect.
+	ApprovalRequest *ApprovalRequest `json:"approvalRequest,omitempty"`
+	// APPROVAL_DECIDED: how it was decided.
+	ApprovalDecision *ApprovalDecisionRecord `json:"approvalDecision,omitempty"`
+	// STEER_DELIVERED and STEER_REJECTED: the instruction.
+	Steer *SteerRecord `json:"steer,omitempty"`
+	// CHECKPOINT: how far the run had come.
+	Checkpoint *CheckpointRecord `json:"checkpoint,omitempty"`
+	// COMPACTION: what was summarised.
+	Compaction *CompactionRecord `json:"compaction,omitempty"`
+	// TURN_ANSWER: the answer, its citations and artifacts, as the caller may read them.
+	Answer *TurnAnswer `json:"answer,omitempty"`
+	// TURN_TERMINAL: how the turn ended.
+	Terminal *TurnTerminal `json:"terminal,omitempty"`
+	// MEMBER_JOINED and MEMBER_LEFT: who.
+	Membership *MembershipChange `json:"membership,omitempty"`
 }
 
+// A page of a conversation's journal.
 type JournalPage struct {
+	// The entries, in position order.
 	Entries []*JournalEntry `json:"entries"`
 	// The conversation's newest position.
-	Head    int64 `json:"head"`
-	HasMore bool  `json:"hasMore"`
+	Head int64 `json:"head"`
+	// Whether entries follow the last one of this page.
+	HasMore bool `json:"hasMore"`
 }
 
+// A person of the organisation, as the identity provider names them.
 type Member struct {
-	ID          string `json:"id"`
-	Email       string `json:"email"`
+	// The member's id.
+	ID string `json:"id"`
+	// The verified email, lowercased: the principal document ACLs name.
+	Email string `json:"email"`
+	// The name to show.
 	DisplayName string `json:"displayName"`
 }
 
+// A change of a room's membership.
+type MembershipChange struct {
+	// The member who joined or left.
+	MemberID string `json:"memberId"`
+	// The room's audience version after the change.
+	AudienceVersion int64 `json:"audienceVersion"`
+}
+
+// The writes. Each is safe to retry: submitMessage by its idempotencyKey,
+// cancelTurn and steerTurn by their commandId, decideApproval by the decision
+// itself; the others converge on the state they name.
 type Mutation struct {
 }
 
+// Where a page sits in its list (Relay). Pages are forward only: first and after.
 type PageInfo struct {
-	HasNextPage bool    `json:"hasNextPage"`
-	EndCursor   *string `json:"endCursor,omitempty"`
+	// Whether more follow endCursor.
+	HasNextPage bool `json:"hasNextPage"`
+	// Whether entries come before startCursor: true when the page was asked for after a cursor.
+	HasPreviousPage bool `json:"hasPreviousPage"`
+	// The cursor of the page's first edge; null for an empty page.
+	StartCursor *string `json:"startCursor,omitempty"`
+	// The cursor of the page's last edge; null for an empty page.
+	EndCursor *string `json:"endCursor,omitempty"`
 }
 
+// The reads. Each answers only what the caller may see now.
 type Query struct {
 }
 
+// A turn to recover.
 type ResumeTurnInput struct {
+	// The turn.
 	TurnID string `json:"turnId"`
 }
 
+// A member of a shared conversation.
 type RoomMemberInput struct {
+	// The room UUID, WEB_ channel or public key.
 	ConversationID string `json:"conversationId"`
-	Email          string `json:"email"`
+	// The member's email.
+	Email string `json:"email"`
 }
 
+// A steering instruction and what became of it.
+type SteerRecord struct {
+	// The client's command id.
+	CommandID string `json:"commandId"`
+	// The member who steered.
+	ActorID string `json:"actorId"`
+	// The instruction.
+	Text string `json:"text"`
+	// DELIVERED, or REJECTED when the turn ended first.
+	State CommandState `json:"state"`
+}
+
+// The steer command as it stands after steerTurn.
 type SteerResult struct {
-	CommandID string       `json:"commandId"`
-	State     CommandState `json:"state"`
+	// The client's command id.
+	CommandID string `json:"commandId"`
+	// Pending until the run's next step boundary delivers it.
+	State CommandState `json:"state"`
 	// The steered turn, as it is now.
 	Turn *Turn `json:"turn"`
 }
 
+// A steer command.
 type SteerTurnInput struct {
 	// Chosen by the client, a UUID; a retry reuses it.
 	CommandID string `json:"commandId"`
-	TurnID    string `json:"turnId"`
+	// The turn to steer.
+	TurnID string `json:"turnId"`
 	// The instruction for the run: 1 to 4000 bytes.
 	Text string `json:"text"`
 }
 
+// A member's message.
 type SubmitMessageInput struct {
 	// The room UUID, WEB_ channel or public key.
 	ConversationID string `json:"conversationId"`
-	Text           string `json:"text"`
+	// The message: not blank, at most 16,000 characters by default (TURNGATE_MAX_TEXT).
+	Text string `json:"text"`
 	// Chosen by the client: 1 to 128 characters of A-Z a-z 0-9 . _ : -
 	IdempotencyKey string `json:"idempotencyKey"`
 	// Route this one turn to a specialist of the caller's effective roster
@@ -184,22 +360,84 @@ type SubmitMessageInput struct {
 	ArtifactIds []string `json:"artifactIds,omitempty"`
 }
 
+// The live streams. Each replays from the database after a position, then
+// follows live entries: resume after any disconnect (a dropped socket, a
+// restarted server, another replica) by passing the last position seen.
 type Subscription struct {
 }
 
+// A tool call: requested by the assistant, then completed or refused by the backend.
+type ToolActivity struct {
+	// The call's id, shared by its requested and completed entries.
+	CallID string `json:"callId"`
+	// The tool's name.
+	Name string `json:"name"`
+	// TOOL_REQUESTED: the call's arguments (secrets and personal data redacted).
+	Arguments JSON `json:"arguments,omitempty"`
+	// TOOL_COMPLETED: ok, or why not (forbidden, refused, bad_arguments, failed, not_found, ...).
+	Status *string `json:"status,omitempty"`
+	// TOOL_COMPLETED: the size of the result the assistant received.
+	Bytes *int64 `json:"bytes,omitempty"`
+	// TOOL_COMPLETED: the citation references the result offered, as the caller may read them.
+	Citations []string `json:"citations,omitempty"`
+}
+
+// Who sent a turn's message.
+type TurnAccepted struct {
+	// The author's member id.
+	AuthorID string `json:"authorId"`
+	// The author's display name when the message was accepted.
+	AuthorName string `json:"authorName"`
+}
+
+// A turn's final answer.
+type TurnAnswer struct {
+	// The answer text (Markdown).
+	Text string `json:"text"`
+	// The sources it cites that the caller may read now.
+	Citations []*Citation `json:"citations"`
+	// The artifacts it references.
+	Artifacts []*AnswerArtifact `json:"artifacts"`
+}
+
+// A run of a turn.
+type TurnStart struct {
+	// The attempt this run is: 1, more after a recovery.
+	Attempt int64 `json:"attempt"`
+	// The version of the agent the turn runs.
+	AgentVersion int64 `json:"agentVersion"`
+	// Whether this run took over one that was lost.
+	Recovered bool `json:"recovered"`
+}
+
+// How a turn ended: its outcome and why.
+type TurnTerminal struct {
+	// COMPLETED, FAILED or CANCELLED.
+	Outcome TurnState `json:"outcome"`
+	// Why.
+	Reason TerminalReason `json:"reason"`
+}
+
+// What a turn's recorded work spent.
 type Usage struct {
-	InputTokens  int64 `json:"inputTokens"`
+	// Prompt tokens over every model call.
+	InputTokens int64 `json:"inputTokens"`
+	// Generated tokens over every model call.
 	OutputTokens int64 `json:"outputTokens"`
 	// Model steps, including compaction.
 	ModelCalls int64 `json:"modelCalls"`
-	ToolCalls  int64 `json:"toolCalls"`
+	// Tool calls the backend executed.
+	ToolCalls int64 `json:"toolCalls"`
 }
 
+// A member's decision on an approval.
 type ApprovalDecision string
 
 const (
+	// Let the effect run, once.
 	ApprovalDecisionApprove ApprovalDecision = "APPROVE"
-	ApprovalDecisionReject  ApprovalDecision = "REJECT"
+	// The effect never runs.
+	ApprovalDecisionReject ApprovalDecision = "REJECT"
 )
 
 var AllApprovalDecision = []ApprovalDecision{
@@ -250,12 +488,15 @@ func (e ApprovalDecision) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Where an approval stands.
 type ApprovalState string
 
 const (
 	// Waiting for a member's decision.
-	ApprovalStatePending  ApprovalState = "PENDING"
+	ApprovalStatePending ApprovalState = "PENDING"
+	// A member approved it; the effect runs once.
 	ApprovalStateApproved ApprovalState = "APPROVED"
+	// A member rejected it; the effect never runs.
 	ApprovalStateRejected ApprovalState = "REJECTED"
 	// No member decided in time: the effect never runs.
 	ApprovalStateExpired ApprovalState = "EXPIRED"
@@ -311,6 +552,7 @@ func (e ApprovalState) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Where a steer or cancel command stands.
 type CommandState string
 
 const (
@@ -371,11 +613,14 @@ func (e CommandState) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Who a conversation is for.
 type ConversationKind string
 
 const (
+	// Its owner alone: the assistant sees what the owner may read.
 	ConversationKindPrivate ConversationKind = "PRIVATE"
-	ConversationKindShared  ConversationKind = "SHARED"
+	// Several members: the assistant sees only what every member may read.
+	ConversationKindShared ConversationKind = "SHARED"
 )
 
 var AllConversationKind = []ConversationKind{
@@ -426,25 +671,40 @@ func (e ConversationKind) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it.
 type JournalKind string
 
 const (
-	JournalKindTurnAccepted      JournalKind = "TURN_ACCEPTED"
-	JournalKindTurnStarted       JournalKind = "TURN_STARTED"
-	JournalKindAnswerDelta       JournalKind = "ANSWER_DELTA"
-	JournalKindToolRequested     JournalKind = "TOOL_REQUESTED"
-	JournalKindToolCompleted     JournalKind = "TOOL_COMPLETED"
+	// A member's message was accepted as a turn (accepted).
+	JournalKindTurnAccepted JournalKind = "TURN_ACCEPTED"
+	// A run of the turn started, or a recovery took a lost one over (started).
+	JournalKindTurnStarted JournalKind = "TURN_STARTED"
+	// Answer text as it streams (delta).
+	JournalKindAnswerDelta JournalKind = "ANSWER_DELTA"
+	// The assistant asked the backend to run a tool (tool).
+	JournalKindToolRequested JournalKind = "TOOL_REQUESTED"
+	// The backend ran it, or refused (tool).
+	JournalKindToolCompleted JournalKind = "TOOL_COMPLETED"
+	// An external effect waits for a member's decision (approvalRequest).
 	JournalKindApprovalRequested JournalKind = "APPROVAL_REQUESTED"
-	JournalKindApprovalDecided   JournalKind = "APPROVAL_DECIDED"
-	JournalKindSteerDelivered    JournalKind = "STEER_DELIVERED"
-	// A steering instruction the turn ended before delivering; payload: commandId, actorId, text, reason, outcome, terminalReason.
+	// The approval was decided or expired (approvalDecision).
+	JournalKindApprovalDecided JournalKind = "APPROVAL_DECIDED"
+	// A steering instruction reached the run (steer).
+	JournalKindSteerDelivered JournalKind = "STEER_DELIVERED"
+	// A steering instruction the turn ended before delivering (steer).
 	JournalKindSteerRejected JournalKind = "STEER_REJECTED"
-	JournalKindCheckpoint    JournalKind = "CHECKPOINT"
-	JournalKindCompaction    JournalKind = "COMPACTION"
-	JournalKindTurnAnswer    JournalKind = "TURN_ANSWER"
-	JournalKindTurnTerminal  JournalKind = "TURN_TERMINAL"
-	JournalKindMemberJoined  JournalKind = "MEMBER_JOINED"
-	JournalKindMemberLeft    JournalKind = "MEMBER_LEFT"
+	// The run saved its progress (checkpoint).
+	JournalKindCheckpoint JournalKind = "CHECKPOINT"
+	// The run summarised older context to stay within its window (compaction).
+	JournalKindCompaction JournalKind = "COMPACTION"
+	// The final answer with its citations and artifacts (answer).
+	JournalKindTurnAnswer JournalKind = "TURN_ANSWER"
+	// The turn ended: exactly one per turn (terminal).
+	JournalKindTurnTerminal JournalKind = "TURN_TERMINAL"
+	// A member joined the room (membership).
+	JournalKindMemberJoined JournalKind = "MEMBER_JOINED"
+	// A member left or was removed (membership).
+	JournalKindMemberLeft JournalKind = "MEMBER_LEFT"
 )
 
 var AllJournalKind = []JournalKind{
@@ -508,10 +768,13 @@ func (e JournalKind) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// A member's role in a conversation.
 type RoomRole string
 
 const (
-	RoomRoleOwner  RoomRole = "OWNER"
+	// Created it: adds and removes members, and may command every turn.
+	RoomRoleOwner RoomRole = "OWNER"
+	// Invited by the owner: reads the room and commands their own turns.
 	RoomRoleMember RoomRole = "MEMBER"
 )
 
@@ -563,13 +826,114 @@ func (e RoomRole) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Why a turn ended. One value per cause a member or an operator would act on
+// differently; RUNTIME_FAILED covers the rest.
+type TerminalReason string
+
+const (
+	// The assistant answered.
+	TerminalReasonCompleted TerminalReason = "COMPLETED"
+	// A member cancelled it (the author, or the owner of a shared room).
+	TerminalReasonCancelledByMember TerminalReason = "CANCELLED_BY_MEMBER"
+	// Its author left or was removed from the room before it ended.
+	TerminalReasonMembershipRevoked TerminalReason = "MEMBERSHIP_REVOKED"
+	// A member who may not read what the answer drew on joined before it was published.
+	TerminalReasonAudienceWithheld TerminalReason = "AUDIENCE_WITHHELD"
+	// It spent its budget of steps, tool calls, tokens or wall time.
+	TerminalReasonBudgetExhausted TerminalReason = "BUDGET_EXHAUSTED"
+	// Its runs kept dying; recovery gave up after the configured attempts.
+	TerminalReasonRecoveryExhausted TerminalReason = "RECOVERY_EXHAUSTED"
+	// Its run lost its lease (another runner took the turn over) and could not finish.
+	TerminalReasonInputLeaseLost TerminalReason = "INPUT_LEASE_LOST"
+	// The model provider rate limited the request (HTTP 429).
+	TerminalReasonModelRateLimited TerminalReason = "MODEL_RATE_LIMITED"
+	// The model provider failed (HTTP 5xx) or could not be reached.
+	TerminalReasonModelUnavailable TerminalReason = "MODEL_UNAVAILABLE"
+	// The model provider refused the configured credentials (HTTP 401/403).
+	TerminalReasonModelAuthFailed TerminalReason = "MODEL_AUTH_FAILED"
+	// The model's stream was cut before it finished.
+	TerminalReasonModelStreamCut TerminalReason = "MODEL_STREAM_CUT"
+	// The model's stream went silent for longer than the idle bound.
+	TerminalReasonModelStreamIdle TerminalReason = "MODEL_STREAM_IDLE"
+	// The agent's model route is not configured, or the policy does not allow its model.
+	TerminalReasonModelRouteInvalid TerminalReason = "MODEL_ROUTE_INVALID"
+	// Any other failure of the run.
+	TerminalReasonRuntimeFailed TerminalReason = "RUNTIME_FAILED"
+)
+
+var AllTerminalReason = []TerminalReason{
+	TerminalReasonCompleted,
+	TerminalReasonCancelledByMember,
+	TerminalReasonMembershipRevoked,
+	TerminalReasonAudienceWithheld,
+	TerminalReasonBudgetExhausted,
+	TerminalReasonRecoveryExhausted,
+	TerminalReasonInputLeaseLost,
+	TerminalReasonModelRateLimited,
+	TerminalReasonModelUnavailable,
+	TerminalReasonModelAuthFailed,
+	TerminalReasonModelStreamCut,
+	TerminalReasonModelStreamIdle,
+	TerminalReasonModelRouteInvalid,
+	TerminalReasonRuntimeFailed,
+}
+
+func (e TerminalReason) IsValid() bool {
+	switch e {
+	case TerminalReasonCompleted, TerminalReasonCancelledByMember, TerminalReasonMembershipRevoked, TerminalReasonAudienceWithheld, TerminalReasonBudgetExhausted, TerminalReasonRecoveryExhausted, TerminalReasonInputLeaseLost, TerminalReasonModelRateLimited, TerminalReasonModelUnavailable, TerminalReasonModelAuthFailed, TerminalReasonModelStreamCut, TerminalReasonModelStreamIdle, TerminalReasonModelRouteInvalid, TerminalReasonRuntimeFailed:
+		return true
+	}
+	return false
+}
+
+func (e TerminalReason) String() string {
+	return string(e)
+}
+
+func (e *TerminalReason) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TerminalReason(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TerminalReason", str)
+	}
+	return nil
+}
+
+func (e TerminalReason) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TerminalReason) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TerminalReason) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where a turn is in its life. QUEUED and RUNNING end in exactly one of the other three.
 type TurnState string
 
 const (
-	TurnStateQueued    TurnState = "QUEUED"
-	TurnStateRunning   TurnState = "RUNNING"
+	// Accepted and waiting for its place in the room's lane.
+	TurnStateQueued TurnState = "QUEUED"
+	// A runner holds it and the assistant is working.
+	TurnStateRunning TurnState = "RUNNING"
+	// Ended with an answer.
 	TurnStateCompleted TurnState = "COMPLETED"
-	TurnStateFailed    TurnState = "FAILED"
+	// Ended without an answer; reason says why.
+	TurnStateFailed TurnState = "FAILED"
+	// Ended by a member's cancel.
 	TurnStateCancelled TurnState = "CANCELLED"
 )
 

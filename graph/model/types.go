@@ -24,18 +24,20 @@ type Conversation struct {
 }
 
 type Turn struct {
-	ID             string     `json:"id"`
-	ConversationID string     `json:"conversationId"`
-	IdempotencyKey string     `json:"idempotencyKey"`
-	Position       int64      `json:"position"`
-	State          TurnState  `json:"state"`
-	Input          string     `json:"input"`
-	Answer         *string    `json:"answer,omitempty"`
-	Attempt        int64      `json:"attempt"`
-	TerminalReason *string    `json:"terminalReason,omitempty"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	StartedAt      *time.Time `json:"startedAt,omitempty"`
-	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+	ID             string    `json:"id"`
+	ConversationID string    `json:"conversationId"`
+	IdempotencyKey string    `json:"idempotencyKey"`
+	Position       int64     `json:"position"`
+	State          TurnState `json:"state"`
+	Input          string    `json:"input"`
+	Answer         *string   `json:"answer,omitempty"`
+	Attempt        int64     `json:"attempt"`
+	TerminalReason *string   `json:"terminalReason,omitempty"`
+	// Terminal is how the turn ended; nil until it has.
+	Terminal   *TurnTerminal `json:"terminal,omitempty"`
+	CreatedAt  time.Time     `json:"createdAt"`
+	StartedAt  *time.Time    `json:"startedAt,omitempty"`
+	FinishedAt *time.Time    `json:"finishedAt,omitempty"`
 
 	AuthorID string `json:"-"`
 	// UsageJSON is the turn's settled usage column, decoded by the usage
@@ -44,6 +46,7 @@ type Turn struct {
 }
 
 type RoomMember struct {
+	ID       string    `json:"id"`
 	Member   *Member   `json:"member"`
 	Role     RoomRole  `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
