@@ -6,7 +6,7 @@ PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
 RACE_PKGS := ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
-.PHONY: run build test vet check-generate generate bench chaos fuzz clean
+.PHONY: run build test vet check-generate generate bench chaos fuzz clean npm web
 
 run: build
 	$(BIN) serve
@@ -14,7 +14,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./server
 
-test: check-generate vet
+test: npm check-generate vet
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
 
@@ -23,17 +23,28 @@ vet:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# npm installs the TypeScript client's and the web app's packages (exactly
+# the locked versions) where they are missing. make run and go build need
+# none of it: the built web app is committed.
+NPM_DIRS := clients/ts
+npm:
+	@for d in $(NPM_DIRS); do \
+	  [ -d $$d/node_modules ] || (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+	done
+
 # generate: ent first, then the migration diff (on a throwaway private
-# Postgres), then gqlgen. A stale generated.go still compiles but fails at
-# run time, so the order matters.
-generate:
+# Postgres), then gqlgen, then the TypeScript client's typed documents
+# (graphql-codegen). A stale generated.go still compiles but fails at run
+# time, so the order matters.
+generate: npm
 	cd ent && $(GO) run entc.go
 	cd migrations && $(GO) run gen.go
 	$(GO) tool gqlgen generate --config gqlgen.yml
+	cd clients/ts && npx graphql-codegen --config codegen.ts --silent
 
 # check-generate fails when `make generate` changes anything: the committed
 # generated code must be exactly what the generators write.
-GEN_PATHS := ent graph migrations schema.graphql gqlgen.yml
+GEN_PATHS := ent graph migrations schema.graphql gqlgen.yml clients/ts/src/generated
 gen_state = { git status --porcelain -- $(GEN_PATHS); git diff -- $(GEN_PATHS); } | sha1sum
 check-generate:
 	@before=$$($(gen_state)); $(MAKE) --no-print-directory generate; after=$$($(gen_state)); \

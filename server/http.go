@@ -60,7 +60,10 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 			return ctx, nil, nil
 		},
 	})
-	gql.AddTransport(transport.SSE{})
+	// SSE comments every 15 s keep proxies from closing an idle stream
+	// and let clients tell a silent dead connection (they resume after
+	// 45 s without a byte).
+	gql.AddTransport(transport.SSE{KeepAlivePingInterval: 15 * time.Second})
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})

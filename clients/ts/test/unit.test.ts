@@ -1,0 +1,58 @@
+// The client's pure parts: backoff with jitter, and folding entries.
+import { describe, expect, it } from 'vitest';
+
+import { backoff, defaultRetry, TurnFolder, type Entry } from '../src/index.js';
+import { isRetryable } from '../src/errors.js';
+
+function entry(seq: number, kind: Entry['kind'], extra: Partial<Entry> = {}): Entry {
+  return {
+    id: `r:${seq}`, conversationId: 'r', seq, kind, turnId: 't', attempt: 1, actorId: null, text: null,
+    createdAt: '', accepted: null, started: null, delta: null, tool: null, approvalRequest: null, approvalDecision: null, steer: null,
+    answer: null, terminal: null, membership: null, ...extra,
+  };
+}
+const delta = (seq: number, offset: number, text: string, attempt = 1) =>
+  entry(seq, 'ANSWER_DELTA', { delta: { id: `r:${seq}`, turnId: 't', seq, attempt, offset, text } });
+
+describe('backoff', () => {
+  it('is full jitter under a doubling bound, capped, with the server\'s retryAfter as a floor', () => {
+    expect(backoff(defaultRetry, 0, 0, () => 1)).toBe(250);
+    expect(backoff(defaultRetry, 3, 0, () => 1)).toBe(2_000);
+    expect(backoff(defaultRetry, 30, 0, () => 1)).toBe(5_000);
+    expect(backoff(defaultRetry, 3, 0, () => 0)).toBe(0);
+    expect(backoff(defaultRetry, 0, 900, () => 0.5)).toBe(900);
+  });
+  it('retries only network, RATE_LIMITED and UNAVAILABLE', () => {
+    expect(['NETWORK', 'RATE_LIMITED', 'UNAVAILABLE'].every((c) => isRetryable(c as never))).toBe(true);
+    expect(['UNAUTHENTICATED', 'FORBIDDEN', 'NOT_FOUND', 'BAD_USER_INPUT', 'CONFLICT', 'INTERNAL'].some((c) => isRetryable(c as never))).toBe(false);
+  });
+});
+
+describe('TurnFolder', () => {
+  it('ignores entries at or below its position, and places deltas by offset', () => {
+    const f = new TurnFolder();
+    f.apply(entry(1, 'TURN_ACCEPTED', { text: 'q', accepted: { authorId: 'a', authorName: 'Alice' } }));
+    f.apply(entry(2, 'TURN_STARTED', { started: { attempt: 1, agentVersion: 1, recovered: false } }));
+    f.apply(delta(3, 0, 'Hello, '));
+    expect(f.apply(delta(3, 0, 'Hello, '))).toBe(false);
+    f.apply(delta(4, 7, 'world'));
+    expect(f.get('t')?.answer).toBe('Hello, world');
+    // A recovered attempt starts its answer again at offset 0.
+    f.apply(entry(5, 'TURN_STARTED', { attempt: 2, started: { attempt: 2, agentVersion: 1, recovered: true } }));
+    f.apply(delta(6, 0, 'Hi', 2));
+    expect(f.get('t')?.answer).toBe('Hi');
+    expect(f.get('t')?.attempt).toBe(2);
+  });
+  it('counts the unfinished turns ahead of a waiting one', () => {
+    const f = new TurnFolder();
+    const accepted = (seq: number, id: string) => entry(seq, 'TURN_ACCEPTED', { turnId: id, text: id });
+    f.apply(accepted(1, 'a'));
+    f.apply(accepted(2, 'b'));
+    f.apply(accepted(3, 'c'));
+    expect(f.turns().map((t) => t.queuePosition)).toEqual([0, 1, 2]);
+    f.apply(entry(4, 'TURN_STARTED', { turnId: 'a' }));
+    expect(f.turns().map((t) => t.queuePosition)).toEqual([null, 1, 2]);
+    f.apply(entry(5, 'TURN_TERMINAL', { turnId: 'a', terminal: { outcome: 'COMPLETED', reason: 'COMPLETED' } }));
+    expect(f.turns().map((t) => t.queuePosition)).toEqual([null, 0, 1]);
+  });
+});

@@ -1,0 +1,14 @@
+import { defineConfig } from 'vitest/config';
+
+// The tests run against a real turngate that the Go test
+// server/tsclient_test.go starts (replicas behind one front door, with a
+// control endpoint); see test/world.ts. They share it, so they run one at
+// a time.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    fileParallelism: false,
+    testTimeout: 120_000,
+    hookTimeout: 60_000,
+  },
+});

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// nodeTool finds a Node.js tool (node, npm, npx) or fails the test: the
+// TypeScript client and the web app are part of the suite, and `make
+// test` installs what they need (see the Makefile's npm target).
+func nodeTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: the TypeScript tests need Node.js 20 and npm (Debian: apt-get install nodejs npm)", name)
+	}
+	return p
+}
+
+// npmInstalled runs `npm ci` in dir when its node_modules is missing.
+func npmInstalled(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
+		return
+	}
+	cmd := exec.Command(nodeTool(t, "npm"), "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+}
+
+// TestTypeScriptClient runs the TypeScript client's tests (vitest, in
+// clients/ts/test) against real turngate processes on one database behind
+// one front door, whose control endpoint the tests use to drop
+// connections, kill -9 and restart replicas and fail over between them.
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.Abs("../clients/ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npx := nodeTool(t, "npx")
+	npmInstalled(t, dir)
+	// The package type-checks, tests included, and builds to ESM with
+	// its declarations.
+	for _, script := range []string{"typecheck", "build"} {
+		cmd := exec.Command(nodeTool(t, "npm"), "run", "--silent", script)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm run %s: %v\n%s", script, err, out)
+		}
+	}
+	for _, f := range []string{"index.js", "index.d.ts", "react.js", "react.d.ts"} {
+		if _, err := os.Stat(filepath.Join(dir, "dist", f)); err != nil {
+			t.Fatalf("the package build lacks %s: %v", f, err)
+		}
+	}
+	bin := buildBinary(t)
+	w := newProcessWorld(t, bin, "turngate-ts-")
+	// Short leases so a killed run is recovered in seconds; a paced model
+	// so an answer streams long enough to be interrupted; a small command
+	// bucket so a burst of submits meets RATE_LIMITED.
+	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
+		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose")
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("vitest: %v\n%s", err, out)
+	}
+	if testing.Verbose() {
+		t.Logf("%s", out)
+	}
+}
