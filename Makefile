@@ -6,7 +6,7 @@ PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
 RACE_PKGS := ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
-.PHONY: run build test vet check-generate generate bench chaos fuzz clean npm web
+.PHONY: run build test vet check-generate generate bench chaos fuzz clean npm web check-web
 
 run: build
 	$(BIN) serve
@@ -14,7 +14,7 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./server
 
-test: npm check-generate vet
+test: npm check-generate check-web vet
 	$(GO) test -count=1 -timeout 12m $(PKGS)
 	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
 
@@ -26,7 +26,7 @@ vet:
 # npm installs the TypeScript client's and the web app's packages (exactly
 # the locked versions) where they are missing. make run and go build need
 # none of it: the built web app is committed.
-NPM_DIRS := clients/ts
+NPM_DIRS := clients/ts web/app
 npm:
 	@for d in $(NPM_DIRS); do \
 	  [ -d $$d/node_modules ] || (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
@@ -51,6 +51,22 @@ check-generate:
 	  if [ "$$before" != "$$after" ]; then \
 	    echo "generated code is stale: run make generate and commit the result"; \
 	    git status --porcelain -- $(GEN_PATHS); exit 1; fi
+
+# web rebuilds the chat web app into web/app/dist, which the binary embeds
+# (committed, so make run and go build need no Node.js).
+web: npm
+	cd web/app && npm run --silent build
+
+# check-web fails when the committed web app is not what make web builds
+# from the committed sources (esbuild's output is byte-identical for the
+# same sources and lockfiles).
+WEB_PATHS := web/app/dist
+web_state = { git status --porcelain -- $(WEB_PATHS); git diff -- $(WEB_PATHS); } | sha1sum
+check-web:
+	@before=$$($(web_state)); $(MAKE) --no-print-directory web >/dev/null; after=$$($(web_state)); \
+	  if [ "$$before" != "$$after" ]; then \
+	    echo "the built web app is stale: run make web and commit web/app/dist"; \
+	    git status --porcelain -- $(WEB_PATHS); exit 1; fi
 
 # bench prints the benchmarks' figures: durable acceptance (and its ratio to
 # a raw transaction), turns against River, recovery after kill -9, the token

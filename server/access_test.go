@@ -142,7 +142,8 @@ func TestRemovedMemberStreamEnds(t *testing.T) {
 }
 
 // TestHealthzAndExplorer: /healthz answers while the database does, and
-// the explorer at / comes with the demo envelope pre-filled in dev mode.
+// the explorer at /graphiql/ (and the chat at /) come with the demo
+// envelope pre-filled in dev mode.
 func TestHealthzAndExplorer(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -154,14 +155,16 @@ func TestHealthzAndExplorer(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("/healthz: HTTP %d", res.StatusCode)
 	}
-	res, err = http.Get(h.base + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !strings.Contains(string(body), h.cfg.IdentityHeader) {
-		t.Fatalf("explorer: HTTP %d, identity header pre-filled: %v", res.StatusCode, strings.Contains(string(body), h.cfg.IdentityHeader))
+	for _, path := range []string{"/graphiql/", "/"} {
+		res, err = http.Get(h.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(body), h.cfg.IdentityHeader) {
+			t.Fatalf("explorer %s: HTTP %d, identity header pre-filled: %v", path, res.StatusCode, strings.Contains(string(body), h.cfg.IdentityHeader))
+		}
 	}
 }
 

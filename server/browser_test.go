@@ -84,7 +84,7 @@ func TestExplorerStreamsATurnInABrowser(t *testing.T) {
 	// and the Headers editor holds the envelope.
 	const execute = `button[aria-label^="Execute query"]`
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(h.base+"/"),
+		chromedp.Navigate(h.base+"/graphiql/"),
 		chromedp.WaitVisible(chromedp.CSS(execute+`[aria-haspopup="menu"]`)),
 	); err != nil {
 		t.Fatalf("explorer never became ready: %v", err)

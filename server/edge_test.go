@@ -428,38 +428,41 @@ func TestCommandRateLimit(t *testing.T) {
 	}
 }
 
-// TestDevEnvelopeOnlyForLoopbackHost: in dev mode the explorer page
-// carries a ready identity envelope only when loaded by a loopback name,
-// so a page of another name resolving here (DNS rebinding) cannot read it.
+// TestDevEnvelopeOnlyForLoopbackHost: in dev mode the explorer page (and
+// the chat page) carries a ready identity envelope only when loaded by a
+// loopback name, so a page of another name resolving here (DNS
+// rebinding) cannot read it.
 func TestDevEnvelopeOnlyForLoopbackHost(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	port := h.base[strings.LastIndex(h.base, ":"):]
-	page := func(host string) string {
-		req, err := http.NewRequest(http.MethodGet, h.base+"/", nil)
-		if err != nil {
-			t.Fatal(err)
+	for _, path := range []string{"/graphiql/", "/"} {
+		page := func(host string) string {
+			req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			res, err := httpClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			raw, _ := io.ReadAll(res.Body)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s with Host %s: HTTP %d", path, host, res.StatusCode)
+			}
+			return string(raw)
 		}
-		req.Host = host
-		res, err := httpClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "[::1]" + port, "127.0.0.1"} {
+			if !strings.Contains(page(host), "eyJ") {
+				t.Errorf("Host %s: no envelope in the dev page", host)
+			}
 		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET / with Host %s: HTTP %d", host, res.StatusCode)
-		}
-		return string(raw)
-	}
-	for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "[::1]" + port, "127.0.0.1"} {
-		if !strings.Contains(page(host), "eyJ") {
-			t.Errorf("Host %s: no envelope in the dev page", host)
-		}
-	}
-	for _, host := range []string{"rebound.example" + port, "localhost.example" + port, "10.0.0.1" + port, "rebound.example"} {
-		if strings.Contains(page(host), "eyJ") {
-			t.Errorf("Host %s: the page carries an envelope", host)
+		for _, host := range []string{"rebound.example" + port, "localhost.example" + port, "10.0.0.1" + port, "rebound.example"} {
+			if strings.Contains(page(host), "eyJ") {
+				t.Errorf("Host %s: the page carries an envelope", host)
+			}
 		}
 	}
 }

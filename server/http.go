@@ -89,30 +89,32 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /artifacts/{id}", a.downloadArtifact)
 	explorer := web.Config{Endpoint: "/graphql", Title: "turngate"}
-	var page http.Handler = web.Handler(explorer)
+	app := web.AppConfig{Endpoint: "/graphql", Header: a.cfg.IdentityHeader, Title: "turngate"}
+	var page, chat http.Handler = web.Handler(explorer), web.App(app)
 	if a.signer != nil {
 		// Dev mode: the explorer opens signed in as the first demo
-		// member, on the tour of the demo's shared room — but only for
-		// a page loaded by a loopback Host, so a page of another name
-		// that resolves here (DNS rebinding) never reads the envelope.
-		tok, err := a.DevToken(demo.People[0].Email, 30*24*time.Hour)
-		if err != nil {
-			return nil, err
+		// member, on the tour of the demo's shared room, and the chat as
+		// the first demo member with a switch to the others — but only
+		// for a page loaded by a loopback Host, so a page of another
+		// name that resolves here (DNS rebinding) never reads an
+		// envelope.
+		for _, p := range demo.People {
+			tok, err := a.DevToken(p.Email, 30*24*time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			app.Dev = append(app.Dev, web.DevMember{Email: p.Email, Name: p.Name, Token: tok})
 		}
-		explorer.Headers = map[string]string{a.cfg.IdentityHeader: tok}
+		explorer.Headers = map[string]string{a.cfg.IdentityHeader: app.Dev[0].Token}
 		if team, err := demo.TeamRoom(ctx, a.client); err == nil {
 			explorer.DefaultQuery = demo.Tour(team.ID.String())
 		}
-		plain, signedIn := page, web.Handler(explorer)
-		page = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if loopbackHost(r.Host) {
-				signedIn.ServeHTTP(w, r)
-				return
-			}
-			plain.ServeHTTP(w, r)
-		})
+		page, chat = loopbackOnly(web.Handler(explorer), page), loopbackOnly(web.App(app), chat)
 	}
-	mux.Handle("/", page)
+	// GraphiQL lives at /graphiql/ (its assets are relative to it).
+	mux.Handle("/graphiql/", http.StripPrefix("/graphiql", page))
+	mux.Handle("GET /graphiql", http.RedirectHandler("/graphiql/", http.StatusMovedPermanently))
+	mux.Handle("/", chat)
 	authed := authority.Middleware(verifier, a.cfg.IdentityHeader)(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBody)
@@ -122,6 +124,18 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 		}
 		authed.ServeHTTP(w, r)
 	}), nil
+}
+
+// loopbackOnly serves signedIn to pages loaded by a loopback Host and
+// plain to every other.
+func loopbackOnly(signedIn, plain http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loopbackHost(r.Host) {
+			signedIn.ServeHTTP(w, r)
+			return
+		}
+		plain.ServeHTTP(w, r)
+	})
 }
 
 // suggestions reports whether validation errors may say "did you mean":

@@ -72,7 +72,7 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	if err := app.Listen(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "turngate is serving GraphiQL at http://%s/\n", app.Addr())
+	fmt.Fprintf(stdout, "turngate is serving the chat at http://%s/ (GraphiQL at http://%s/graphiql/)\n", app.Addr(), app.Addr())
 	if cfg.Dev() {
 		tok, err := app.DevToken(demo.People[0].Email, 24*time.Hour)
 		if err == nil {

@@ -157,8 +157,9 @@ func readAddress(stdout interface{ Read([]byte) (int, error) }) (string, error) 
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving GraphiQL at "); ok {
-				found <- strings.TrimSuffix(rest, "/")
+			if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving the chat at "); ok {
+				base, _, _ := strings.Cut(rest, " ")
+				found <- strings.TrimSuffix(base, "/")
 			}
 		}
 	}()

@@ -55,17 +55,23 @@ type bundle struct {
 }
 
 var loadBundle = sync.OnceValues(func() (*bundle, error) {
+	return loadEmbedded(dist, "dist", "cd web/graphiql && npm ci && npm run build", "graphiql.js", "graphiql.css")
+})
+
+// loadEmbedded loads and hashes the files under root of fsys, and checks
+// that the required ones are there (rebuild says how to make them).
+func loadEmbedded(fsys embed.FS, root, rebuild string, required ...string) (*bundle, error) {
 	b := &bundle{assets: map[string]asset{}}
 	all := sha256.New()
-	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		data, err := dist.ReadFile(p)
+		data, err := fsys.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		name := strings.TrimPrefix(p, "dist/")
+		name := strings.TrimPrefix(p, root+"/")
 		sum := sha256.Sum256(data)
 		fmt.Fprintf(all, "%s\x00%x\x00", name, sum)
 		b.assets[name] = asset{
@@ -78,14 +84,14 @@ var loadBundle = sync.OnceValues(func() (*bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, required := range []string{"graphiql.js", "graphiql.css"} {
-		if _, ok := b.assets[required]; !ok {
-			return nil, fmt.Errorf("web: embedded bundle lacks %s; rebuild it with `cd web/graphiql && npm ci && npm run build`", required)
+	for _, name := range required {
+		if _, ok := b.assets[name]; !ok {
+			return nil, fmt.Errorf("web: embedded bundle lacks %s; rebuild it with `%s`", name, rebuild)
 		}
 	}
 	b.version = hex.EncodeToString(all.Sum(nil)[:8])
 	return b, nil
-})
+}
 
 // contentTypes pins the types of the files the bundle contains, so they do not
 // depend on the host's MIME database (mime.TypeByExtension reads
@@ -252,9 +258,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(h.index))
 		return
 	}
+	serveAsset(w, r, h.bundle, a)
+}
+
+// serveAsset writes an embedded file. A URL versioned with the bundle's
+// version (as the pages write them) is cached for good; any other
+// revalidates by ETag.
+func serveAsset(w http.ResponseWriter, r *http.Request, b *bundle, a asset) {
+	hdr := w.Header()
 	hdr.Set("Content-Type", a.contentType)
 	hdr.Set("ETag", a.etag)
-	if r.URL.Query().Get("v") == h.bundle.version {
+	if r.URL.Query().Get("v") == b.version {
 		// Versioned URL (as written by the index): the content behind it can
 		// never change, so let the browser keep it.
 		hdr.Set("Cache-Control", "public, max-age=31536000, immutable")

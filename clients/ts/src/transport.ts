@@ -68,7 +68,7 @@ export class Transport {
   }
 
   /** The envelope to send: asked once, and again (fresh) after UNAUTHENTICATED. */
-  private async envelope(fresh = false): Promise<string> {
+  async identity(fresh = false): Promise<string> {
     if (fresh || this.token === undefined) this.token = await this.opts.identity();
     return this.token;
   }
@@ -79,12 +79,12 @@ export class Transport {
    * it. The same envelope fails closed at once.
    */
   private async withIdentity<T>(op: (token: string) => Promise<T>): Promise<T> {
-    const token = await this.envelope();
+    const token = await this.identity();
     try {
       return await op(token);
     } catch (err) {
       if (!(err instanceof TurngateError) || err.code !== 'UNAUTHENTICATED') throw err;
-      const again = await this.envelope(true);
+      const again = await this.identity(true);
       if (again === token) throw err;
       return op(again);
     }
@@ -170,7 +170,7 @@ export class Transport {
       retryAttempts: 0,
       fetchFn,
       headers: async () => {
-        token = await this.envelope();
+        token = await this.identity();
         return { [this.opts.header]: token };
       },
     });
@@ -181,7 +181,7 @@ export class Transport {
           const err = fromGraphQLErrors(result.errors as unknown as GraphQLErrorLike[]);
           if (err.code === 'UNAUTHENTICATED') {
             // Ask for a fresh envelope now, so the caller's next attempt carries it.
-            void this.envelope(true).catch(() => undefined);
+            void this.identity(true).catch(() => undefined);
           }
           return finish(() => sink.error(err));
         }
@@ -211,7 +211,7 @@ export class Transport {
     wsURL.protocol = wsURL.protocol === 'https:' ? 'wss:' : 'ws:';
     this.ws = createWSClient({
       url: async () => {
-        self.wsToken = await self.envelope();
+        self.wsToken = await self.identity();
         return wsURL.toString();
       },
       webSocketImpl: Impl,

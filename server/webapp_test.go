@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// The chat web app in a real Chromium, against a real server. These tests
+// are not parallel: a browser is heavy on a two-core runner.
+
+// serverAnswer reads a turn's state and answer from the server.
+func serverAnswer(t *testing.T, ctx context.Context, c *gqlclient.Client, id string) (state, answer string) {
+	t.Helper()
+	var out struct {
+		Turn struct {
+			State  string
+			Answer *string
+		}
+	}
+	if err := c.Do(ctx, `query($id: ID!) { turn(id: $id) { state answer } }`, map[string]any{"id": id}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Turn.Answer != nil {
+		answer = *out.Turn.Answer
+	}
+	return out.Turn.State, answer
+}
+
+// TestChatStreamsAnAnswer: dev mode opens the app as alice in a room; she
+// sends a question with the composer (the textbox "Message", the button
+// "Send"), and the answer streams into the "Transcript" with its tool
+// activity and its sources; bob, in another tab on the same room, sees
+// the same live transcript.
+func TestChatStreamsAnAnswer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ModelPace = 15 * time.Millisecond })
+	a := h.client(t, alice)
+	all := rooms(t, a)
+	team := all["Team room"].ID
+	b := newBrowser(t, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+
+	first := openChat(t, b, ctx, h.base, "/")
+	first.waitConnection("Live")
+	first.screenshot("chat-open")
+
+	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page.waitConnection("Live")
+	bobs := openChat(t, b, ctx, h.base, "/")
+	bobs.switchMember("bob@example.com")
+	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.base+"/#room="+team), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	bobs.waitRole("textbox", "Message")
+	bobs.waitConnection("Live")
+
+	question := "When is the launch?"
+	sent := time.Now()
+	page.send(question)
+	page.turnWith(question, "the answer starts streaming", func(t pageTurn) bool { return t.Answer != "" })
+	firstToken := time.Since(sent)
+	done := page.turnWith(question, "the answer is complete with its sources", func(t pageTurn) bool { return t.Answered && t.Sources > 0 })
+	if !strings.Contains(done.Tools, "ok") {
+		t.Fatalf("tool activity %q: want the search, ok", done.Tools)
+	}
+	if _, answer := serverAnswer(t, ctx, a, done.ID); !strings.HasPrefix(answer, "You wrote") || !strings.Contains(done.Answer, "You wrote") {
+		t.Fatalf("page answer %q, server answer %q", done.Answer, answer)
+	}
+	seen := bobs.turnWith(question, "bob's tab shows the same answer", func(t pageTurn) bool { return t.Answered })
+	if seen.Answer != done.Answer || seen.ID != done.ID {
+		t.Fatalf("bob sees %q, alice %q", seen.Answer, done.Answer)
+	}
+	page.screenshot("chat-answer")
+	t.Logf("figure: Send to first token on the demo: %s", firstToken.Round(time.Millisecond))
+}
+
+// switchMember picks another demo member in the "Signed in as" switch.
+func (p *chatPage) switchMember(email string) {
+	p.t.Helper()
+	p.waitRole("combobox", "Signed in as")
+	// React listens for change events and tracks the value it set: set
+	// the value through the element's own setter, then fire the event.
+	if _, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`(() => {
+  const el = [...document.querySelectorAll('select')].find((s) => s.closest('label')?.innerText.startsWith('Signed in as'));
+  Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, 'value').set.call(el, `+jsString(email)+`);
+  el.dispatchEvent(new Event('change', { bubbles: true }));
+  return true;
+})()`)); err != nil {
+		p.t.Fatalf("switch to %s: %v", email, err)
+	}
+}
+
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// TestChatReloadMidAnswer: reloading the page while an answer streams
+// picks the stream up where the journal has it: every answer the page
+// shows after the reload is the start of the final answer (nothing
+// repeated, nothing missing), and the answer completes.
+func TestChatReloadMidAnswer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ModelPace = 40 * time.Millisecond })
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	b := newBrowser(t, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page.waitConnection("Live")
+
+	question := "Where is the security policy, and what does it say?"
+	page.send(question)
+	before := page.turnWith(question, "the answer starts streaming", func(t pageTurn) bool { return t.Answer != "" && !t.Answered })
+	if err := chromedp.Do(page.ctx, chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	page.waitRole("textbox", "Message")
+	var streamed []string
+	final := page.turnWith(question, "the answer completes after the reload", func(t pageTurn) bool {
+		if !t.Answered && t.Answer != "" {
+			streamed = append(streamed, t.Answer)
+		}
+		return t.Answered
+	})
+	if len(streamed) == 0 {
+		t.Fatalf("the answer finished before the reloaded page showed it streaming (before: %q): nothing was proved", before.Answer)
+	}
+	for _, s := range streamed {
+		if !streamedPrefix(s, final.Answer) {
+			t.Fatalf("after the reload the page showed %q, which is not how %q starts", s, final.Answer)
+		}
+	}
+	if state, _ := serverAnswer(t, ctx, a, final.ID); state != "COMPLETED" {
+		t.Fatalf("turn %s", state)
+	}
+	page.screenshot("chat-reloaded")
+}
+
+// TestChatSurvivesKill9OfItsReplica: two replicas on one database behind
+// one address; the page streams from the first; it is killed with -9
+// mid-answer; the page reconnects through the same address to the other
+// replica and the answer completes, as the server has it.
+func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
+	bin := buildBinary(t)
+	w := newProcessWorld(t, bin, "turngate-web-kill-")
+	f := newFrontDoor(t, w, 2, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=60ms")
+	a := w.client(t, f.base, alice)
+	team := rooms(t, a)["Team room"].ID
+	b := newBrowser(t, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	page := openChat(t, b, ctx, f.base, "/#room="+team)
+	page.waitConnection("Live")
+
+	question := "When is the launch, and who decided it?"
+	page.send(question)
+	before := page.turnWith(question, "the answer starts streaming", func(t pageTurn) bool { return len(t.Answer) > 20 && !t.Answered })
+	f.killFirst()
+	killed := time.Now()
+	var again time.Duration
+	done := page.turnWith(question, "the answer completes after the kill", func(t pageTurn) bool {
+		if again == 0 && (t.Answer != before.Answer || t.Answered) {
+			again = time.Since(killed)
+		}
+		return t.Answered
+	})
+	if _, answer := serverAnswer(t, ctx, a, done.ID); !strings.Contains(done.Answer, strings.SplitN(answer, "[", 2)[0]) {
+		t.Fatalf("the page's answer %q is not the server's %q", done.Answer, answer)
+	}
+	page.waitConnection("Live")
+	page.screenshot("chat-after-kill9")
+	t.Logf("figure: kill -9 of the serving replica to the answer streaming again: %s", again.Round(time.Millisecond))
+}
+
+// TestChatFailsClosedForBob: bob opening alice's private room by its
+// address is told it is not available, the stream is closed, and the page
+// does not retry.
+func TestChatFailsClosedForBob(t *testing.T) {
+	h := newHarness(t, nil)
+	a := h.client(t, alice)
+	private := rooms(t, a)["Alice's notes"].ID
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/")
+	page.switchMember("bob@example.com")
+	if err := chromedp.Do(page.ctx, chromedp.Navigate(h.base+"/#room="+private), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	page.waitConnection("Closed")
+	alert, err := chromedp.Run(page.ctx, chromedp.Text("", byRole("alert", "")))
+	if err != nil || !strings.Contains(alert, "not available") {
+		t.Fatalf("alert %q (%v)", alert, err)
+	}
+	if ts, _ := page.turns(); len(ts) != 0 {
+		t.Fatalf("bob sees %d of alice's turns", len(ts))
+	}
+	// No retry loop: over the next second and a half the page sends no
+	// further GraphQL request.
+	posts := page.graphqlPosts.Load()
+	watch, stop := context.WithTimeout(page.ctx, 1500*time.Millisecond)
+	defer stop()
+	err = browserPoll(watch, "the page sends another request", 50*time.Millisecond, func() (bool, error) {
+		return page.graphqlPosts.Load() > posts, nil
+	})
+	if err == nil {
+		t.Fatalf("the page retried: %d requests after the refusal", page.graphqlPosts.Load()-posts)
+	}
+	page.screenshot("chat-bob-refused")
+}
+
+// TestChatDecidesAnApproval: the assistant proposes a webhook; the
+// approval shows in the page with Approve and Deny for its author; alice
+// approves and the effect runs once.
+func TestChatDecidesAnApproval(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(effectModel))
+	defer model.Close()
+	rec := &countingReceiver{}
+	receiver := httptest.NewServer(rec)
+	defer receiver.Close()
+	h := newHarness(t, func(c *Config) {
+		c.OpenAI = gateway.OpenAIConfig{BaseURL: model.URL, APIKey: "sk-local", Model: "m"}
+		c.AgentRoute = "openai"
+		c.Webhooks = map[string]string{"ops": receiver.URL}
+		c.ApprovalTimeout = 5 * time.Minute
+	})
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page.waitConnection("Live")
+	question := "tell ops to deploy v2"
+	page.send(question)
+	page.waitRole("group", "Approval for send_webhook")
+	page.screenshot("chat-approval")
+	if got := rec.got(); len(got) != 0 {
+		t.Fatalf("the webhook ran before a decision: %v", got)
+	}
+	page.click("button", "Approve")
+	done := page.turnWith(question, "the approved turn completes", func(t pageTurn) bool { return t.Answered })
+	if got := rec.got(); len(got) != 1 {
+		t.Fatalf("deliveries %v, want exactly one", got)
+	}
+	if state, _ := serverAnswer(t, ctx, a, done.ID); state != "COMPLETED" {
+		t.Fatalf("turn %s", state)
+	}
+}
+
+// TestChatStopAndSteer: while a turn runs the page offers "Stop" and a
+// steer box; a steer reaches the run and the answer follows it; Stop
+// cancels the next turn.
+func TestChatStopAndSteer(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ModelPace = 60 * time.Millisecond })
+	a := h.client(t, alice)
+	private := rooms(t, a)["Alice's notes"].ID
+	b := newBrowser(t, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/#room="+private)
+	page.waitConnection("Live")
+
+	steered := "Tell me about the launch?"
+	page.send(steered)
+	page.waitRole("textbox", "Steer")
+	page.fill("Steer", "mention the weather")
+	page.click("button", "Steer")
+	got := page.turnWith(steered, "the steered answer completes", func(t pageTurn) bool { return t.Answered })
+	if !strings.Contains(got.Steers, "delivered") || !strings.Contains(got.Answer, "mention the weather") {
+		t.Fatalf("steers %q, answer %q: want the steer delivered and followed", got.Steers, got.Answer)
+	}
+	page.screenshot("chat-steered")
+
+	stopped := "Write me a long answer I will stop?"
+	page.send(stopped)
+	page.turnWith(stopped, "the answer starts streaming", func(t pageTurn) bool { return t.Answer != "" })
+	page.click("button", "Stop")
+	end := page.turnWith(stopped, "the turn shows it stopped", func(t pageTurn) bool { return t.Status == "Stopped." })
+	if state, _ := serverAnswer(t, ctx, a, end.ID); state != "CANCELLED" {
+		t.Fatalf("turn %s, want CANCELLED", state)
+	}
+	page.screenshot("chat-stopped")
+}
