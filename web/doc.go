@@ -1,5 +1,10 @@
-// Package web serves an offline GraphiQL explorer for the turngate GraphQL
+// Package web serves the chat web app (App, at /) and an offline GraphiQL
+// explorer (Handler, mounted at /graphiql/) for the turngate GraphQL
 // endpoint.
+//
+// The chat app is built from web/app (React on @turngate/client, bundled
+// by esbuild) into app/dist, committed and embedded like GraphiQL's bundle;
+// `make web` rebuilds it and `make test` fails when it is stale.
 //
 // The page and all of its JavaScript, CSS, fonts and Monaco web workers are
 // embedded in the binary from dist/, so the explorer works on machines with no

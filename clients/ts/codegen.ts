@@ -22,6 +22,9 @@ const config: CodegenConfig = {
           JSON: { input: 'JsonValue', output: 'JsonValue' },
         },
         strictScalars: true,
+        // Documents as typed strings: no GraphQL AST in the bundle and no
+        // graphql-js printer at run time.
+        documentMode: 'string',
         enumsAsTypes: true,
         useTypeImports: true,
         avoidOptionals: { field: true, inputValue: false, object: true },

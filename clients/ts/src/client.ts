@@ -1,5 +1,3 @@
-import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
-
 import { toTurngateError, TurngateError } from './errors.js';
 import {
   AddRoomMemberDocument,
@@ -21,7 +19,7 @@ import {
 } from './generated/graphql.js';
 import { defaultRetry, backoff, sleep, type RetryPolicy } from './retry.js';
 import { RoomStream, type RoomStreamOptions } from './room.js';
-import { Transport, type TransportOptions } from './transport.js';
+import { Transport, type Operation, type TransportOptions } from './transport.js';
 
 export interface ClientOptions extends TransportOptions {
   /** The retry window and backoff for reads, subscriptions and keyed mutations. */
@@ -57,9 +55,9 @@ export interface TurngateClient {
   readonly transport: Transport;
   readonly retryPolicy: RetryPolicy;
   /** A read, retried on its own under the browser rule. */
-  query<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, signal?: AbortSignal): Promise<R>;
+  query<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, signal?: AbortSignal): Promise<R>;
   /** A mutation, sent once: it is never retried without a key. */
-  mutate<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, signal?: AbortSignal): Promise<R>;
+  mutate<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, signal?: AbortSignal): Promise<R>;
   me(signal?: AbortSignal): Promise<MemberFieldsFragment>;
   /** The caller's rooms, most recently joined first (up to first, at most 100). */
   conversations(first?: number, signal?: AbortSignal): Promise<ConversationFieldsFragment[]>;
@@ -115,11 +113,11 @@ export async function retrying<T>(policy: RetryPolicy, op: () => Promise<T>, sig
 export function createClient(opts: ClientOptions): TurngateClient {
   const transport = new Transport(opts);
   const policy: RetryPolicy = { ...defaultRetry, ...opts.retry };
-  const query = <R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, signal?: AbortSignal) =>
+  const query = <R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, signal?: AbortSignal) =>
     retrying(policy, () => transport.request(doc, variables, signal), signal);
   // A mutation that carries its own key or id: safe to re-send.
   const keyed = query;
-  const mutate = <R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, signal?: AbortSignal) =>
+  const mutate = <R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, signal?: AbortSignal) =>
     transport.request(doc, variables, signal);
 
   return {

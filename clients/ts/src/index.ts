@@ -19,7 +19,7 @@ export type { ConnectionState, RoomSnapshot, RoomStreamOptions } from './room.js
 export { defaultRetry, backoff } from './retry.js';
 export type { RetryPolicy } from './retry.js';
 export { Transport } from './transport.js';
-export type { IdentityProvider, StreamTransport, TransportOptions } from './transport.js';
+export type { IdentityProvider, Operation, StreamTransport, TransportOptions } from './transport.js';
 export { TurnFolder } from './turns.js';
 export type { ApprovalView, Entry, SteerView, ToolView, TurnView } from './turns.js';
 export type { JsonValue } from './json.js';

@@ -56,6 +56,7 @@ export class RoomStream {
   private outageStart = 0;
   private attempt = 0;
   private stopped = false;
+  private reauthenticated = false;
 
   constructor(transport: Transport, roomId: string, policy: RetryPolicy, opts: RoomStreamOptions = {}) {
     this.transport = transport;
@@ -145,6 +146,7 @@ export class RoomStream {
       {
         open: () => {
           // Accepted: the outage (if any) is over.
+          this.reauthenticated = false;
           this.outageStart = 0;
           this.attempt = 0;
           if (this.state !== 'live') this.set('live', null);
@@ -175,6 +177,17 @@ export class RoomStream {
 
   private failed(err: TurngateError): void {
     if (this.stopped) return;
+    if (err.code === 'UNAUTHENTICATED' && !this.reauthenticated) {
+      // Ask for the envelope again (the app may refresh it): a new one
+      // gets one more try, the same one fails closed.
+      this.reauthenticated = true;
+      const sent = this.transport.lastIdentity;
+      this.transport.identity(true).then(
+        (fresh) => (fresh !== sent ? this.connect() : this.failed(err)),
+        () => this.failed(err),
+      );
+      return;
+    }
     if (!err.retryable) {
       // Fail closed: no retry loop.
       this.stopped = true;

@@ -1,9 +1,11 @@
-import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
-import { print } from 'graphql';
+import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
 import { createClient as createSSEClient } from 'graphql-sse';
 import { createClient as createWSClient, type Client as WSClient } from 'graphql-ws';
 
 import { fromGraphQLErrors, fromHTTPStatus, toTurngateError, TurngateError, type GraphQLErrorLike } from './errors.js';
+
+/** An operation: its text, typed with its result R and variables V (graphql-codegen's TypedDocumentString). */
+export type Operation<R, V> = DocumentTypeDecoration<R, V> & { toString(): string };
 
 /** Returns the current identity envelope; asked again after UNAUTHENTICATED. */
 export type IdentityProvider = () => string | Promise<string>;
@@ -67,6 +69,11 @@ export class Transport {
     return this.opts.fetch ?? globalThis.fetch.bind(globalThis);
   }
 
+  /** The envelope last sent, if any. */
+  get lastIdentity(): string | undefined {
+    return this.token;
+  }
+
   /** The envelope to send: asked once, and again (fresh) after UNAUTHENTICATED. */
   async identity(fresh = false): Promise<string> {
     if (fresh || this.token === undefined) this.token = await this.opts.identity();
@@ -91,8 +98,8 @@ export class Transport {
   }
 
   /** One query or mutation: its data, or a TurngateError. */
-  request<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, signal?: AbortSignal): Promise<R> {
-    const body = JSON.stringify({ query: print(doc), variables });
+  request<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, signal?: AbortSignal): Promise<R> {
+    const body = JSON.stringify({ query: doc.toString(), variables });
     return this.withIdentity(async (token) => {
       let res: Response;
       try {
@@ -123,11 +130,11 @@ export class Transport {
   }
 
   /** Starts a subscription; the returned function ends it. */
-  subscribe<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, sink: StreamSink<R>): () => void {
+  subscribe<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, sink: StreamSink<R>): () => void {
     return this.opts.transport === 'ws' ? this.subscribeWS(doc, variables, sink) : this.subscribeSSE(doc, variables, sink);
   }
 
-  private subscribeSSE<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, sink: StreamSink<R>): () => void {
+  private subscribeSSE<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, sink: StreamSink<R>): () => void {
     let done = false;
     let idle: ReturnType<typeof setTimeout> | undefined;
     const watchdog = new AbortController();
@@ -163,28 +170,17 @@ export class Transport {
       );
       return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
     };
-    let token = '';
     const client = createSSEClient({
       url: this.opts.url,
       singleConnection: false,
       retryAttempts: 0,
       fetchFn,
-      headers: async () => {
-        token = await this.identity();
-        return { [this.opts.header]: token };
-      },
+      headers: async () => ({ [this.opts.header]: await this.identity() }),
     });
-    const dispose = client.subscribe<R>({ query: print(doc), variables }, {
+    const dispose = client.subscribe<R>({ query: doc.toString(), variables }, {
       next: (result) => {
         if (done) return;
-        if (result.errors?.length) {
-          const err = fromGraphQLErrors(result.errors as unknown as GraphQLErrorLike[]);
-          if (err.code === 'UNAUTHENTICATED') {
-            // Ask for a fresh envelope now, so the caller's next attempt carries it.
-            void this.identity(true).catch(() => undefined);
-          }
-          return finish(() => sink.error(err));
-        }
+        if (result.errors?.length) return finish(() => sink.error(fromGraphQLErrors(result.errors as unknown as GraphQLErrorLike[])));
         if (result.data != null) sink.next(result.data);
       },
       error: (err) => finish(() => sink.error(toTurngateError(err))),
@@ -229,7 +225,7 @@ export class Transport {
     return this.ws;
   }
 
-  private subscribeWS<R, V extends Record<string, unknown>>(doc: TypedDocumentNode<R, V>, variables: V, sink: StreamSink<R>): () => void {
+  private subscribeWS<R, V extends Record<string, unknown>>(doc: Operation<R, V>, variables: V, sink: StreamSink<R>): () => void {
     let done = false;
     const client = this.wsClient();
     const unhook = client.on('connected', () => sink.open?.());
@@ -240,7 +236,7 @@ export class Transport {
       report();
       dispose();
     };
-    const dispose = client.subscribe<R>({ query: print(doc), variables }, {
+    const dispose = client.subscribe<R>({ query: doc.toString(), variables }, {
       next: (result) => {
         if (done) return;
         if (result.errors?.length) return finish(() => sink.error(fromGraphQLErrors(result.errors as unknown as GraphQLErrorLike[])));

@@ -92,6 +92,13 @@ describe('the retry rule', () => {
     const c = createClient({ url, identity: () => (asked++ === 0 ? 'expired-envelope' : good) });
     expect((await c.me()).email).toBe('alice@example.com');
     expect(asked).toBe(2);
+    // A stream too: refused, it asks once more and goes live with the new envelope.
+    let streamAsked = 0;
+    const d = createClient({ url, identity: () => (streamAsked++ === 0 ? 'expired-envelope' : good) });
+    const room = await roomId(c, 'Team room');
+    const s = follow(d, room);
+    await s.until((x) => x.state === 'live' && x.entries.length > 0);
+    expect(streamAsked).toBe(2);
   });
 
   it('fails closed on NOT_FOUND: bob following alice\'s private room makes one request', async () => {
