@@ -87,6 +87,19 @@ type documentsInput struct {
 	Query string `json:"query" validate:"maxbytes=500"`
 }
 
+// documentsArgs validates the arguments documents and documentsConnection
+// share: first defaults to 20.
+func documentsArgs(first *int64, query *string) (documentsInput, error) {
+	in := documentsInput{First: 20}
+	if first != nil {
+		in.First = *first
+	}
+	if query != nil {
+		in.Query = *query
+	}
+	return in, check(in)
+}
+
 // MaxDocumentOffset bounds how deep documentsConnection pages: a cursor
 // past it is BAD_USER_INPUT (offset paging costs the skipped rows).
 const MaxDocumentOffset = 10000

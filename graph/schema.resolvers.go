@@ -393,14 +393,8 @@ func (r *queryResolver) Documents(ctx context.Context, first *int64, query *stri
 	if err != nil {
 		return nil, err
 	}
-	in := documentsInput{First: 20}
-	if first != nil {
-		in.First = *first
-	}
-	if query != nil {
-		in.Query = *query
-	}
-	if err := check(in); err != nil {
+	in, err := documentsArgs(first, query)
+	if err != nil {
 		return nil, err
 	}
 	return documentsFor(ctx, r.Resources, m, in.Query, int(in.First), 0)
@@ -412,14 +406,8 @@ func (r *queryResolver) DocumentsConnection(ctx context.Context, first *int64, a
 	if err != nil {
 		return nil, err
 	}
-	in := documentsInput{First: 20}
-	if first != nil {
-		in.First = *first
-	}
-	if query != nil {
-		in.Query = *query
-	}
-	if err := check(in); err != nil {
+	in, err := documentsArgs(first, query)
+	if err != nil {
 		return nil, err
 	}
 	offset := 0

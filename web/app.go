@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 )
 
 // DevMember is a demo member the dev-mode app may act as.
@@ -95,7 +94,7 @@ func App(cfg AppConfig) http.Handler {
 	}{cfg.Title, b.version, pc}); err != nil {
 		panic(fmt.Sprintf("web: rendering the app page: %v", err))
 	}
-	return &appHandler{bundle: b, index: page.Bytes(), csp: appPolicy}
+	return &handler{bundle: b, prefix: appAssetsPrefix, index: page.Bytes(), csp: appPolicy}
 }
 
 // appPolicy confines the app to its own origin: its one script and
@@ -112,37 +111,3 @@ var appPolicy = strings.Join([]string{
 	"form-action 'none'",
 	"frame-ancestors 'self'",
 }, "; ")
-
-type appHandler struct {
-	bundle *bundle
-	index  []byte
-	csp    string
-}
-
-func (h *appHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var a asset
-	isIndex := r.URL.Path == "/"
-	if !isIndex {
-		name, ok := strings.CutPrefix(r.URL.Path, appAssetsPrefix)
-		if a, ok = h.bundle.assets[name]; !ok || name == "" {
-			http.NotFound(w, r)
-			return
-		}
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
-		return
-	}
-	hdr := w.Header()
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	if isIndex {
-		hdr.Set("Content-Type", "text/html; charset=utf-8")
-		hdr.Set("Cache-Control", "no-cache")
-		hdr.Set("Content-Security-Policy", h.csp)
-		hdr.Set("Referrer-Policy", "no-referrer")
-		http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(h.index))
-		return
-	}
-	serveAsset(w, r, h.bundle, a)
-}

@@ -188,7 +188,7 @@ func Handler(cfg Config) http.Handler {
 	if err != nil {
 		panic(fmt.Sprintf("web: rendering index: %v", err))
 	}
-	return &handler{bundle: b, index: page.Bytes(), csp: contentSecurityPolicy(cfg.Endpoint)}
+	return &handler{bundle: b, prefix: assetsPrefix, index: page.Bytes(), csp: contentSecurityPolicy(cfg.Endpoint)}
 }
 
 // contentSecurityPolicy confines the page to its own origin: scripts and
@@ -215,8 +215,10 @@ func contentSecurityPolicy(endpoint string) string {
 	}, "; ")
 }
 
+// handler serves a page at "/" and its bundle's files under prefix.
 type handler struct {
 	bundle *bundle
+	prefix string
 	index  []byte
 	csp    string
 }
@@ -227,11 +229,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch p := r.URL.Path; {
 	case p == "/":
 		isIndex = true
-	case strings.HasPrefix(p, assetsPrefix):
+	case strings.HasPrefix(p, h.prefix):
 		var ok bool
 		// Exact lookup in the table of embedded files: no directory listings,
 		// and nothing like "..", "//" or "%2F" can reach outside it.
-		a, ok = h.bundle.assets[strings.TrimPrefix(p, assetsPrefix)]
+		a, ok = h.bundle.assets[strings.TrimPrefix(p, h.prefix)]
 		if !ok {
 			http.NotFound(w, r)
 			return
