@@ -55,7 +55,7 @@ check-generate:
 # web rebuilds the chat web app into web/app/dist, which the binary embeds
 # (committed, so make run and go build need no Node.js).
 web: npm
-	cd web/app && npm run --silent build
+	cd web/app && npm run --silent typecheck && npm run --silent build
 
 # check-web fails when the committed web app is not what make web builds
 # from the committed sources (esbuild's output is byte-identical for the
