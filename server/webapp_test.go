@@ -299,3 +299,32 @@ func TestChatStopAndSteer(t *testing.T) {
 	}
 	page.screenshot("chat-stopped")
 }
+
+// TestChatCreatesAndInvites: alice creates a shared room in the page,
+// invites bob by email, and the room is in bob's list.
+func TestChatCreatesAndInvites(t *testing.T) {
+	h := newHarness(t, nil)
+	bob := h.client(t, "bob@example.com")
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/")
+	page.fill("Room title", "Launch crew")
+	page.click("checkbox", "shared")
+	page.click("button", "Create room")
+	page.waitRole("heading", "Launch crew")
+	page.waitConnection("Live")
+	page.fill("Invite by email", "bob@example.com")
+	page.click("button", "Invite")
+	if err := browserPoll(ctx, "the page says bob joined, and bob is in the new room", 50*time.Millisecond, func() (bool, error) {
+		note, err := chromedp.Run(page.ctx, chromedp.Evaluate[string](`document.querySelector('form[aria-label="Invite"] [role="status"]')?.innerText ?? ''`))
+		if err != nil || note != "bob@example.com joined the room." {
+			return false, err
+		}
+		_, ok := rooms(t, bob)["Launch crew"]
+		return ok, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page.screenshot("chat-invited")
+}
