@@ -111,6 +111,10 @@ type Limits struct {
 	// connection_init (TURNGATE_WS_INIT_TIMEOUT, 10s); then it is closed
 	// with 4408.
 	WSInitTimeout time.Duration
+	// WSPing is how often the server pings a graphql-transport-ws client
+	// and an SSE stream (TURNGATE_WS_PING, 15s): the pings keep proxies
+	// from closing idle streams and let clients tell a dead connection.
+	WSPing time.Duration
 	// MaxSubscriptions bounds the subscriptions open on one WebSocket
 	// (TURNGATE_MAX_SUBSCRIPTIONS, 100).
 	MaxSubscriptions int
@@ -161,6 +165,7 @@ const (
 	DefaultMaxDepth          = 15
 	DefaultMaxFields         = 500
 	DefaultWSInitTimeout     = 10 * time.Second
+	DefaultWSPing            = 15 * time.Second
 	DefaultMaxSubscriptions  = 100
 	DefaultMaxStreams        = 50
 	DefaultReadHeaderTimeout = 10 * time.Second
@@ -197,6 +202,7 @@ func (l Limits) WithDefaults() Limits {
 	defInt(&l.MaxDepth, DefaultMaxDepth)
 	defInt(&l.MaxFields, DefaultMaxFields)
 	defDur(&l.WSInitTimeout, DefaultWSInitTimeout)
+	defDur(&l.WSPing, DefaultWSPing)
 	defInt(&l.MaxSubscriptions, DefaultMaxSubscriptions)
 	defInt(&l.MaxStreams, DefaultMaxStreams)
 	defDur(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
@@ -222,6 +228,7 @@ func (l *Limits) vars() []envVar {
 		{"TURNGATE_MAX_DEPTH", &l.MaxDepth},
 		{"TURNGATE_MAX_FIELDS", &l.MaxFields},
 		{"TURNGATE_WS_INIT_TIMEOUT", &l.WSInitTimeout},
+		{"TURNGATE_WS_PING", &l.WSPing},
 		{"TURNGATE_MAX_SUBSCRIPTIONS", &l.MaxSubscriptions},
 		{"TURNGATE_MAX_STREAMS_PER_MEMBER", &l.MaxStreams},
 		{"TURNGATE_READ_HEADER_TIMEOUT", &l.ReadHeaderTimeout},

@@ -51,8 +51,8 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 		},
 		// graphql-transport-ws keep-alive is ping/pong; KeepAlivePingInterval
 		// only serves the legacy protocol.
-		PingPongInterval:      15 * time.Second,
-		KeepAlivePingInterval: 15 * time.Second,
+		PingPongInterval:      lim.WSPing,
+		KeepAlivePingInterval: lim.WSPing,
 		PayloadReadLimit:      &lim.MaxBody,
 		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			// The connection_init payload never carries identity: the
@@ -60,10 +60,10 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 			return ctx, nil, nil
 		},
 	})
-	// SSE comments every 15 s keep proxies from closing an idle stream
-	// and let clients tell a silent dead connection (they resume after
-	// 45 s without a byte).
-	gql.AddTransport(transport.SSE{KeepAlivePingInterval: 15 * time.Second})
+	// SSE comments every WSPing (15 s) keep proxies from closing an idle
+	// stream and let clients tell a silent dead connection (they resume
+	// after 45 s without a byte).
+	gql.AddTransport(transport.SSE{KeepAlivePingInterval: lim.WSPing})
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})

@@ -1,12 +1,12 @@
-// graphql-codegen: typed document nodes for the operations in
-// src/operations.graphql, from the contract at ../../schema.graphql.
+// graphql-codegen: typed documents for the operations in
+// ../operations.graphql (shared with the Go client), from the contract at ../../schema.graphql.
 // `npm run generate` writes src/generated/graphql.ts (committed; CI checks
 // that regenerating changes nothing).
 import type { CodegenConfig } from '@graphql-codegen/cli';
 
 const config: CodegenConfig = {
   schema: '../../schema.graphql',
-  documents: ['src/operations.graphql'],
+  documents: ['../operations.graphql'],
   generates: {
     'src/generated/graphql.ts': {
       plugins: [

@@ -1,0 +1,67 @@
+package client
+
+import (
+	"testing"
+	"time"
+)
+
+// The pure parts; the client against a real server is tested in
+// ../server (TestGoClient*), with the conformance list.
+
+func TestBackoffIsBoundedFullJitter(t *testing.T) {
+	p := RetryPolicy{}.withDefaults()
+	for attempt := range 40 {
+		bound := min(p.Max, p.Base<<min(attempt, 20))
+		for range 50 {
+			if d := p.backoff(attempt, 0); d < 0 || d > bound {
+				t.Fatalf("attempt %d waited %s, bound %s", attempt, d, bound)
+			}
+		}
+	}
+	if d := p.backoff(0, 3*time.Second); d < 3*time.Second {
+		t.Fatalf("the server's retry-after is a floor: waited %s", d)
+	}
+}
+
+func TestRetryableCodes(t *testing.T) {
+	for c, want := range map[Code]bool{Network: true, RateLimited: true, Unavailable: true, Unauthenticated: false,
+		Forbidden: false, NotFound: false, BadUserInput: false, Conflict: false, Internal: false} {
+		if c.Retryable() != want {
+			t.Errorf("%s retryable %v, want %v", c, c.Retryable(), want)
+		}
+	}
+}
+
+func TestFoldPlacesDeltasAndCountsTheLane(t *testing.T) {
+	id := func(s string) *string { return &s }
+	accepted := func(seq int, turn string) *EntryFields {
+		return &EntryFields{Seq: seq, Kind: JournalKindTurnAccepted, TurnId: id(turn), Text: id(turn)}
+	}
+	delta := func(seq, attempt, offset int, text string) *EntryFields {
+		return &EntryFields{Seq: seq, Kind: JournalKindAnswerDelta, TurnId: id("a"), Attempt: attempt,
+			Delta: &EntryFieldsDeltaAnswerDelta{Seq: seq, Attempt: attempt, Offset: offset, Text: text}}
+	}
+	f := NewFold(0)
+	f.Apply(accepted(1, "a"))
+	f.Apply(accepted(2, "b"))
+	if f.Turn("a").QueuePosition != 0 || f.Turn("b").QueuePosition != 1 {
+		t.Fatalf("queue positions %d %d", f.Turn("a").QueuePosition, f.Turn("b").QueuePosition)
+	}
+	f.Apply(&EntryFields{Seq: 3, Kind: JournalKindTurnStarted, TurnId: id("a"), Attempt: 1, Started: &EntryFieldsStartedTurnStart{Attempt: 1}})
+	f.Apply(delta(4, 1, 0, "Hello, "))
+	if f.Apply(delta(4, 1, 0, "Hello, ")) {
+		t.Fatal("an entry seen before was applied again")
+	}
+	f.Apply(delta(5, 1, 7, "world"))
+	if got := f.Turn("a").Answer; got != "Hello, world" {
+		t.Fatalf("answer %q", got)
+	}
+	f.Apply(delta(6, 2, 0, "Hi"))
+	if got := f.Turn("a").Answer; got != "Hi" {
+		t.Fatalf("a new attempt's answer %q", got)
+	}
+	f.Apply(&EntryFields{Seq: 7, Kind: JournalKindTurnTerminal, TurnId: id("a"), Terminal: &EntryFieldsTerminalTurnTerminal{Outcome: TurnStateCompleted, Reason: TerminalReasonCompleted}})
+	if f.Turn("a").QueuePosition != -1 || f.Turn("b").QueuePosition != 0 || !f.Turn("a").Ended() {
+		t.Fatalf("after a ended: %d %d", f.Turn("a").QueuePosition, f.Turn("b").QueuePosition)
+	}
+}

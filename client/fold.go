@@ -1,0 +1,204 @@
+package client
+
+import "encoding/json"
+
+// ToolView is a tool call as a room sees it.
+type ToolView struct {
+	CallID, Name string
+	Arguments    json.RawMessage
+	// Status is empty while the backend runs it; then ok, or why not.
+	Status string
+}
+
+// ApprovalView is an approval as a room sees it.
+type ApprovalView struct {
+	ApprovalID, Tool string
+	Arguments        json.RawMessage
+	State            ApprovalState
+}
+
+// SteerView is a steering instruction and what became of it.
+type SteerView struct {
+	CommandID, Text string
+	State           CommandState
+}
+
+// TurnView is a turn as the room's journal tells it so far.
+type TurnView struct {
+	ID       string
+	Position int // its turn_accepted entry's position: its place in the lane
+	AuthorID string
+	Author   string
+	Input    string
+	State    TurnState
+	Attempt  int
+	// Answer is the answer so far: the current attempt's streamed text,
+	// then the published answer (Answered).
+	Answer    string
+	Answered  bool
+	Citations []*EntryFieldsAnswerTurnAnswerCitationsCitation
+	Artifacts []*EntryFieldsAnswerTurnAnswerArtifactsAnswerArtifact
+	Tools     []ToolView
+	Approvals []ApprovalView
+	Steers    []SteerView
+	// QueuePosition, while QUEUED, is how many unfinished turns are ahead
+	// of it in the room's lane (0: next); -1 otherwise.
+	QueuePosition int
+	Terminal      *EntryFieldsTerminalTurnTerminal
+}
+
+// Ended reports whether the turn has its terminal.
+func (t *TurnView) Ended() bool { return t.Terminal != nil }
+
+// Fold folds journal entries, in position order, into turn views. An
+// entry at or below the last position applied changes nothing, so a
+// resumed stream that overlaps is harmless.
+type Fold struct {
+	last  int
+	order []*TurnView
+	byID  map[string]*TurnView
+}
+
+// NewFold starts after position after (0: the beginning).
+func NewFold(after int) *Fold { return &Fold{last: after, byID: map[string]*TurnView{}} }
+
+// Position is the last position applied.
+func (f *Fold) Position() int { return f.last }
+
+// Turns are the turns, oldest first.
+func (f *Fold) Turns() []*TurnView { return f.order }
+
+// Turn is a turn's view, when the fold has seen its acceptance.
+func (f *Fold) Turn(id string) *TurnView { return f.byID[id] }
+
+func finished(s TurnState) bool {
+	return s == TurnStateCompleted || s == TurnStateFailed || s == TurnStateCancelled
+}
+
+// Apply folds e in; it reports whether e was new.
+func (f *Fold) Apply(e *EntryFields) bool {
+	if e.Seq <= f.last {
+		return false
+	}
+	f.last = e.Seq
+	if e.TurnId == nil {
+		return true
+	}
+	t := f.byID[*e.TurnId]
+	if t == nil {
+		if e.Kind != JournalKindTurnAccepted {
+			return true // accepted before the fold's start
+		}
+		t = &TurnView{ID: *e.TurnId, Position: e.Seq, State: TurnStateQueued, QueuePosition: -1}
+		if e.Accepted != nil {
+			t.AuthorID, t.Author = e.Accepted.AuthorId, e.Accepted.AuthorName
+		}
+		if e.Text != nil {
+			t.Input = *e.Text
+		}
+		f.byID[t.ID] = t
+		f.order = append(f.order, t)
+		f.requeue()
+		return true
+	}
+	switch e.Kind {
+	case JournalKindTurnStarted:
+		attempt := e.Attempt
+		if e.Started != nil {
+			attempt = e.Started.Attempt
+		}
+		if attempt != t.Attempt && !t.Answered {
+			t.Answer = ""
+		}
+		t.Attempt = attempt
+		if !finished(t.State) {
+			t.State = TurnStateRunning
+		}
+		f.requeue()
+	case JournalKindAnswerDelta:
+		d := e.Delta
+		if d == nil || t.Answered || d.Attempt < t.Attempt {
+			break
+		}
+		if d.Attempt > t.Attempt {
+			t.Attempt, t.Answer = d.Attempt, ""
+		}
+		// The offset places the text: a repeat overlaps, never doubles.
+		if d.Offset <= len(t.Answer) {
+			t.Answer = t.Answer[:d.Offset] + d.Text
+		} else {
+			t.Answer += d.Text
+		}
+	case JournalKindToolRequested:
+		if e.Tool != nil {
+			v := ToolView{CallID: e.Tool.CallId, Name: e.Tool.Name}
+			if e.Tool.Arguments != nil {
+				v.Arguments = *e.Tool.Arguments
+			}
+			t.Tools = append(t.Tools, v)
+		}
+	case JournalKindToolCompleted:
+		if e.Tool == nil {
+			break
+		}
+		status := ""
+		if e.Tool.Status != nil {
+			status = *e.Tool.Status
+		}
+		found := false
+		for i := range t.Tools {
+			if t.Tools[i].CallID == e.Tool.CallId {
+				t.Tools[i].Status, found = status, true
+			}
+		}
+		if !found {
+			t.Tools = append(t.Tools, ToolView{CallID: e.Tool.CallId, Name: e.Tool.Name, Status: status})
+		}
+	case JournalKindApprovalRequested:
+		if a := e.ApprovalRequest; a != nil {
+			t.Approvals = append(t.Approvals, ApprovalView{ApprovalID: a.ApprovalId, Tool: a.Tool, Arguments: a.Arguments, State: ApprovalStatePending})
+		}
+	case JournalKindApprovalDecided:
+		if d := e.ApprovalDecision; d != nil {
+			for i := range t.Approvals {
+				if t.Approvals[i].ApprovalID == d.ApprovalId {
+					t.Approvals[i].State = d.State
+				}
+			}
+		}
+	case JournalKindSteerDelivered, JournalKindSteerRejected:
+		if st := e.Steer; st != nil {
+			kept := t.Steers[:0]
+			for _, x := range t.Steers {
+				if x.CommandID != st.CommandId {
+					kept = append(kept, x)
+				}
+			}
+			t.Steers = append(kept, SteerView{CommandID: st.CommandId, Text: st.Text, State: st.State})
+		}
+	case JournalKindTurnAnswer:
+		if a := e.Answer; a != nil {
+			t.Answer, t.Answered, t.Citations, t.Artifacts = a.Text, true, a.Citations, a.Artifacts
+		}
+	case JournalKindTurnTerminal:
+		if e.Terminal != nil {
+			t.Terminal, t.State = e.Terminal, e.Terminal.Outcome
+			f.requeue()
+		}
+	}
+	return true
+}
+
+// requeue recomputes the queue positions of waiting turns.
+func (f *Fold) requeue() {
+	ahead := 0
+	for _, t := range f.order {
+		t.QueuePosition = -1
+		if t.State == TurnStateQueued {
+			t.QueuePosition = ahead
+		}
+		if !finished(t.State) {
+			ahead++
+		}
+	}
+}

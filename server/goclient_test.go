@@ -1,0 +1,579 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/client"
+)
+
+// The Go client against real turngate processes behind one front door:
+// the conformance list (clients/CONFORMANCE.md) the TypeScript client's
+// tests prove too.
+
+// goWorld is one world the Go client's tests share: replicas behind a
+// front door with short leases, a paced model, a small command bucket
+// and frequent WebSocket pings.
+type goWorld struct {
+	w *processWorld
+	f *frontDoor
+}
+
+func newGoWorld(t *testing.T) *goWorld {
+	t.Helper()
+	bin := buildBinary(t)
+	w := newProcessWorld(t, bin, "turngate-go-")
+	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
+		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6", "TURNGATE_WS_PING=50ms")
+	return &goWorld{w: w, f: f}
+}
+
+// client is a Go client for email through the front door; tweak adjusts its config.
+func (g *goWorld) client(t *testing.T, email string, tweak func(*client.Config)) *client.Client {
+	t.Helper()
+	tok, err := tokenFor(g.w.bin, g.w.dataDir, email)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := client.Config{URL: g.f.base + "/graphql", Identity: client.Static(tok), HTTPClient: &http.Client{Timeout: 30 * time.Second},
+		Retry: client.RetryPolicy{Window: 60 * time.Second, Base: 100 * time.Millisecond, Max: time.Second}}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	return client.New(cfg)
+}
+
+func roomOf(t *testing.T, ctx context.Context, c *client.Client, title string) string {
+	t.Helper()
+	rooms, err := c.Conversations(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rooms {
+		if r.Title == title {
+			return r.Id
+		}
+	}
+	t.Fatalf("no room %q", title)
+	return ""
+}
+
+// goFollower reads a room stream into a fold, recording states and codes.
+type goFollower struct {
+	s      *client.RoomStream
+	mu     sync.Mutex
+	fold   *client.Fold
+	seqs   []int
+	states []client.State
+	codes  []client.Code
+	change chan struct{}
+}
+
+func goFollow(t *testing.T, ctx context.Context, c *client.Client, room string) *goFollower {
+	t.Helper()
+	f := &goFollower{s: c.Follow(ctx, room, 0), fold: client.NewFold(0), change: make(chan struct{}, 1)}
+	t.Cleanup(f.s.Close)
+	go func() {
+		for u := range f.s.Updates() {
+			f.mu.Lock()
+			if u.Entry != nil {
+				f.seqs = append(f.seqs, u.Entry.Seq)
+				f.fold.Apply(u.Entry)
+			}
+			if n := len(f.states); n == 0 || f.states[n-1] != u.State {
+				f.states = append(f.states, u.State)
+			}
+			if u.Err != nil {
+				f.codes = append(f.codes, u.Err.Code)
+			}
+			f.mu.Unlock()
+			select {
+			case f.change <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return f
+}
+
+// until waits for cond over the goFollower's state.
+func (f *goFollower) until(t *testing.T, ctx context.Context, what string, cond func(f *goFollower) bool) {
+	t.Helper()
+	for {
+		f.mu.Lock()
+		ok := cond(f)
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("waiting until %s: %v (states %v, codes %v)", what, ctx.Err(), f.states, f.codes)
+		case <-f.change:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *goFollower) state() client.State {
+	s, _ := f.s.State()
+	return s
+}
+
+// sameAsJournal: the stream delivered exactly the journal's positions up
+// to where it is, in order, none twice.
+func (f *goFollower) sameAsJournal(t *testing.T, ctx context.Context, c *client.Client, room string) {
+	t.Helper()
+	all, err := c.Journal(ctx, room, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var want []int
+	for _, e := range all {
+		if e.Seq <= f.fold.Position() {
+			want = append(want, e.Seq)
+		}
+	}
+	if fmt.Sprint(f.seqs) != fmt.Sprint(want) {
+		t.Fatalf("the stream delivered %v, the journal has %v", f.seqs, want)
+	}
+}
+
+// midAnswer submits text and waits until its answer streams.
+func (f *goFollower) midAnswer(t *testing.T, ctx context.Context, c *client.Client, room, text string) string {
+	t.Helper()
+	turn, err := c.Submit(ctx, room, text, client.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.until(t, ctx, "the answer streams", func(f *goFollower) bool { v := f.fold.Turn(turn.Id); return v != nil && v.Answer != "" })
+	return turn.Id
+}
+
+func (f *goFollower) ended(t *testing.T, ctx context.Context, id string) client.TurnView {
+	t.Helper()
+	f.until(t, ctx, "the turn ends", func(f *goFollower) bool { v := f.fold.Turn(id); return v != nil && v.Ended() })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *f.fold.Turn(id)
+}
+
+func contains[T comparable](xs []T, x T) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGoClientStreamResumes: conformance 4 and 5, the Go client's room
+// stream through a dropped socket, a kill -9 of every replica, an
+// orderly restart, a failover, many pings, and an outage longer than its
+// window.
+func TestGoClientStreamResumes(t *testing.T) {
+	t.Parallel()
+	g := newGoWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := g.client(t, alice, nil)
+	team := roomOf(t, ctx, c, "Team room")
+
+	check := func(t *testing.T, f *goFollower, id string) {
+		t.Helper()
+		v := f.ended(t, ctx, id)
+		if v.State != client.TurnStateCompleted {
+			t.Fatalf("turn ended %s", v.State)
+		}
+		server, err := c.Turn(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if server.Answer == nil || v.Answer != *server.Answer {
+			t.Fatalf("the stream's answer %q, the server's %v", v.Answer, server.Answer)
+		}
+		f.sameAsJournal(t, ctx, c, team)
+	}
+	for _, step := range []struct {
+		name, question string
+		fault          func()
+		code           client.Code
+	}{
+		{"a dropped socket", "When is the launch?", g.f.drop, client.Network},
+		{"kill -9 of every replica", "Where is the security policy?", func() { g.f.killAll(false); g.f.add() }, client.Network},
+		{"an orderly restart", "When is the launch, after the restart?", func() { g.f.killAll(true); g.f.add() }, client.Unavailable},
+		{"a failover", "When is the launch, once more?", func() { g.f.add(); g.f.killFirst() }, client.Network},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			f := goFollow(t, ctx, c, team)
+			f.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
+			id := f.midAnswer(t, ctx, c, team, step.question)
+			step.fault()
+			check(t, f, id)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if !contains(f.states, client.Reconnecting) || !contains(f.codes, step.code) {
+				t.Fatalf("states %v, codes %v: want it to reconnect after %s", f.states, f.codes, step.code)
+			}
+		})
+	}
+
+	t.Run("many pings", func(t *testing.T) {
+		f := goFollow(t, ctx, c, team)
+		f.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
+		before := c.Pings()
+		f.until(t, ctx, "the server pinged 40 times", func(*goFollower) bool { return c.Pings() >= before+40 })
+		turn, err := c.Submit(ctx, team, "Still there after the pings?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, f, turn.Id)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if contains(f.states, client.Reconnecting) {
+			t.Fatalf("the stream reconnected (%v, %v): pings should keep it", f.states, f.codes)
+		}
+	})
+
+	t.Run("an outage longer than the window", func(t *testing.T) {
+		short := g.client(t, alice, func(c *client.Config) { c.Retry = client.RetryPolicy{Window: 1500 * time.Millisecond, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond} })
+		f := goFollow(t, ctx, short, team)
+		f.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
+		down := time.Now()
+		g.f.killAll(false)
+		f.until(t, ctx, "offline", func(f *goFollower) bool { return f.state() == client.Offline })
+		if d := time.Since(down); d < 1500*time.Millisecond {
+			t.Fatalf("offline after %s, before the window", d)
+		}
+		if _, err := short.Me(ctx); client.CodeOf(err) != client.Network {
+			t.Fatalf("a read in the outage: %v, want NETWORK", err)
+		}
+		g.f.add()
+		f.s.Retry()
+		f.until(t, ctx, "live again", func(f *goFollower) bool { return f.state() == client.Live })
+		turn, err := short.Submit(ctx, team, "Are we back?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, f, turn.Id)
+	})
+
+	t.Run("unsubscribe is clean every time", func(t *testing.T) {
+		for i := range 30 {
+			f := goFollow(t, ctx, c, team)
+			f.until(t, ctx, fmt.Sprintf("live (%d)", i), func(f *goFollower) bool { return f.state() == client.Live && len(f.seqs) > 0 })
+			f.s.Close()
+		}
+	})
+}
+
+// recording is an http.RoundTripper that records the error codes of the
+// answers and can lose answers to chosen requests.
+type recording struct {
+	mu    sync.Mutex
+	n     int
+	codes []string
+	lose  func(body string) bool
+}
+
+func (r *recording) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	res, err := http.DefaultTransport.RoundTrip(req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return res, nil // a WebSocket: its body is the connection
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	for _, part := range strings.Split(string(raw), `"code":"`)[1:] {
+		r.codes = append(r.codes, part[:strings.Index(part, `"`)])
+	}
+	if r.lose != nil && r.lose(string(body)) {
+		return nil, errors.New("connection reset: the answer was lost")
+	}
+	return res, nil
+}
+
+func (r *recording) requests() int { r.mu.Lock(); defer r.mu.Unlock(); return r.n }
+
+// answered are the codes answered, less RATE_LIMITED (a member's command
+// bucket; re-sent by rule).
+func (r *recording) answered() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.codes {
+		if c != "RATE_LIMITED" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (r *recording) limited() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.codes) - len(r.answeredLocked())
+}
+
+func (r *recording) answeredLocked() []string {
+	var out []string
+	for _, c := range r.codes {
+		if c != "RATE_LIMITED" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestGoClientCommandsAndRules: conformance 1-3 and 6-8.
+func TestGoClientCommandsAndRules(t *testing.T) {
+	t.Parallel()
+	g := newGoWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	with := func(rt http.RoundTripper) func(*client.Config) {
+		return func(c *client.Config) { c.HTTPClient = &http.Client{Transport: rt, Timeout: 30 * time.Second} }
+	}
+	a := g.client(t, alice, nil)
+	notes := roomOf(t, ctx, a, "Alice's notes")
+	team := roomOf(t, ctx, a, "Team room")
+	accepted := func(room, text string) []*client.EntryFields {
+		all, err := a.Journal(ctx, room, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*client.EntryFields
+		for _, e := range all {
+			if e.Kind == client.JournalKindTurnAccepted && e.Text != nil && *e.Text == text {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	t.Run("a lost answer is re-sent with the same key: one turn", func(t *testing.T) {
+		lost := 0
+		rec := &recording{lose: func(body string) bool {
+			if strings.Contains(body, "submitMessage") && lost < 2 {
+				lost++
+				return true
+			}
+			return false
+		}}
+		c := g.client(t, alice, with(rec))
+		text := "one turn however often retried " + client.NewID()
+		turn, err := c.Submit(ctx, notes, text, client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := accepted(notes, text); len(got) != 1 || *got[0].TurnId != turn.Id || lost != 2 {
+			t.Fatalf("%d turns accepted after %d lost answers", len(got), lost)
+		}
+	})
+
+	t.Run("a given key is kept; other input under it is CONFLICT, not retried", func(t *testing.T) {
+		rec := &recording{}
+		c := g.client(t, alice, with(rec))
+		key := "key-" + client.NewID()
+		first, err := c.Submit(ctx, notes, "same key", client.SubmitOptions{IdempotencyKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.Submit(ctx, notes, "same key", client.SubmitOptions{IdempotencyKey: key})
+		if err != nil || again.Id != first.Id {
+			t.Fatalf("the same key gave %v (%v), want turn %s", again, err, first.Id)
+		}
+		_, err = c.Submit(ctx, notes, "other text", client.SubmitOptions{IdempotencyKey: key})
+		_, err2 := c.Submit(ctx, notes, "   ", client.SubmitOptions{})
+		if client.CodeOf(err) != client.Conflict || client.CodeOf(err2) != client.BadUserInput {
+			t.Fatalf("got %v and %v, want CONFLICT and BAD_USER_INPUT", err, err2)
+		}
+		if got := rec.answered(); fmt.Sprint(got) != "[CONFLICT BAD_USER_INPUT]" || rec.requests()-rec.limited() != 4 {
+			t.Fatalf("answers %v in %d requests: each refusal must be sent once", got, rec.requests())
+		}
+	})
+
+	t.Run("RATE_LIMITED submits are re-sent with their keys", func(t *testing.T) {
+		rec := &recording{}
+		c := g.client(t, "bob@example.com", with(rec))
+		bobs := roomOf(t, ctx, c, "Bob's notes")
+		batch := client.NewID()
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = c.Submit(ctx, bobs, fmt.Sprintf("burst %d %s", i, batch), client.SubmitOptions{})
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if rec.limited() == 0 {
+			t.Fatal("no submit was rate limited: the test proves nothing")
+		}
+		all, err := c.Journal(ctx, bobs, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range errs {
+			n := 0
+			for _, e := range all {
+				if e.Kind == client.JournalKindTurnAccepted && e.Text != nil && *e.Text == fmt.Sprintf("burst %d %s", i, batch) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("burst %d accepted %d times", i, n)
+			}
+		}
+	})
+
+	t.Run("UNAUTHENTICATED asks identity once more, then fails closed", func(t *testing.T) {
+		rec := &recording{}
+		asked := 0
+		c := g.client(t, alice, func(cfg *client.Config) {
+			with(rec)(cfg)
+			cfg.Identity = func(context.Context, bool) (string, error) { asked++; return "not-an-envelope", nil }
+		})
+		if _, err := c.Me(ctx); client.CodeOf(err) != client.Unauthenticated || asked != 2 || rec.requests() != 1 {
+			t.Fatalf("Me: %v after %d identities and %d requests", err, asked, rec.requests())
+		}
+		f := goFollow(t, ctx, c, team)
+		f.until(t, ctx, "closed", func(f *goFollower) bool { return f.state() == client.Closed })
+		if _, err := f.s.State(); err == nil || err.Code != client.Unauthenticated {
+			t.Fatalf("stream closed with %v", err)
+		}
+		good, err := tokenFor(g.w.bin, g.w.dataDir, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		fresh := g.client(t, alice, func(cfg *client.Config) {
+			cfg.Identity = func(context.Context, bool) (string, error) {
+				n++
+				if n == 1 {
+					return "expired-envelope", nil
+				}
+				return good, nil
+			}
+		})
+		if me, err := fresh.Me(ctx); err != nil || me.Email != alice {
+			t.Fatalf("with a refreshed envelope: %v, %v", me, err)
+		}
+	})
+
+	t.Run("NOT_FOUND and FORBIDDEN fail closed", func(t *testing.T) {
+		bob := g.client(t, "bob@example.com", nil)
+		f := goFollow(t, ctx, bob, notes)
+		f.until(t, ctx, "closed", func(f *goFollower) bool { return f.state() == client.Closed })
+		if _, err := f.s.State(); err == nil || err.Code != client.NotFound || len(f.seqs) != 0 {
+			t.Fatalf("bob following alice's room: %v, %d entries", err, len(f.seqs))
+		}
+		turn, err := a.Submit(ctx, team, "A turn bob may not cancel", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recording{}
+		bobRec := g.client(t, "bob@example.com", with(rec))
+		_, _, err = bobRec.Cancel(ctx, turn.Id, "")
+		var typed *client.Error
+		if !errors.As(err, &typed) || typed.Code != client.Forbidden || typed.Retryable() {
+			t.Fatalf("bob cancelling alice's turn: %v, want a typed FORBIDDEN", err)
+		}
+		if got := rec.answered(); fmt.Sprint(got) != "[FORBIDDEN]" {
+			t.Fatalf("answers %v: FORBIDDEN must be sent once", got)
+		}
+	})
+
+	t.Run("a mutation without a key is sent once", func(t *testing.T) {
+		rec := &recording{lose: func(body string) bool { return strings.Contains(body, "createConversation") }}
+		c := g.client(t, alice, with(rec))
+		if _, err := c.CreateConversation(ctx, "never twice", client.ConversationKindPrivate); client.CodeOf(err) != client.Network || rec.requests() != 1 {
+			t.Fatalf("%v after %d requests", err, rec.requests())
+		}
+	})
+
+	t.Run("the turn view: tools, citations, steer, cancel, the lane", func(t *testing.T) {
+		f := goFollow(t, ctx, a, team)
+		turn, err := a.Submit(ctx, team, "When is the launch?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := f.ended(t, ctx, turn.Id)
+		if v.State != client.TurnStateCompleted || v.Terminal.Reason != client.TerminalReasonCompleted || len(v.Tools) == 0 || v.Tools[0].Status != "ok" || len(v.Citations) == 0 || !v.Answered || v.Author != "Alice" {
+			t.Fatalf("turn view %+v", v)
+		}
+		for _, cite := range v.Citations {
+			if !strings.HasPrefix(cite.Id, turn.Id+"/") || !strings.Contains(v.Answer, "["+cite.Ref+"]") {
+				t.Fatalf("citation %+v", cite)
+			}
+		}
+
+		p := goFollow(t, ctx, a, notes)
+		steered, err := a.Submit(ctx, notes, "Tell me about the launch, at length?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := a.Submit(ctx, notes, "and then this", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.until(t, ctx, "the second turn waits behind the first", func(f *goFollower) bool {
+			s := f.fold.Turn(second.Id)
+			return s != nil && s.State == client.TurnStateQueued && s.QueuePosition == 1
+		})
+		p.until(t, ctx, "the first turn runs", func(f *goFollower) bool {
+			s := f.fold.Turn(steered.Id)
+			return s != nil && s.State == client.TurnStateRunning
+		})
+		cmd := client.NewID()
+		if _, _, err := a.Steer(ctx, steered.Id, "mention the weather", cmd); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.Steer(ctx, steered.Id, "mention the weather", cmd); err != nil {
+			t.Fatalf("a retried steer: %v", err)
+		}
+		sv := p.ended(t, ctx, steered.Id)
+		if len(sv.Steers) != 1 || sv.Steers[0].CommandID != cmd || sv.Steers[0].State != client.CommandStateDelivered || !strings.Contains(sv.Answer, "mention the weather") {
+			t.Fatalf("steered turn %+v", sv)
+		}
+		p.until(t, ctx, "the second answer streams", func(f *goFollower) bool { s := f.fold.Turn(second.Id); return s != nil && s.Answer != "" })
+		stop := client.NewID()
+		if _, _, err := a.Cancel(ctx, second.Id, stop); err != nil {
+			t.Fatal(err)
+		}
+		_, again, err := a.Cancel(ctx, second.Id, stop)
+		if err != nil || again.State != client.TurnStateCancelled {
+			t.Fatalf("a retried cancel: %v, %v", again, err)
+		}
+		cv := p.ended(t, ctx, second.Id)
+		if cv.State != client.TurnStateCancelled || cv.Terminal.Reason != client.TerminalReasonCancelledByMember {
+			t.Fatalf("cancelled turn %+v", cv)
+		}
+	})
+}
