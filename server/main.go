@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +25,10 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
+		}
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
 		}
 		fmt.Fprintln(os.Stderr, "turngate:", err)
 		os.Exit(1)
@@ -49,8 +52,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return migrate(ctx, cfg, args, stdout, log)
 	case "token":
 		return token(cfg, args, stdout)
+	case "chat":
+		return chatCmd(ctx, cfg, args, os.Stdin, stdout, os.Stderr)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate or token)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, token or chat)", cmd)
 	}
 }
 
@@ -118,25 +123,9 @@ func token(cfg Config, args []string, stdout io.Writer) error {
 	if *email == "" {
 		return errors.New("token: --email is required")
 	}
-	if !cfg.Dev() {
-		return errors.New("token: envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
-	}
-	// Only the key the server in that folder verifies with: never a new
-	// one, which would mint envelopes the server rejects.
-	dir, err := filepath.Abs(cfg.DataDir)
+	tok, err := devEnvelope(cfg, *email, *ttl)
 	if err != nil {
-		return err
-	}
-	key, err := authority.LoadDevKey(dir)
-	if errors.Is(err, authority.ErrNoDevKey) {
-		return fmt.Errorf("token: no dev key in %s: start the server there first (make run), or point at its data folder with --data or TURNGATE_DATA", dir)
-	}
-	if err != nil {
-		return err
-	}
-	tok, err := mintDev(authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), *email, *ttl)
-	if err != nil {
-		return err
+		return fmt.Errorf("token: %w", err)
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil

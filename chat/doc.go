@@ -1,0 +1,18 @@
+// Package chat is `turngate chat`: a terminal chat on the typed Go client
+// (../client), with bubbletea for the interactive screen — the most used
+// Go terminal UI framework, whose model/update/view loop fits a stream of
+// journal entries and key presses — and a plain mode for scripts (Once).
+//
+// Interactive: a room picker (unless a room is given), then the room's
+// live transcript with tool activity and citations. Enter sends a
+// message, or steers the running turn when one of the member's runs;
+// Ctrl-C stops the running turn, and a second Ctrl-C quits; an approval
+// the member may decide is prompted (y/n). The connection state shows,
+// and a dropped connection resumes without losing or repeating text (the
+// client's room stream).
+//
+// # What it must not import
+//
+// Only the public client and terminal libraries: no package of the
+// server. It speaks to turngate over the contract like any other client.
+package chat

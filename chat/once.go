@@ -1,0 +1,77 @@
+package chat
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/turngate/turngate/client"
+)
+
+// Exit codes of Once.
+const (
+	ExitCompleted = 0
+	ExitFailed    = 1
+	ExitCancelled = 2
+	// ExitError: the turn could not be sent or followed.
+	ExitError = 3
+)
+
+// Once submits text to room, prints the answer to out as it streams and
+// its sources to errOut, and returns ExitCompleted, ExitFailed or
+// ExitCancelled by the turn's outcome (ExitError, with the error, when it
+// could not be sent or followed).
+func Once(ctx context.Context, c *client.Client, room, text string, out, errOut io.Writer) (int, error) {
+	turn, err := c.Submit(ctx, room, text, client.SubmitOptions{})
+	if err != nil {
+		return ExitError, err
+	}
+	// Follow from just before the turn's acceptance: everything of it.
+	s := c.Follow(ctx, room, turn.Position-1)
+	defer s.Close()
+	fold := client.NewFold(turn.Position - 1)
+	printed := ""
+	for u := range s.Updates() {
+		if u.Entry == nil {
+			if u.State == client.Closed {
+				return ExitError, u.Err
+			}
+			if u.State == client.Offline {
+				return ExitError, fmt.Errorf("offline: %w", u.Err)
+			}
+			continue
+		}
+		fold.Apply(u.Entry)
+		v := fold.Turn(turn.Id)
+		if v == nil {
+			continue
+		}
+		switch {
+		case len(v.Answer) >= len(printed) && v.Answer[:len(printed)] == printed:
+			io.WriteString(out, v.Answer[len(printed):])
+		default:
+			// A recovered attempt started its answer again.
+			fmt.Fprintf(errOut, "\n[the answer restarts: attempt %d]\n", v.Attempt)
+			io.WriteString(out, "\n"+v.Answer)
+		}
+		printed = v.Answer
+		if !v.Ended() {
+			continue
+		}
+		io.WriteString(out, "\n")
+		for i, cite := range v.Citations {
+			fmt.Fprintf(errOut, "[%d] %s: %s\n", i+1, cite.Source, cite.Passage)
+		}
+		switch v.State {
+		case client.TurnStateCompleted:
+			return ExitCompleted, nil
+		case client.TurnStateCancelled:
+			fmt.Fprintln(errOut, "cancelled")
+			return ExitCancelled, nil
+		default:
+			fmt.Fprintf(errOut, "failed: %s\n", v.Terminal.Reason)
+			return ExitFailed, nil
+		}
+	}
+	return ExitError, ctx.Err()
+}

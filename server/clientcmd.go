@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/chat"
+	"github.com/turngate/turngate/client"
+)
+
+// exitCode is an error that sets the process's exit status.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// clientFlags are the flags every command that speaks to a server takes:
+// where it is, and who the caller is.
+type clientFlags struct {
+	url, as, data string
+}
+
+func (f *clientFlags) register(fs *flag.FlagSet, cfg Config) {
+	fs.StringVar(&f.url, "url", "http://"+cfg.Addr+"/graphql", "the server's GraphQL endpoint")
+	fs.StringVar(&f.as, "as", "", "dev mode: act as this member, minting the envelope with the data folder's dev key (otherwise the envelope is TURNGATE_IDENTITY)")
+	fs.StringVar(&f.data, "data", cfg.DataDir, "the server's data folder, for --as (TURNGATE_DATA)")
+}
+
+// client connects as the flags say.
+func (f *clientFlags) client(cfg Config) (*client.Client, error) {
+	url := f.url
+	if !strings.Contains(url, "/graphql") {
+		url = strings.TrimSuffix(url, "/") + "/graphql"
+	}
+	var identity client.IdentityFunc
+	switch {
+	case f.as != "":
+		cfg.DataDir = f.data
+		tok, err := devEnvelope(cfg, f.as, 24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		identity = client.Static(tok)
+	case os.Getenv("TURNGATE_IDENTITY") != "":
+		identity = func(context.Context, bool) (string, error) { return os.Getenv("TURNGATE_IDENTITY"), nil }
+	default:
+		return nil, errors.New("who are you? pass --as EMAIL (dev mode) or set TURNGATE_IDENTITY to your identity envelope")
+	}
+	return client.New(client.Config{URL: url, Identity: identity, Header: cfg.IdentityHeader}), nil
+}
+
+// devEnvelope mints a dev envelope for email with the dev key of the
+// data folder: only the key the server there verifies with, never a new
+// one, which would mint envelopes the server rejects.
+func devEnvelope(cfg Config, email string, ttl time.Duration) (string, error) {
+	if !cfg.Dev() {
+		return "", errors.New("envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	key, err := authority.LoadDevKey(dir)
+	if errors.Is(err, authority.ErrNoDevKey) {
+		return "", fmt.Errorf("no dev key in %s: start the server there first (make run), or point at its data folder with --data or TURNGATE_DATA", dir)
+	}
+	if err != nil {
+		return "", err
+	}
+	return mintDev(authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), email, ttl)
+}
+
+// chatCmd is `turngate chat`: the terminal chat, or with -m one message
+// whose answer streams to stdout (exit 0 completed, 1 failed, 2
+// cancelled, 3 not sent).
+func chatCmd(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	var cf clientFlags
+	cf.register(fs, cfg)
+	room := fs.String("room", "", "open this room (its UUID, WEB_ channel or public key)")
+	newRoom := fs.Bool("new", false, "create a private room and open it")
+	message := fs.String("m", "", "send this message, print the answer and exit (needs --room)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := cf.client(cfg)
+	if err != nil {
+		return err
+	}
+	if *message != "" {
+		if *room == "" {
+			return errors.New("chat -m needs --room")
+		}
+		code, err := chat.Once(ctx, c, *room, *message, stdout, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "turngate chat:", err)
+		}
+		if code != 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
+	return chat.Run(ctx, chat.Options{Client: c, Room: *room, New: *newRoom, In: stdin, Out: stdout})
+}
