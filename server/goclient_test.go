@@ -248,7 +248,9 @@ func TestGoClientStreamResumes(t *testing.T) {
 	})
 
 	t.Run("an outage longer than the window", func(t *testing.T) {
-		short := g.client(t, alice, func(c *client.Config) { c.Retry = client.RetryPolicy{Window: 1500 * time.Millisecond, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond} })
+		short := g.client(t, alice, func(c *client.Config) {
+			c.Retry = client.RetryPolicy{Window: 1500 * time.Millisecond, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}
+		})
 		f := goFollow(t, ctx, short, team)
 		f.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
 		down := time.Now()
