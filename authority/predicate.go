@@ -41,12 +41,17 @@ func IsMember(ctx context.Context, q pg.Querier, room, member uuid.UUID) (bool, 
 func Principal(email string) string { return LowerASCII(email) }
 
 // DocumentReadableSQL is the document ACL as SQL: true when the ACL of
-// document grants principal (a Principal) read access. Both are SQL
-// expressions. A document's ACL is read at the moment the document is —
-// never pinned at a turn's start.
+// document grants principal (a Principal) read access — by naming it, or
+// by naming a group ("group:<name>") the member of that email is in now.
+// Both are SQL expressions. A document's ACL and the groups are read at
+// the moment the document is — never pinned at a turn's start.
 func DocumentReadableSQL(document, principal string) string {
-	return fmt.Sprintf("EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %s AND acl.principal = %s)", document, principal)
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %[1]s AND (acl.principal = %[2]s
+    OR acl.principal IN (SELECT '`+GroupPrefix+`' || g.name FROM member_groups g JOIN members gm ON gm.id = g.member_id WHERE gm.email = %[2]s)))`, document, principal)
 }
+
+// GroupPrefix marks a document-ACL principal that names a group.
+const GroupPrefix = "group:"
 
 // ReadableDocuments counts how many of the distinct documents ids the
 // principal may read now.

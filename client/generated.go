@@ -11,6 +11,323 @@ import (
 	"github.com/Khan/genqlient/graphql"
 )
 
+// AddAgentVersionAddAgentVersionAdminAgent includes the requested fields of the GraphQL type AdminAgent.
+// The GraphQL type's documentation follows.
+//
+// An agent and its versions.
+type AddAgentVersionAddAgentVersionAdminAgent struct {
+	AdminAgentFields `json:"-"`
+}
+
+// GetId returns AddAgentVersionAddAgentVersionAdminAgent.Id, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionAddAgentVersionAdminAgent) GetId() string { return v.AdminAgentFields.Id }
+
+// GetSlug returns AddAgentVersionAddAgentVersionAdminAgent.Slug, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionAddAgentVersionAdminAgent) GetSlug() string { return v.AdminAgentFields.Slug }
+
+// GetName returns AddAgentVersionAddAgentVersionAdminAgent.Name, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionAddAgentVersionAdminAgent) GetName() string { return v.AdminAgentFields.Name }
+
+// GetVersions returns AddAgentVersionAddAgentVersionAdminAgent.Versions, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionAddAgentVersionAdminAgent) GetVersions() []*AdminAgentFieldsVersionsAgentVersion {
+	return v.AdminAgentFields.Versions
+}
+
+func (v *AddAgentVersionAddAgentVersionAdminAgent) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AddAgentVersionAddAgentVersionAdminAgent
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AddAgentVersionAddAgentVersionAdminAgent = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminAgentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAddAgentVersionAddAgentVersionAdminAgent struct {
+	Id string `json:"id"`
+
+	Slug string `json:"slug"`
+
+	Name string `json:"name"`
+
+	Versions []*AdminAgentFieldsVersionsAgentVersion `json:"versions"`
+}
+
+func (v *AddAgentVersionAddAgentVersionAdminAgent) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AddAgentVersionAddAgentVersionAdminAgent) __premarshalJSON() (*__premarshalAddAgentVersionAddAgentVersionAdminAgent, error) {
+	var retval __premarshalAddAgentVersionAddAgentVersionAdminAgent
+
+	retval.Id = v.AdminAgentFields.Id
+	retval.Slug = v.AdminAgentFields.Slug
+	retval.Name = v.AdminAgentFields.Name
+	retval.Versions = v.AdminAgentFields.Versions
+	return &retval, nil
+}
+
+// An agent's next version.
+type AddAgentVersionInput struct {
+	// The agent's slug.
+	Slug string `json:"slug"`
+	// The version.
+	Version *AgentVersionInput `json:"version,omitempty"`
+}
+
+// GetSlug returns AddAgentVersionInput.Slug, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionInput) GetSlug() string { return v.Slug }
+
+// GetVersion returns AddAgentVersionInput.Version, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionInput) GetVersion() *AgentVersionInput { return v.Version }
+
+// AddAgentVersionResponse is returned by AddAgentVersion on success.
+type AddAgentVersionResponse struct {
+	// Write an agent's next, immutable version: new turns run it, accepted turns keep theirs (admin:agents).
+	AddAgentVersion *AddAgentVersionAddAgentVersionAdminAgent `json:"addAgentVersion"`
+}
+
+// GetAddAgentVersion returns AddAgentVersionResponse.AddAgentVersion, and is useful for accessing the field via an interface.
+func (v *AddAgentVersionResponse) GetAddAgentVersion() *AddAgentVersionAddAgentVersionAdminAgent {
+	return v.AddAgentVersion
+}
+
+// AddDocumentAddDocumentAdminDocument includes the requested fields of the GraphQL type AdminDocument.
+// The GraphQL type's documentation follows.
+//
+// A document as an operator sees it.
+type AddDocumentAddDocumentAdminDocument struct {
+	AdminDocumentFields `json:"-"`
+}
+
+// GetId returns AddDocumentAddDocumentAdminDocument.Id, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetId() string { return v.AdminDocumentFields.Id }
+
+// GetTitle returns AddDocumentAddDocumentAdminDocument.Title, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetTitle() string { return v.AdminDocumentFields.Title }
+
+// GetDigest returns AddDocumentAddDocumentAdminDocument.Digest, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetDigest() string { return v.AdminDocumentFields.Digest }
+
+// GetReaders returns AddDocumentAddDocumentAdminDocument.Readers, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetReaders() []string {
+	return v.AdminDocumentFields.Readers
+}
+
+// GetPassages returns AddDocumentAddDocumentAdminDocument.Passages, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetPassages() int {
+	return v.AdminDocumentFields.Passages
+}
+
+// GetCreatedAt returns AddDocumentAddDocumentAdminDocument.CreatedAt, and is useful for accessing the field via an interface.
+func (v *AddDocumentAddDocumentAdminDocument) GetCreatedAt() time.Time {
+	return v.AdminDocumentFields.CreatedAt
+}
+
+func (v *AddDocumentAddDocumentAdminDocument) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AddDocumentAddDocumentAdminDocument
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AddDocumentAddDocumentAdminDocument = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminDocumentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAddDocumentAddDocumentAdminDocument struct {
+	Id string `json:"id"`
+
+	Title string `json:"title"`
+
+	Digest string `json:"digest"`
+
+	Readers []string `json:"readers"`
+
+	Passages int `json:"passages"`
+
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func (v *AddDocumentAddDocumentAdminDocument) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AddDocumentAddDocumentAdminDocument) __premarshalJSON() (*__premarshalAddDocumentAddDocumentAdminDocument, error) {
+	var retval __premarshalAddDocumentAddDocumentAdminDocument
+
+	retval.Id = v.AdminDocumentFields.Id
+	retval.Title = v.AdminDocumentFields.Title
+	retval.Digest = v.AdminDocumentFields.Digest
+	retval.Readers = v.AdminDocumentFields.Readers
+	retval.Passages = v.AdminDocumentFields.Passages
+	retval.CreatedAt = v.AdminDocumentFields.CreatedAt
+	return &retval, nil
+}
+
+// A document to add.
+type AddDocumentInput struct {
+	// 1 to 200 bytes.
+	Title string `json:"title"`
+	// Text or Markdown, at most 512 KiB; paragraphs become passages.
+	Body string `json:"body"`
+	// Who may read it: emails and group:<name>, at most 200.
+	Readers []string `json:"readers"`
+}
+
+// GetTitle returns AddDocumentInput.Title, and is useful for accessing the field via an interface.
+func (v *AddDocumentInput) GetTitle() string { return v.Title }
+
+// GetBody returns AddDocumentInput.Body, and is useful for accessing the field via an interface.
+func (v *AddDocumentInput) GetBody() string { return v.Body }
+
+// GetReaders returns AddDocumentInput.Readers, and is useful for accessing the field via an interface.
+func (v *AddDocumentInput) GetReaders() []string { return v.Readers }
+
+// AddDocumentResponse is returned by AddDocument on success.
+type AddDocumentResponse struct {
+	// Add a document (text or Markdown); the server cuts it into passages for retrieval (admin:documents).
+	AddDocument *AddDocumentAddDocumentAdminDocument `json:"addDocument"`
+}
+
+// GetAddDocument returns AddDocumentResponse.AddDocument, and is useful for accessing the field via an interface.
+func (v *AddDocumentResponse) GetAddDocument() *AddDocumentAddDocumentAdminDocument {
+	return v.AddDocument
+}
+
+// AddGroupMemberAddGroupMemberAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type AddGroupMemberAddGroupMemberAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns AddGroupMemberAddGroupMemberAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberAddGroupMemberAdminMember) GetId() string { return v.AdminMemberFields.Id }
+
+// GetEmail returns AddGroupMemberAddGroupMemberAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberAddGroupMemberAdminMember) GetEmail() string { return v.AdminMemberFields.Email }
+
+// GetDisplayName returns AddGroupMemberAddGroupMemberAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberAddGroupMemberAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns AddGroupMemberAddGroupMemberAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberAddGroupMemberAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns AddGroupMemberAddGroupMemberAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberAddGroupMemberAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *AddGroupMemberAddGroupMemberAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AddGroupMemberAddGroupMemberAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AddGroupMemberAddGroupMemberAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAddGroupMemberAddGroupMemberAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *AddGroupMemberAddGroupMemberAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AddGroupMemberAddGroupMemberAdminMember) __premarshalJSON() (*__premarshalAddGroupMemberAddGroupMemberAdminMember, error) {
+	var retval __premarshalAddGroupMemberAddGroupMemberAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
+}
+
+// AddGroupMemberResponse is returned by AddGroupMember on success.
+type AddGroupMemberResponse struct {
+	// Put a member in a group that document readers may name as group:<name> (admin:members).
+	AddGroupMember *AddGroupMemberAddGroupMemberAdminMember `json:"addGroupMember"`
+}
+
+// GetAddGroupMember returns AddGroupMemberResponse.AddGroupMember, and is useful for accessing the field via an interface.
+func (v *AddGroupMemberResponse) GetAddGroupMember() *AddGroupMemberAddGroupMemberAdminMember {
+	return v.AddGroupMember
+}
+
 // AddRoomMemberAddRoomMemberConversation includes the requested fields of the GraphQL type Conversation.
 // The GraphQL type's documentation follows.
 //
@@ -128,6 +445,571 @@ type AddRoomMemberResponse struct {
 func (v *AddRoomMemberResponse) GetAddRoomMember() *AddRoomMemberAddRoomMemberConversation {
 	return v.AddRoomMember
 }
+
+// AdminAgentFields includes the GraphQL fields of AdminAgent requested by the fragment AdminAgentFields.
+// The GraphQL type's documentation follows.
+//
+// An agent and its versions.
+type AdminAgentFields struct {
+	// The agent's id.
+	Id string `json:"id"`
+	// The slug rooms name it by.
+	Slug string `json:"slug"`
+	// Its name.
+	Name string `json:"name"`
+	// Its versions, newest first.
+	Versions []*AdminAgentFieldsVersionsAgentVersion `json:"versions"`
+}
+
+// GetId returns AdminAgentFields.Id, and is useful for accessing the field via an interface.
+func (v *AdminAgentFields) GetId() string { return v.Id }
+
+// GetSlug returns AdminAgentFields.Slug, and is useful for accessing the field via an interface.
+func (v *AdminAgentFields) GetSlug() string { return v.Slug }
+
+// GetName returns AdminAgentFields.Name, and is useful for accessing the field via an interface.
+func (v *AdminAgentFields) GetName() string { return v.Name }
+
+// GetVersions returns AdminAgentFields.Versions, and is useful for accessing the field via an interface.
+func (v *AdminAgentFields) GetVersions() []*AdminAgentFieldsVersionsAgentVersion { return v.Versions }
+
+// AdminAgentFieldsVersionsAgentVersion includes the requested fields of the GraphQL type AgentVersion.
+// The GraphQL type's documentation follows.
+//
+// One immutable version of an agent.
+type AdminAgentFieldsVersionsAgentVersion struct {
+	// The version's id.
+	Id string `json:"id"`
+	// 1, 2, ...
+	Version int `json:"version"`
+	// The runtime controller: single or react.
+	Controller string `json:"controller"`
+	// builtin, openai or openai:<model>.
+	ModelRoute string `json:"modelRoute"`
+	// low, medium or high.
+	Effort string `json:"effort"`
+	// The system prompt.
+	SystemPrompt string `json:"systemPrompt"`
+	// The tools it may ask for.
+	Tools []string `json:"tools"`
+	// The specialists (agent slugs) it may delegate to.
+	Specialists []string `json:"specialists"`
+	// Its budgets: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens.
+	Budgets json.RawMessage `json:"budgets"`
+}
+
+// GetId returns AdminAgentFieldsVersionsAgentVersion.Id, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetId() string { return v.Id }
+
+// GetVersion returns AdminAgentFieldsVersionsAgentVersion.Version, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetVersion() int { return v.Version }
+
+// GetController returns AdminAgentFieldsVersionsAgentVersion.Controller, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetController() string { return v.Controller }
+
+// GetModelRoute returns AdminAgentFieldsVersionsAgentVersion.ModelRoute, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetModelRoute() string { return v.ModelRoute }
+
+// GetEffort returns AdminAgentFieldsVersionsAgentVersion.Effort, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetEffort() string { return v.Effort }
+
+// GetSystemPrompt returns AdminAgentFieldsVersionsAgentVersion.SystemPrompt, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetSystemPrompt() string { return v.SystemPrompt }
+
+// GetTools returns AdminAgentFieldsVersionsAgentVersion.Tools, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetTools() []string { return v.Tools }
+
+// GetSpecialists returns AdminAgentFieldsVersionsAgentVersion.Specialists, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetSpecialists() []string { return v.Specialists }
+
+// GetBudgets returns AdminAgentFieldsVersionsAgentVersion.Budgets, and is useful for accessing the field via an interface.
+func (v *AdminAgentFieldsVersionsAgentVersion) GetBudgets() json.RawMessage { return v.Budgets }
+
+// AdminAgentsAdminAgentsAdminAgent includes the requested fields of the GraphQL type AdminAgent.
+// The GraphQL type's documentation follows.
+//
+// An agent and its versions.
+type AdminAgentsAdminAgentsAdminAgent struct {
+	AdminAgentFields `json:"-"`
+}
+
+// GetId returns AdminAgentsAdminAgentsAdminAgent.Id, and is useful for accessing the field via an interface.
+func (v *AdminAgentsAdminAgentsAdminAgent) GetId() string { return v.AdminAgentFields.Id }
+
+// GetSlug returns AdminAgentsAdminAgentsAdminAgent.Slug, and is useful for accessing the field via an interface.
+func (v *AdminAgentsAdminAgentsAdminAgent) GetSlug() string { return v.AdminAgentFields.Slug }
+
+// GetName returns AdminAgentsAdminAgentsAdminAgent.Name, and is useful for accessing the field via an interface.
+func (v *AdminAgentsAdminAgentsAdminAgent) GetName() string { return v.AdminAgentFields.Name }
+
+// GetVersions returns AdminAgentsAdminAgentsAdminAgent.Versions, and is useful for accessing the field via an interface.
+func (v *AdminAgentsAdminAgentsAdminAgent) GetVersions() []*AdminAgentFieldsVersionsAgentVersion {
+	return v.AdminAgentFields.Versions
+}
+
+func (v *AdminAgentsAdminAgentsAdminAgent) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AdminAgentsAdminAgentsAdminAgent
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AdminAgentsAdminAgentsAdminAgent = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminAgentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAdminAgentsAdminAgentsAdminAgent struct {
+	Id string `json:"id"`
+
+	Slug string `json:"slug"`
+
+	Name string `json:"name"`
+
+	Versions []*AdminAgentFieldsVersionsAgentVersion `json:"versions"`
+}
+
+func (v *AdminAgentsAdminAgentsAdminAgent) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AdminAgentsAdminAgentsAdminAgent) __premarshalJSON() (*__premarshalAdminAgentsAdminAgentsAdminAgent, error) {
+	var retval __premarshalAdminAgentsAdminAgentsAdminAgent
+
+	retval.Id = v.AdminAgentFields.Id
+	retval.Slug = v.AdminAgentFields.Slug
+	retval.Name = v.AdminAgentFields.Name
+	retval.Versions = v.AdminAgentFields.Versions
+	return &retval, nil
+}
+
+// AdminAgentsResponse is returned by AdminAgents on success.
+type AdminAgentsResponse struct {
+	// Every agent, by slug, with its versions newest first (admin:agents).
+	AdminAgents []*AdminAgentsAdminAgentsAdminAgent `json:"adminAgents"`
+}
+
+// GetAdminAgents returns AdminAgentsResponse.AdminAgents, and is useful for accessing the field via an interface.
+func (v *AdminAgentsResponse) GetAdminAgents() []*AdminAgentsAdminAgentsAdminAgent {
+	return v.AdminAgents
+}
+
+// AdminDocumentFields includes the GraphQL fields of AdminDocument requested by the fragment AdminDocumentFields.
+// The GraphQL type's documentation follows.
+//
+// A document as an operator sees it.
+type AdminDocumentFields struct {
+	// The document's id.
+	Id string `json:"id"`
+	// Its title.
+	Title string `json:"title"`
+	// The hex SHA-256 of its body.
+	Digest string `json:"digest"`
+	// Who may read it: lowercased emails and group:<name>.
+	Readers []string `json:"readers"`
+	// How many passages retrieval searches.
+	Passages int `json:"passages"`
+	// When it was added.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// GetId returns AdminDocumentFields.Id, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetId() string { return v.Id }
+
+// GetTitle returns AdminDocumentFields.Title, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetTitle() string { return v.Title }
+
+// GetDigest returns AdminDocumentFields.Digest, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetDigest() string { return v.Digest }
+
+// GetReaders returns AdminDocumentFields.Readers, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetReaders() []string { return v.Readers }
+
+// GetPassages returns AdminDocumentFields.Passages, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetPassages() int { return v.Passages }
+
+// GetCreatedAt returns AdminDocumentFields.CreatedAt, and is useful for accessing the field via an interface.
+func (v *AdminDocumentFields) GetCreatedAt() time.Time { return v.CreatedAt }
+
+// AdminDocumentsAdminDocumentsAdminDocumentConnection includes the requested fields of the GraphQL type AdminDocumentConnection.
+// The GraphQL type's documentation follows.
+//
+// A page of documents for an operator.
+type AdminDocumentsAdminDocumentsAdminDocumentConnection struct {
+	// The documents of this page.
+	Nodes []*AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo `json:"pageInfo"`
+}
+
+// GetNodes returns AdminDocumentsAdminDocumentsAdminDocumentConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnection) GetNodes() []*AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument {
+	return v.Nodes
+}
+
+// GetPageInfo returns AdminDocumentsAdminDocumentsAdminDocumentConnection.PageInfo, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnection) GetPageInfo() *AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo {
+	return v.PageInfo
+}
+
+// AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument includes the requested fields of the GraphQL type AdminDocument.
+// The GraphQL type's documentation follows.
+//
+// A document as an operator sees it.
+type AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument struct {
+	AdminDocumentFields `json:"-"`
+}
+
+// GetId returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.Id, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetId() string {
+	return v.AdminDocumentFields.Id
+}
+
+// GetTitle returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.Title, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetTitle() string {
+	return v.AdminDocumentFields.Title
+}
+
+// GetDigest returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.Digest, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetDigest() string {
+	return v.AdminDocumentFields.Digest
+}
+
+// GetReaders returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.Readers, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetReaders() []string {
+	return v.AdminDocumentFields.Readers
+}
+
+// GetPassages returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.Passages, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetPassages() int {
+	return v.AdminDocumentFields.Passages
+}
+
+// GetCreatedAt returns AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument.CreatedAt, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) GetCreatedAt() time.Time {
+	return v.AdminDocumentFields.CreatedAt
+}
+
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminDocumentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument struct {
+	Id string `json:"id"`
+
+	Title string `json:"title"`
+
+	Digest string `json:"digest"`
+
+	Readers []string `json:"readers"`
+
+	Passages int `json:"passages"`
+
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument) __premarshalJSON() (*__premarshalAdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument, error) {
+	var retval __premarshalAdminDocumentsAdminDocumentsAdminDocumentConnectionNodesAdminDocument
+
+	retval.Id = v.AdminDocumentFields.Id
+	retval.Title = v.AdminDocumentFields.Title
+	retval.Digest = v.AdminDocumentFields.Digest
+	retval.Readers = v.AdminDocumentFields.Readers
+	retval.Passages = v.AdminDocumentFields.Passages
+	retval.CreatedAt = v.AdminDocumentFields.CreatedAt
+	return &retval, nil
+}
+
+// AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo includes the requested fields of the GraphQL type PageInfo.
+// The GraphQL type's documentation follows.
+//
+// Where a page sits in its list (Relay). Pages are forward only: first and after.
+type AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo struct {
+	// Whether more follow endCursor.
+	HasNextPage bool `json:"hasNextPage"`
+	// The cursor of the page's last edge; null for an empty page.
+	EndCursor *string `json:"endCursor"`
+}
+
+// GetHasNextPage returns AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo.HasNextPage, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo) GetHasNextPage() bool {
+	return v.HasNextPage
+}
+
+// GetEndCursor returns AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo.EndCursor, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsAdminDocumentsAdminDocumentConnectionPageInfo) GetEndCursor() *string {
+	return v.EndCursor
+}
+
+// AdminDocumentsResponse is returned by AdminDocuments on success.
+type AdminDocumentsResponse struct {
+	// Every document, by title, with its readers (admin:documents).
+	AdminDocuments *AdminDocumentsAdminDocumentsAdminDocumentConnection `json:"adminDocuments"`
+}
+
+// GetAdminDocuments returns AdminDocumentsResponse.AdminDocuments, and is useful for accessing the field via an interface.
+func (v *AdminDocumentsResponse) GetAdminDocuments() *AdminDocumentsAdminDocumentsAdminDocumentConnection {
+	return v.AdminDocuments
+}
+
+// AdminMemberFields includes the GraphQL fields of AdminMember requested by the fragment AdminMemberFields.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type AdminMemberFields struct {
+	// The member's id.
+	Id string `json:"id"`
+	// Their verified email.
+	Email string `json:"email"`
+	// The name to show.
+	DisplayName string `json:"displayName"`
+	// The permissions they hold.
+	Permissions []string `json:"permissions"`
+	// The groups they are in.
+	Groups []string `json:"groups"`
+}
+
+// GetId returns AdminMemberFields.Id, and is useful for accessing the field via an interface.
+func (v *AdminMemberFields) GetId() string { return v.Id }
+
+// GetEmail returns AdminMemberFields.Email, and is useful for accessing the field via an interface.
+func (v *AdminMemberFields) GetEmail() string { return v.Email }
+
+// GetDisplayName returns AdminMemberFields.DisplayName, and is useful for accessing the field via an interface.
+func (v *AdminMemberFields) GetDisplayName() string { return v.DisplayName }
+
+// GetPermissions returns AdminMemberFields.Permissions, and is useful for accessing the field via an interface.
+func (v *AdminMemberFields) GetPermissions() []string { return v.Permissions }
+
+// GetGroups returns AdminMemberFields.Groups, and is useful for accessing the field via an interface.
+func (v *AdminMemberFields) GetGroups() []string { return v.Groups }
+
+// AdminMembersAdminMembersAdminMemberConnection includes the requested fields of the GraphQL type AdminMemberConnection.
+// The GraphQL type's documentation follows.
+//
+// A page of members for an operator.
+type AdminMembersAdminMembersAdminMemberConnection struct {
+	// The members of this page.
+	Nodes []*AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *AdminMembersAdminMembersAdminMemberConnectionPageInfo `json:"pageInfo"`
+}
+
+// GetNodes returns AdminMembersAdminMembersAdminMemberConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnection) GetNodes() []*AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember {
+	return v.Nodes
+}
+
+// GetPageInfo returns AdminMembersAdminMembersAdminMemberConnection.PageInfo, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnection) GetPageInfo() *AdminMembersAdminMembersAdminMemberConnectionPageInfo {
+	return v.PageInfo
+}
+
+// AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) GetId() string {
+	return v.AdminMemberFields.Id
+}
+
+// GetEmail returns AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) GetEmail() string {
+	return v.AdminMemberFields.Email
+}
+
+// GetDisplayName returns AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalAdminMembersAdminMembersAdminMemberConnectionNodesAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *AdminMembersAdminMembersAdminMemberConnectionNodesAdminMember) __premarshalJSON() (*__premarshalAdminMembersAdminMembersAdminMemberConnectionNodesAdminMember, error) {
+	var retval __premarshalAdminMembersAdminMembersAdminMemberConnectionNodesAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
+}
+
+// AdminMembersAdminMembersAdminMemberConnectionPageInfo includes the requested fields of the GraphQL type PageInfo.
+// The GraphQL type's documentation follows.
+//
+// Where a page sits in its list (Relay). Pages are forward only: first and after.
+type AdminMembersAdminMembersAdminMemberConnectionPageInfo struct {
+	// Whether more follow endCursor.
+	HasNextPage bool `json:"hasNextPage"`
+	// The cursor of the page's last edge; null for an empty page.
+	EndCursor *string `json:"endCursor"`
+}
+
+// GetHasNextPage returns AdminMembersAdminMembersAdminMemberConnectionPageInfo.HasNextPage, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionPageInfo) GetHasNextPage() bool {
+	return v.HasNextPage
+}
+
+// GetEndCursor returns AdminMembersAdminMembersAdminMemberConnectionPageInfo.EndCursor, and is useful for accessing the field via an interface.
+func (v *AdminMembersAdminMembersAdminMemberConnectionPageInfo) GetEndCursor() *string {
+	return v.EndCursor
+}
+
+// AdminMembersResponse is returned by AdminMembers on success.
+type AdminMembersResponse struct {
+	// Every member who has signed in, by email, with permissions and groups (admin:members).
+	AdminMembers *AdminMembersAdminMembersAdminMemberConnection `json:"adminMembers"`
+}
+
+// GetAdminMembers returns AdminMembersResponse.AdminMembers, and is useful for accessing the field via an interface.
+func (v *AdminMembersResponse) GetAdminMembers() *AdminMembersAdminMembersAdminMemberConnection {
+	return v.AdminMembers
+}
+
+// What an agent version says.
+type AgentVersionInput struct {
+	// The runtime controller: single or react.
+	Controller string `json:"controller"`
+	// builtin, openai or openai:<model>.
+	ModelRoute string `json:"modelRoute"`
+	// low, medium (the default) or high.
+	Effort *string `json:"effort,omitempty"`
+	// The system prompt, at most 16 KiB.
+	SystemPrompt *string `json:"systemPrompt,omitempty"`
+	// The tools it may ask for (the server's tool names).
+	Tools []string `json:"tools,omitempty"`
+	// The specialists (agent slugs) it may delegate to, at most 20.
+	Specialists []string `json:"specialists,omitempty"`
+	// Budgets by name: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens.
+	Budgets *json.RawMessage `json:"budgets,omitempty"`
+}
+
+// GetController returns AgentVersionInput.Controller, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetController() string { return v.Controller }
+
+// GetModelRoute returns AgentVersionInput.ModelRoute, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetModelRoute() string { return v.ModelRoute }
+
+// GetEffort returns AgentVersionInput.Effort, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetEffort() *string { return v.Effort }
+
+// GetSystemPrompt returns AgentVersionInput.SystemPrompt, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetSystemPrompt() *string { return v.SystemPrompt }
+
+// GetTools returns AgentVersionInput.Tools, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetTools() []string { return v.Tools }
+
+// GetSpecialists returns AgentVersionInput.Specialists, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetSpecialists() []string { return v.Specialists }
+
+// GetBudgets returns AgentVersionInput.Budgets, and is useful for accessing the field via an interface.
+func (v *AgentVersionInput) GetBudgets() *json.RawMessage { return v.Budgets }
 
 // AnswerArtifactFields includes the GraphQL fields of AnswerArtifact requested by the fragment AnswerArtifactFields.
 // The GraphQL type's documentation follows.
@@ -946,6 +1828,111 @@ func (v *ConversationsResponse) GetConversations() *ConversationsConversationsCo
 	return v.Conversations
 }
 
+// CreateAgentCreateAgentAdminAgent includes the requested fields of the GraphQL type AdminAgent.
+// The GraphQL type's documentation follows.
+//
+// An agent and its versions.
+type CreateAgentCreateAgentAdminAgent struct {
+	AdminAgentFields `json:"-"`
+}
+
+// GetId returns CreateAgentCreateAgentAdminAgent.Id, and is useful for accessing the field via an interface.
+func (v *CreateAgentCreateAgentAdminAgent) GetId() string { return v.AdminAgentFields.Id }
+
+// GetSlug returns CreateAgentCreateAgentAdminAgent.Slug, and is useful for accessing the field via an interface.
+func (v *CreateAgentCreateAgentAdminAgent) GetSlug() string { return v.AdminAgentFields.Slug }
+
+// GetName returns CreateAgentCreateAgentAdminAgent.Name, and is useful for accessing the field via an interface.
+func (v *CreateAgentCreateAgentAdminAgent) GetName() string { return v.AdminAgentFields.Name }
+
+// GetVersions returns CreateAgentCreateAgentAdminAgent.Versions, and is useful for accessing the field via an interface.
+func (v *CreateAgentCreateAgentAdminAgent) GetVersions() []*AdminAgentFieldsVersionsAgentVersion {
+	return v.AdminAgentFields.Versions
+}
+
+func (v *CreateAgentCreateAgentAdminAgent) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*CreateAgentCreateAgentAdminAgent
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.CreateAgentCreateAgentAdminAgent = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminAgentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalCreateAgentCreateAgentAdminAgent struct {
+	Id string `json:"id"`
+
+	Slug string `json:"slug"`
+
+	Name string `json:"name"`
+
+	Versions []*AdminAgentFieldsVersionsAgentVersion `json:"versions"`
+}
+
+func (v *CreateAgentCreateAgentAdminAgent) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *CreateAgentCreateAgentAdminAgent) __premarshalJSON() (*__premarshalCreateAgentCreateAgentAdminAgent, error) {
+	var retval __premarshalCreateAgentCreateAgentAdminAgent
+
+	retval.Id = v.AdminAgentFields.Id
+	retval.Slug = v.AdminAgentFields.Slug
+	retval.Name = v.AdminAgentFields.Name
+	retval.Versions = v.AdminAgentFields.Versions
+	return &retval, nil
+}
+
+// An agent to create.
+type CreateAgentInput struct {
+	// a-z 0-9 _ - (1 to 64).
+	Slug string `json:"slug"`
+	// 1 to 200 bytes.
+	Name string `json:"name"`
+	// Its version 1.
+	Version *AgentVersionInput `json:"version,omitempty"`
+}
+
+// GetSlug returns CreateAgentInput.Slug, and is useful for accessing the field via an interface.
+func (v *CreateAgentInput) GetSlug() string { return v.Slug }
+
+// GetName returns CreateAgentInput.Name, and is useful for accessing the field via an interface.
+func (v *CreateAgentInput) GetName() string { return v.Name }
+
+// GetVersion returns CreateAgentInput.Version, and is useful for accessing the field via an interface.
+func (v *CreateAgentInput) GetVersion() *AgentVersionInput { return v.Version }
+
+// CreateAgentResponse is returned by CreateAgent on success.
+type CreateAgentResponse struct {
+	// Create an agent with its version 1 (admin:agents).
+	CreateAgent *CreateAgentCreateAgentAdminAgent `json:"createAgent"`
+}
+
+// GetCreateAgent returns CreateAgentResponse.CreateAgent, and is useful for accessing the field via an interface.
+func (v *CreateAgentResponse) GetCreateAgent() *CreateAgentCreateAgentAdminAgent {
+	return v.CreateAgent
+}
+
 // CreateConversationCreateConversation includes the requested fields of the GraphQL type Conversation.
 // The GraphQL type's documentation follows.
 //
@@ -1142,6 +2129,24 @@ type DecideApprovalResponse struct {
 func (v *DecideApprovalResponse) GetDecideApproval() *DecideApprovalDecideApproval {
 	return v.DecideApproval
 }
+
+// A document to delete.
+type DeleteDocumentInput struct {
+	// The document.
+	DocumentId string `json:"documentId"`
+}
+
+// GetDocumentId returns DeleteDocumentInput.DocumentId, and is useful for accessing the field via an interface.
+func (v *DeleteDocumentInput) GetDocumentId() string { return v.DocumentId }
+
+// DeleteDocumentResponse is returned by DeleteDocument on success.
+type DeleteDocumentResponse struct {
+	// Delete a document; answers that cited it keep their citations (admin:documents). Returns its id.
+	DeleteDocument string `json:"deleteDocument"`
+}
+
+// GetDeleteDocument returns DeleteDocumentResponse.DeleteDocument, and is useful for accessing the field via an interface.
+func (v *DeleteDocumentResponse) GetDeleteDocument() string { return v.DeleteDocument }
 
 // EntryFields includes the GraphQL fields of JournalEntry requested by the fragment EntryFields.
 // The GraphQL type's documentation follows.
@@ -1708,6 +2713,118 @@ func (v *EntryFieldsToolToolActivity) GetBytes() *int { return v.Bytes }
 // GetCitations returns EntryFieldsToolToolActivity.Citations, and is useful for accessing the field via an interface.
 func (v *EntryFieldsToolToolActivity) GetCitations() []string { return v.Citations }
 
+// GrantPermissionGrantPermissionAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type GrantPermissionGrantPermissionAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns GrantPermissionGrantPermissionAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *GrantPermissionGrantPermissionAdminMember) GetId() string { return v.AdminMemberFields.Id }
+
+// GetEmail returns GrantPermissionGrantPermissionAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *GrantPermissionGrantPermissionAdminMember) GetEmail() string {
+	return v.AdminMemberFields.Email
+}
+
+// GetDisplayName returns GrantPermissionGrantPermissionAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *GrantPermissionGrantPermissionAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns GrantPermissionGrantPermissionAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *GrantPermissionGrantPermissionAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns GrantPermissionGrantPermissionAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *GrantPermissionGrantPermissionAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *GrantPermissionGrantPermissionAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*GrantPermissionGrantPermissionAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.GrantPermissionGrantPermissionAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalGrantPermissionGrantPermissionAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *GrantPermissionGrantPermissionAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *GrantPermissionGrantPermissionAdminMember) __premarshalJSON() (*__premarshalGrantPermissionGrantPermissionAdminMember, error) {
+	var retval __premarshalGrantPermissionGrantPermissionAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
+}
+
+// GrantPermissionResponse is returned by GrantPermission on success.
+type GrantPermissionResponse struct {
+	// Give a member a permission; converges when held (admin:members).
+	GrantPermission *GrantPermissionGrantPermissionAdminMember `json:"grantPermission"`
+}
+
+// GetGrantPermission returns GrantPermissionResponse.GrantPermission, and is useful for accessing the field via an interface.
+func (v *GrantPermissionResponse) GetGrantPermission() *GrantPermissionGrantPermissionAdminMember {
+	return v.GrantPermission
+}
+
+// A member and a group.
+type GroupMemberInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The group: a-z 0-9 _ . - (1 to 64).
+	Group string `json:"group"`
+}
+
+// GetEmail returns GroupMemberInput.Email, and is useful for accessing the field via an interface.
+func (v *GroupMemberInput) GetEmail() string { return v.Email }
+
+// GetGroup returns GroupMemberInput.Group, and is useful for accessing the field via an interface.
+func (v *GroupMemberInput) GetGroup() string { return v.Group }
+
 // JournalJournalJournalPage includes the requested fields of the GraphQL type JournalPage.
 // The GraphQL type's documentation follows.
 //
@@ -2088,6 +3205,360 @@ func (v *MemberFields) GetEmail() string { return v.Email }
 // GetDisplayName returns MemberFields.DisplayName, and is useful for accessing the field via an interface.
 func (v *MemberFields) GetDisplayName() string { return v.DisplayName }
 
+// A member's roster of an agent.
+type MemberRosterInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The agent's slug.
+	Agent string `json:"agent"`
+	// The specialists the member allows it to route to.
+	Specialists []string `json:"specialists"`
+}
+
+// GetEmail returns MemberRosterInput.Email, and is useful for accessing the field via an interface.
+func (v *MemberRosterInput) GetEmail() string { return v.Email }
+
+// GetAgent returns MemberRosterInput.Agent, and is useful for accessing the field via an interface.
+func (v *MemberRosterInput) GetAgent() string { return v.Agent }
+
+// GetSpecialists returns MemberRosterInput.Specialists, and is useful for accessing the field via an interface.
+func (v *MemberRosterInput) GetSpecialists() []string { return v.Specialists }
+
+// A member and a permission.
+type PermissionInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The permission, e.g. documents.read or admin:documents.
+	Permission string `json:"permission"`
+}
+
+// GetEmail returns PermissionInput.Email, and is useful for accessing the field via an interface.
+func (v *PermissionInput) GetEmail() string { return v.Email }
+
+// GetPermission returns PermissionInput.Permission, and is useful for accessing the field via an interface.
+func (v *PermissionInput) GetPermission() string { return v.Permission }
+
+// RemoveGroupMemberRemoveGroupMemberAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type RemoveGroupMemberRemoveGroupMemberAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns RemoveGroupMemberRemoveGroupMemberAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) GetId() string { return v.AdminMemberFields.Id }
+
+// GetEmail returns RemoveGroupMemberRemoveGroupMemberAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) GetEmail() string {
+	return v.AdminMemberFields.Email
+}
+
+// GetDisplayName returns RemoveGroupMemberRemoveGroupMemberAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns RemoveGroupMemberRemoveGroupMemberAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns RemoveGroupMemberRemoveGroupMemberAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*RemoveGroupMemberRemoveGroupMemberAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.RemoveGroupMemberRemoveGroupMemberAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalRemoveGroupMemberRemoveGroupMemberAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *RemoveGroupMemberRemoveGroupMemberAdminMember) __premarshalJSON() (*__premarshalRemoveGroupMemberRemoveGroupMemberAdminMember, error) {
+	var retval __premarshalRemoveGroupMemberRemoveGroupMemberAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
+}
+
+// RemoveGroupMemberResponse is returned by RemoveGroupMember on success.
+type RemoveGroupMemberResponse struct {
+	// Take a member out of a group (admin:members).
+	RemoveGroupMember *RemoveGroupMemberRemoveGroupMemberAdminMember `json:"removeGroupMember"`
+}
+
+// GetRemoveGroupMember returns RemoveGroupMemberResponse.RemoveGroupMember, and is useful for accessing the field via an interface.
+func (v *RemoveGroupMemberResponse) GetRemoveGroupMember() *RemoveGroupMemberRemoveGroupMemberAdminMember {
+	return v.RemoveGroupMember
+}
+
+// A document's new content.
+type ReplaceDocumentInput struct {
+	// The document.
+	DocumentId string `json:"documentId"`
+	// The new title; omitted keeps the old one.
+	Title *string `json:"title,omitempty"`
+	// The new body: text or Markdown, at most 512 KiB.
+	Body string `json:"body"`
+}
+
+// GetDocumentId returns ReplaceDocumentInput.DocumentId, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentInput) GetDocumentId() string { return v.DocumentId }
+
+// GetTitle returns ReplaceDocumentInput.Title, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentInput) GetTitle() *string { return v.Title }
+
+// GetBody returns ReplaceDocumentInput.Body, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentInput) GetBody() string { return v.Body }
+
+// ReplaceDocumentReplaceDocumentAdminDocument includes the requested fields of the GraphQL type AdminDocument.
+// The GraphQL type's documentation follows.
+//
+// A document as an operator sees it.
+type ReplaceDocumentReplaceDocumentAdminDocument struct {
+	AdminDocumentFields `json:"-"`
+}
+
+// GetId returns ReplaceDocumentReplaceDocumentAdminDocument.Id, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetId() string { return v.AdminDocumentFields.Id }
+
+// GetTitle returns ReplaceDocumentReplaceDocumentAdminDocument.Title, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetTitle() string {
+	return v.AdminDocumentFields.Title
+}
+
+// GetDigest returns ReplaceDocumentReplaceDocumentAdminDocument.Digest, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetDigest() string {
+	return v.AdminDocumentFields.Digest
+}
+
+// GetReaders returns ReplaceDocumentReplaceDocumentAdminDocument.Readers, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetReaders() []string {
+	return v.AdminDocumentFields.Readers
+}
+
+// GetPassages returns ReplaceDocumentReplaceDocumentAdminDocument.Passages, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetPassages() int {
+	return v.AdminDocumentFields.Passages
+}
+
+// GetCreatedAt returns ReplaceDocumentReplaceDocumentAdminDocument.CreatedAt, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) GetCreatedAt() time.Time {
+	return v.AdminDocumentFields.CreatedAt
+}
+
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*ReplaceDocumentReplaceDocumentAdminDocument
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.ReplaceDocumentReplaceDocumentAdminDocument = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminDocumentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalReplaceDocumentReplaceDocumentAdminDocument struct {
+	Id string `json:"id"`
+
+	Title string `json:"title"`
+
+	Digest string `json:"digest"`
+
+	Readers []string `json:"readers"`
+
+	Passages int `json:"passages"`
+
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *ReplaceDocumentReplaceDocumentAdminDocument) __premarshalJSON() (*__premarshalReplaceDocumentReplaceDocumentAdminDocument, error) {
+	var retval __premarshalReplaceDocumentReplaceDocumentAdminDocument
+
+	retval.Id = v.AdminDocumentFields.Id
+	retval.Title = v.AdminDocumentFields.Title
+	retval.Digest = v.AdminDocumentFields.Digest
+	retval.Readers = v.AdminDocumentFields.Readers
+	retval.Passages = v.AdminDocumentFields.Passages
+	retval.CreatedAt = v.AdminDocumentFields.CreatedAt
+	return &retval, nil
+}
+
+// ReplaceDocumentResponse is returned by ReplaceDocument on success.
+type ReplaceDocumentResponse struct {
+	// Give a document new content: a new digest; answers that cited it keep the digest they cited (admin:documents).
+	ReplaceDocument *ReplaceDocumentReplaceDocumentAdminDocument `json:"replaceDocument"`
+}
+
+// GetReplaceDocument returns ReplaceDocumentResponse.ReplaceDocument, and is useful for accessing the field via an interface.
+func (v *ReplaceDocumentResponse) GetReplaceDocument() *ReplaceDocumentReplaceDocumentAdminDocument {
+	return v.ReplaceDocument
+}
+
+// RevokePermissionResponse is returned by RevokePermission on success.
+type RevokePermissionResponse struct {
+	// Take a permission away; converges when not held. The next resolution sees it (admin:members).
+	RevokePermission *RevokePermissionRevokePermissionAdminMember `json:"revokePermission"`
+}
+
+// GetRevokePermission returns RevokePermissionResponse.RevokePermission, and is useful for accessing the field via an interface.
+func (v *RevokePermissionResponse) GetRevokePermission() *RevokePermissionRevokePermissionAdminMember {
+	return v.RevokePermission
+}
+
+// RevokePermissionRevokePermissionAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type RevokePermissionRevokePermissionAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns RevokePermissionRevokePermissionAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *RevokePermissionRevokePermissionAdminMember) GetId() string { return v.AdminMemberFields.Id }
+
+// GetEmail returns RevokePermissionRevokePermissionAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *RevokePermissionRevokePermissionAdminMember) GetEmail() string {
+	return v.AdminMemberFields.Email
+}
+
+// GetDisplayName returns RevokePermissionRevokePermissionAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *RevokePermissionRevokePermissionAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns RevokePermissionRevokePermissionAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *RevokePermissionRevokePermissionAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns RevokePermissionRevokePermissionAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *RevokePermissionRevokePermissionAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *RevokePermissionRevokePermissionAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*RevokePermissionRevokePermissionAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.RevokePermissionRevokePermissionAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalRevokePermissionRevokePermissionAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *RevokePermissionRevokePermissionAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *RevokePermissionRevokePermissionAdminMember) __premarshalJSON() (*__premarshalRevokePermissionRevokePermissionAdminMember, error) {
+	var retval __premarshalRevokePermissionRevokePermissionAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
+}
+
 // RoomJournalJournalJournalEntry includes the requested fields of the GraphQL type JournalEntry.
 // The GraphQL type's documentation follows.
 //
@@ -2313,6 +3784,226 @@ const (
 var AllRoomRole = []RoomRole{
 	RoomRoleOwner,
 	RoomRoleMember,
+}
+
+// A document's readers.
+type SetDocumentReadersInput struct {
+	// The document.
+	DocumentId string `json:"documentId"`
+	// Who may read it: emails and group:<name>, at most 200.
+	Readers []string `json:"readers"`
+}
+
+// GetDocumentId returns SetDocumentReadersInput.DocumentId, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersInput) GetDocumentId() string { return v.DocumentId }
+
+// GetReaders returns SetDocumentReadersInput.Readers, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersInput) GetReaders() []string { return v.Readers }
+
+// SetDocumentReadersResponse is returned by SetDocumentReaders on success.
+type SetDocumentReadersResponse struct {
+	// Replace a document's readers; a running turn's next tool call reads the new list (admin:documents).
+	SetDocumentReaders *SetDocumentReadersSetDocumentReadersAdminDocument `json:"setDocumentReaders"`
+}
+
+// GetSetDocumentReaders returns SetDocumentReadersResponse.SetDocumentReaders, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersResponse) GetSetDocumentReaders() *SetDocumentReadersSetDocumentReadersAdminDocument {
+	return v.SetDocumentReaders
+}
+
+// SetDocumentReadersSetDocumentReadersAdminDocument includes the requested fields of the GraphQL type AdminDocument.
+// The GraphQL type's documentation follows.
+//
+// A document as an operator sees it.
+type SetDocumentReadersSetDocumentReadersAdminDocument struct {
+	AdminDocumentFields `json:"-"`
+}
+
+// GetId returns SetDocumentReadersSetDocumentReadersAdminDocument.Id, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetId() string {
+	return v.AdminDocumentFields.Id
+}
+
+// GetTitle returns SetDocumentReadersSetDocumentReadersAdminDocument.Title, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetTitle() string {
+	return v.AdminDocumentFields.Title
+}
+
+// GetDigest returns SetDocumentReadersSetDocumentReadersAdminDocument.Digest, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetDigest() string {
+	return v.AdminDocumentFields.Digest
+}
+
+// GetReaders returns SetDocumentReadersSetDocumentReadersAdminDocument.Readers, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetReaders() []string {
+	return v.AdminDocumentFields.Readers
+}
+
+// GetPassages returns SetDocumentReadersSetDocumentReadersAdminDocument.Passages, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetPassages() int {
+	return v.AdminDocumentFields.Passages
+}
+
+// GetCreatedAt returns SetDocumentReadersSetDocumentReadersAdminDocument.CreatedAt, and is useful for accessing the field via an interface.
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) GetCreatedAt() time.Time {
+	return v.AdminDocumentFields.CreatedAt
+}
+
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*SetDocumentReadersSetDocumentReadersAdminDocument
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.SetDocumentReadersSetDocumentReadersAdminDocument = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminDocumentFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalSetDocumentReadersSetDocumentReadersAdminDocument struct {
+	Id string `json:"id"`
+
+	Title string `json:"title"`
+
+	Digest string `json:"digest"`
+
+	Readers []string `json:"readers"`
+
+	Passages int `json:"passages"`
+
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *SetDocumentReadersSetDocumentReadersAdminDocument) __premarshalJSON() (*__premarshalSetDocumentReadersSetDocumentReadersAdminDocument, error) {
+	var retval __premarshalSetDocumentReadersSetDocumentReadersAdminDocument
+
+	retval.Id = v.AdminDocumentFields.Id
+	retval.Title = v.AdminDocumentFields.Title
+	retval.Digest = v.AdminDocumentFields.Digest
+	retval.Readers = v.AdminDocumentFields.Readers
+	retval.Passages = v.AdminDocumentFields.Passages
+	retval.CreatedAt = v.AdminDocumentFields.CreatedAt
+	return &retval, nil
+}
+
+// SetMemberRosterResponse is returned by SetMemberRoster on success.
+type SetMemberRosterResponse struct {
+	// Set which specialists of an agent a member allows it to route to (admin:agents).
+	SetMemberRoster *SetMemberRosterSetMemberRosterAdminMember `json:"setMemberRoster"`
+}
+
+// GetSetMemberRoster returns SetMemberRosterResponse.SetMemberRoster, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterResponse) GetSetMemberRoster() *SetMemberRosterSetMemberRosterAdminMember {
+	return v.SetMemberRoster
+}
+
+// SetMemberRosterSetMemberRosterAdminMember includes the requested fields of the GraphQL type AdminMember.
+// The GraphQL type's documentation follows.
+//
+// A member as an operator sees them.
+type SetMemberRosterSetMemberRosterAdminMember struct {
+	AdminMemberFields `json:"-"`
+}
+
+// GetId returns SetMemberRosterSetMemberRosterAdminMember.Id, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterSetMemberRosterAdminMember) GetId() string { return v.AdminMemberFields.Id }
+
+// GetEmail returns SetMemberRosterSetMemberRosterAdminMember.Email, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterSetMemberRosterAdminMember) GetEmail() string {
+	return v.AdminMemberFields.Email
+}
+
+// GetDisplayName returns SetMemberRosterSetMemberRosterAdminMember.DisplayName, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterSetMemberRosterAdminMember) GetDisplayName() string {
+	return v.AdminMemberFields.DisplayName
+}
+
+// GetPermissions returns SetMemberRosterSetMemberRosterAdminMember.Permissions, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterSetMemberRosterAdminMember) GetPermissions() []string {
+	return v.AdminMemberFields.Permissions
+}
+
+// GetGroups returns SetMemberRosterSetMemberRosterAdminMember.Groups, and is useful for accessing the field via an interface.
+func (v *SetMemberRosterSetMemberRosterAdminMember) GetGroups() []string {
+	return v.AdminMemberFields.Groups
+}
+
+func (v *SetMemberRosterSetMemberRosterAdminMember) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*SetMemberRosterSetMemberRosterAdminMember
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.SetMemberRosterSetMemberRosterAdminMember = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AdminMemberFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalSetMemberRosterSetMemberRosterAdminMember struct {
+	Id string `json:"id"`
+
+	Email string `json:"email"`
+
+	DisplayName string `json:"displayName"`
+
+	Permissions []string `json:"permissions"`
+
+	Groups []string `json:"groups"`
+}
+
+func (v *SetMemberRosterSetMemberRosterAdminMember) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *SetMemberRosterSetMemberRosterAdminMember) __premarshalJSON() (*__premarshalSetMemberRosterSetMemberRosterAdminMember, error) {
+	var retval __premarshalSetMemberRosterSetMemberRosterAdminMember
+
+	retval.Id = v.AdminMemberFields.Id
+	retval.Email = v.AdminMemberFields.Email
+	retval.DisplayName = v.AdminMemberFields.DisplayName
+	retval.Permissions = v.AdminMemberFields.Permissions
+	retval.Groups = v.AdminMemberFields.Groups
+	return &retval, nil
 }
 
 // A steer command.
@@ -3346,6 +5037,30 @@ func (v *TurnTurnCitationsCitation) __premarshalJSON() (*__premarshalTurnTurnCit
 	return &retval, nil
 }
 
+// __AddAgentVersionInput is used internally by genqlient
+type __AddAgentVersionInput struct {
+	Input *AddAgentVersionInput `json:"input,omitempty"`
+}
+
+// GetInput returns __AddAgentVersionInput.Input, and is useful for accessing the field via an interface.
+func (v *__AddAgentVersionInput) GetInput() *AddAgentVersionInput { return v.Input }
+
+// __AddDocumentInput is used internally by genqlient
+type __AddDocumentInput struct {
+	Input *AddDocumentInput `json:"input,omitempty"`
+}
+
+// GetInput returns __AddDocumentInput.Input, and is useful for accessing the field via an interface.
+func (v *__AddDocumentInput) GetInput() *AddDocumentInput { return v.Input }
+
+// __AddGroupMemberInput is used internally by genqlient
+type __AddGroupMemberInput struct {
+	Input *GroupMemberInput `json:"input,omitempty"`
+}
+
+// GetInput returns __AddGroupMemberInput.Input, and is useful for accessing the field via an interface.
+func (v *__AddGroupMemberInput) GetInput() *GroupMemberInput { return v.Input }
+
 // __AddRoomMemberInput is used internally by genqlient
 type __AddRoomMemberInput struct {
 	Input *RoomMemberInput `json:"input,omitempty"`
@@ -3353,6 +5068,30 @@ type __AddRoomMemberInput struct {
 
 // GetInput returns __AddRoomMemberInput.Input, and is useful for accessing the field via an interface.
 func (v *__AddRoomMemberInput) GetInput() *RoomMemberInput { return v.Input }
+
+// __AdminDocumentsInput is used internally by genqlient
+type __AdminDocumentsInput struct {
+	First *int    `json:"first"`
+	After *string `json:"after"`
+}
+
+// GetFirst returns __AdminDocumentsInput.First, and is useful for accessing the field via an interface.
+func (v *__AdminDocumentsInput) GetFirst() *int { return v.First }
+
+// GetAfter returns __AdminDocumentsInput.After, and is useful for accessing the field via an interface.
+func (v *__AdminDocumentsInput) GetAfter() *string { return v.After }
+
+// __AdminMembersInput is used internally by genqlient
+type __AdminMembersInput struct {
+	First *int    `json:"first"`
+	After *string `json:"after"`
+}
+
+// GetFirst returns __AdminMembersInput.First, and is useful for accessing the field via an interface.
+func (v *__AdminMembersInput) GetFirst() *int { return v.First }
+
+// GetAfter returns __AdminMembersInput.After, and is useful for accessing the field via an interface.
+func (v *__AdminMembersInput) GetAfter() *string { return v.After }
 
 // __CancelTurnInput is used internally by genqlient
 type __CancelTurnInput struct {
@@ -3382,6 +5121,14 @@ func (v *__ConversationsInput) GetFirst() *int { return v.First }
 // GetAfter returns __ConversationsInput.After, and is useful for accessing the field via an interface.
 func (v *__ConversationsInput) GetAfter() *string { return v.After }
 
+// __CreateAgentInput is used internally by genqlient
+type __CreateAgentInput struct {
+	Input *CreateAgentInput `json:"input,omitempty"`
+}
+
+// GetInput returns __CreateAgentInput.Input, and is useful for accessing the field via an interface.
+func (v *__CreateAgentInput) GetInput() *CreateAgentInput { return v.Input }
+
 // __CreateConversationInput is used internally by genqlient
 type __CreateConversationInput struct {
 	Input *CreateConversationInput `json:"input,omitempty"`
@@ -3397,6 +5144,22 @@ type __DecideApprovalInput struct {
 
 // GetInput returns __DecideApprovalInput.Input, and is useful for accessing the field via an interface.
 func (v *__DecideApprovalInput) GetInput() *DecideApprovalInput { return v.Input }
+
+// __DeleteDocumentInput is used internally by genqlient
+type __DeleteDocumentInput struct {
+	Input *DeleteDocumentInput `json:"input,omitempty"`
+}
+
+// GetInput returns __DeleteDocumentInput.Input, and is useful for accessing the field via an interface.
+func (v *__DeleteDocumentInput) GetInput() *DeleteDocumentInput { return v.Input }
+
+// __GrantPermissionInput is used internally by genqlient
+type __GrantPermissionInput struct {
+	Input *PermissionInput `json:"input,omitempty"`
+}
+
+// GetInput returns __GrantPermissionInput.Input, and is useful for accessing the field via an interface.
+func (v *__GrantPermissionInput) GetInput() *PermissionInput { return v.Input }
 
 // __JournalInput is used internally by genqlient
 type __JournalInput struct {
@@ -3414,6 +5177,30 @@ func (v *__JournalInput) GetAfter() *int { return v.After }
 // GetFirst returns __JournalInput.First, and is useful for accessing the field via an interface.
 func (v *__JournalInput) GetFirst() *int { return v.First }
 
+// __RemoveGroupMemberInput is used internally by genqlient
+type __RemoveGroupMemberInput struct {
+	Input *GroupMemberInput `json:"input,omitempty"`
+}
+
+// GetInput returns __RemoveGroupMemberInput.Input, and is useful for accessing the field via an interface.
+func (v *__RemoveGroupMemberInput) GetInput() *GroupMemberInput { return v.Input }
+
+// __ReplaceDocumentInput is used internally by genqlient
+type __ReplaceDocumentInput struct {
+	Input *ReplaceDocumentInput `json:"input,omitempty"`
+}
+
+// GetInput returns __ReplaceDocumentInput.Input, and is useful for accessing the field via an interface.
+func (v *__ReplaceDocumentInput) GetInput() *ReplaceDocumentInput { return v.Input }
+
+// __RevokePermissionInput is used internally by genqlient
+type __RevokePermissionInput struct {
+	Input *PermissionInput `json:"input,omitempty"`
+}
+
+// GetInput returns __RevokePermissionInput.Input, and is useful for accessing the field via an interface.
+func (v *__RevokePermissionInput) GetInput() *PermissionInput { return v.Input }
+
 // __RoomJournalInput is used internally by genqlient
 type __RoomJournalInput struct {
 	ConversationId string `json:"conversationId"`
@@ -3425,6 +5212,22 @@ func (v *__RoomJournalInput) GetConversationId() string { return v.ConversationI
 
 // GetAfter returns __RoomJournalInput.After, and is useful for accessing the field via an interface.
 func (v *__RoomJournalInput) GetAfter() *int { return v.After }
+
+// __SetDocumentReadersInput is used internally by genqlient
+type __SetDocumentReadersInput struct {
+	Input *SetDocumentReadersInput `json:"input,omitempty"`
+}
+
+// GetInput returns __SetDocumentReadersInput.Input, and is useful for accessing the field via an interface.
+func (v *__SetDocumentReadersInput) GetInput() *SetDocumentReadersInput { return v.Input }
+
+// __SetMemberRosterInput is used internally by genqlient
+type __SetMemberRosterInput struct {
+	Input *MemberRosterInput `json:"input,omitempty"`
+}
+
+// GetInput returns __SetMemberRosterInput.Input, and is useful for accessing the field via an interface.
+func (v *__SetMemberRosterInput) GetInput() *MemberRosterInput { return v.Input }
 
 // __SteerTurnInput is used internally by genqlient
 type __SteerTurnInput struct {
@@ -3461,6 +5264,139 @@ type __TurnInput struct {
 
 // GetId returns __TurnInput.Id, and is useful for accessing the field via an interface.
 func (v *__TurnInput) GetId() string { return v.Id }
+
+// The mutation executed by AddAgentVersion.
+const AddAgentVersion_Operation = `
+mutation AddAgentVersion ($input: AddAgentVersionInput!) {
+	addAgentVersion(input: $input) {
+		... AdminAgentFields
+	}
+}
+fragment AdminAgentFields on AdminAgent {
+	id
+	slug
+	name
+	versions {
+		id
+		version
+		controller
+		modelRoute
+		effort
+		systemPrompt
+		tools
+		specialists
+		budgets
+	}
+}
+`
+
+func AddAgentVersion(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *AddAgentVersionInput,
+) (data_ *AddAgentVersionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AddAgentVersion",
+		Query:  AddAgentVersion_Operation,
+		Variables: &__AddAgentVersionInput{
+			Input: input,
+		},
+	}
+
+	data_ = &AddAgentVersionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by AddDocument.
+const AddDocument_Operation = `
+mutation AddDocument ($input: AddDocumentInput!) {
+	addDocument(input: $input) {
+		... AdminDocumentFields
+	}
+}
+fragment AdminDocumentFields on AdminDocument {
+	id
+	title
+	digest
+	readers
+	passages
+	createdAt
+}
+`
+
+func AddDocument(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *AddDocumentInput,
+) (data_ *AddDocumentResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AddDocument",
+		Query:  AddDocument_Operation,
+		Variables: &__AddDocumentInput{
+			Input: input,
+		},
+	}
+
+	data_ = &AddDocumentResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by AddGroupMember.
+const AddGroupMember_Operation = `
+mutation AddGroupMember ($input: GroupMemberInput!) {
+	addGroupMember(input: $input) {
+		... AdminMemberFields
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func AddGroupMember(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *GroupMemberInput,
+) (data_ *AddGroupMemberResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AddGroupMember",
+		Query:  AddGroupMember_Operation,
+		Variables: &__AddGroupMemberInput{
+			Input: input,
+		},
+	}
+
+	data_ = &AddGroupMemberResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
 
 // The mutation executed by AddRoomMember.
 const AddRoomMember_Operation = `
@@ -3509,6 +5445,151 @@ func AddRoomMember(
 	}
 
 	data_ = &AddRoomMemberResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by AdminAgents.
+const AdminAgents_Operation = `
+query AdminAgents {
+	adminAgents {
+		... AdminAgentFields
+	}
+}
+fragment AdminAgentFields on AdminAgent {
+	id
+	slug
+	name
+	versions {
+		id
+		version
+		controller
+		modelRoute
+		effort
+		systemPrompt
+		tools
+		specialists
+		budgets
+	}
+}
+`
+
+func AdminAgents(
+	ctx_ context.Context,
+	client_ graphql.Client,
+) (data_ *AdminAgentsResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AdminAgents",
+		Query:  AdminAgents_Operation,
+	}
+
+	data_ = &AdminAgentsResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by AdminDocuments.
+const AdminDocuments_Operation = `
+query AdminDocuments ($first: Int, $after: String) {
+	adminDocuments(first: $first, after: $after) {
+		nodes {
+			... AdminDocumentFields
+		}
+		pageInfo {
+			hasNextPage
+			endCursor
+		}
+	}
+}
+fragment AdminDocumentFields on AdminDocument {
+	id
+	title
+	digest
+	readers
+	passages
+	createdAt
+}
+`
+
+func AdminDocuments(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	first *int,
+	after *string,
+) (data_ *AdminDocumentsResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AdminDocuments",
+		Query:  AdminDocuments_Operation,
+		Variables: &__AdminDocumentsInput{
+			First: first,
+			After: after,
+		},
+	}
+
+	data_ = &AdminDocumentsResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by AdminMembers.
+const AdminMembers_Operation = `
+query AdminMembers ($first: Int, $after: String) {
+	adminMembers(first: $first, after: $after) {
+		nodes {
+			... AdminMemberFields
+		}
+		pageInfo {
+			hasNextPage
+			endCursor
+		}
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func AdminMembers(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	first *int,
+	after *string,
+) (data_ *AdminMembersResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AdminMembers",
+		Query:  AdminMembers_Operation,
+		Variables: &__AdminMembersInput{
+			First: first,
+			After: after,
+		},
+	}
+
+	data_ = &AdminMembersResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -3705,6 +5786,56 @@ func Conversations(
 	return data_, err_
 }
 
+// The mutation executed by CreateAgent.
+const CreateAgent_Operation = `
+mutation CreateAgent ($input: CreateAgentInput!) {
+	createAgent(input: $input) {
+		... AdminAgentFields
+	}
+}
+fragment AdminAgentFields on AdminAgent {
+	id
+	slug
+	name
+	versions {
+		id
+		version
+		controller
+		modelRoute
+		effort
+		systemPrompt
+		tools
+		specialists
+		budgets
+	}
+}
+`
+
+func CreateAgent(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *CreateAgentInput,
+) (data_ *CreateAgentResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "CreateAgent",
+		Query:  CreateAgent_Operation,
+		Variables: &__CreateAgentInput{
+			Input: input,
+		},
+	}
+
+	data_ = &CreateAgentResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by CreateConversation.
 const CreateConversation_Operation = `
 mutation CreateConversation ($input: CreateConversationInput!) {
@@ -3789,6 +5920,79 @@ func DecideApproval(
 	}
 
 	data_ = &DecideApprovalResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by DeleteDocument.
+const DeleteDocument_Operation = `
+mutation DeleteDocument ($input: DeleteDocumentInput!) {
+	deleteDocument(input: $input)
+}
+`
+
+func DeleteDocument(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *DeleteDocumentInput,
+) (data_ *DeleteDocumentResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "DeleteDocument",
+		Query:  DeleteDocument_Operation,
+		Variables: &__DeleteDocumentInput{
+			Input: input,
+		},
+	}
+
+	data_ = &DeleteDocumentResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by GrantPermission.
+const GrantPermission_Operation = `
+mutation GrantPermission ($input: PermissionInput!) {
+	grantPermission(input: $input) {
+		... AdminMemberFields
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func GrantPermission(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *PermissionInput,
+) (data_ *GrantPermissionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "GrantPermission",
+		Query:  GrantPermission_Operation,
+		Variables: &__GrantPermissionInput{
+			Input: input,
+		},
+	}
+
+	data_ = &GrantPermissionResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -3965,6 +6169,130 @@ func Me(
 	return data_, err_
 }
 
+// The mutation executed by RemoveGroupMember.
+const RemoveGroupMember_Operation = `
+mutation RemoveGroupMember ($input: GroupMemberInput!) {
+	removeGroupMember(input: $input) {
+		... AdminMemberFields
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func RemoveGroupMember(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *GroupMemberInput,
+) (data_ *RemoveGroupMemberResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RemoveGroupMember",
+		Query:  RemoveGroupMember_Operation,
+		Variables: &__RemoveGroupMemberInput{
+			Input: input,
+		},
+	}
+
+	data_ = &RemoveGroupMemberResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by ReplaceDocument.
+const ReplaceDocument_Operation = `
+mutation ReplaceDocument ($input: ReplaceDocumentInput!) {
+	replaceDocument(input: $input) {
+		... AdminDocumentFields
+	}
+}
+fragment AdminDocumentFields on AdminDocument {
+	id
+	title
+	digest
+	readers
+	passages
+	createdAt
+}
+`
+
+func ReplaceDocument(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *ReplaceDocumentInput,
+) (data_ *ReplaceDocumentResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ReplaceDocument",
+		Query:  ReplaceDocument_Operation,
+		Variables: &__ReplaceDocumentInput{
+			Input: input,
+		},
+	}
+
+	data_ = &ReplaceDocumentResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by RevokePermission.
+const RevokePermission_Operation = `
+mutation RevokePermission ($input: PermissionInput!) {
+	revokePermission(input: $input) {
+		... AdminMemberFields
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func RevokePermission(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *PermissionInput,
+) (data_ *RevokePermissionResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RevokePermission",
+		Query:  RevokePermission_Operation,
+		Variables: &__RevokePermissionInput{
+			Input: input,
+		},
+	}
+
+	data_ = &RevokePermissionResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The subscription executed by RoomJournal.
 const RoomJournal_Operation = `
 subscription RoomJournal ($conversationId: ID!, $after: Int) {
@@ -4107,6 +6435,89 @@ func RoomJournalForwardData(interfaceChan interface{}, jsonRawMsg json.RawMessag
 	}
 	dataChan_ <- wsResp
 	return nil
+}
+
+// The mutation executed by SetDocumentReaders.
+const SetDocumentReaders_Operation = `
+mutation SetDocumentReaders ($input: SetDocumentReadersInput!) {
+	setDocumentReaders(input: $input) {
+		... AdminDocumentFields
+	}
+}
+fragment AdminDocumentFields on AdminDocument {
+	id
+	title
+	digest
+	readers
+	passages
+	createdAt
+}
+`
+
+func SetDocumentReaders(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *SetDocumentReadersInput,
+) (data_ *SetDocumentReadersResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetDocumentReaders",
+		Query:  SetDocumentReaders_Operation,
+		Variables: &__SetDocumentReadersInput{
+			Input: input,
+		},
+	}
+
+	data_ = &SetDocumentReadersResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by SetMemberRoster.
+const SetMemberRoster_Operation = `
+mutation SetMemberRoster ($input: MemberRosterInput!) {
+	setMemberRoster(input: $input) {
+		... AdminMemberFields
+	}
+}
+fragment AdminMemberFields on AdminMember {
+	id
+	email
+	displayName
+	permissions
+	groups
+}
+`
+
+func SetMemberRoster(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *MemberRosterInput,
+) (data_ *SetMemberRosterResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetMemberRoster",
+		Query:  SetMemberRoster_Operation,
+		Variables: &__SetMemberRosterInput{
+			Input: input,
+		},
+	}
+
+	data_ = &SetMemberRosterResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
 }
 
 // The mutation executed by SteerTurn.

@@ -25,7 +25,8 @@ type Person struct {
 
 // People are the demo members.
 var People = []Person{
-	{Email: "alice@example.com", Name: "Alice", Permissions: []string{"documents.read", "tasks.write"}},
+	// Alice also operates the demo: she holds every admin permission.
+	{Email: "alice@example.com", Name: "Alice", Permissions: []string{"documents.read", "tasks.write", "admin:documents", "admin:members", "admin:agents"}},
 	{Email: "bob@example.com", Name: "Bob", Permissions: []string{"documents.read"}},
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
@@ -64,6 +65,8 @@ type Client struct {
 	Member *MemberClient
 	// MemberAgentConfig is the client for interacting with the MemberAgentConfig builders.
 	MemberAgentConfig *MemberAgentConfigClient
+	// MemberGroup is the client for interacting with the MemberGroup builders.
+	MemberGroup *MemberGroupClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
 	// Passage is the client for interacting with the Passage builders.
@@ -98,6 +101,7 @@ func (c *Client) init() {
 	c.JournalEntry = NewJournalEntryClient(c.config)
 	c.Member = NewMemberClient(c.config)
 	c.MemberAgentConfig = NewMemberAgentConfigClient(c.config)
+	c.MemberGroup = NewMemberGroupClient(c.config)
 	c.MemberPermission = NewMemberPermissionClient(c.config)
 	c.Passage = NewPassageClient(c.config)
 	c.RoomMember = NewRoomMemberClient(c.config)
@@ -207,6 +211,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		JournalEntry:      NewJournalEntryClient(cfg),
 		Member:            NewMemberClient(cfg),
 		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
+		MemberGroup:       NewMemberGroupClient(cfg),
 		MemberPermission:  NewMemberPermissionClient(cfg),
 		Passage:           NewPassageClient(cfg),
 		RoomMember:        NewRoomMemberClient(cfg),
@@ -243,6 +248,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		JournalEntry:      NewJournalEntryClient(cfg),
 		Member:            NewMemberClient(cfg),
 		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
+		MemberGroup:       NewMemberGroupClient(cfg),
 		MemberPermission:  NewMemberPermissionClient(cfg),
 		Passage:           NewPassageClient(cfg),
 		RoomMember:        NewRoomMemberClient(cfg),
@@ -280,7 +286,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
 		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource, c.Task, c.Turn,
+		c.MemberGroup, c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource,
+		c.Task, c.Turn,
 	} {
 		n.Use(hooks...)
 	}
@@ -292,7 +299,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
 		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource, c.Task, c.Turn,
+		c.MemberGroup, c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource,
+		c.Task, c.Turn,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -323,6 +331,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Member.mutate(ctx, m)
 	case *MemberAgentConfigMutation:
 		return c.MemberAgentConfig.mutate(ctx, m)
+	case *MemberGroupMutation:
+		return c.MemberGroup.mutate(ctx, m)
 	case *MemberPermissionMutation:
 		return c.MemberPermission.mutate(ctx, m)
 	case *PassageMutation:
@@ -2061,6 +2071,22 @@ func (c *MemberClient) QueryAgentConfigs(_m *Member) *MemberAgentConfigQuery {
 	return query
 }
 
+// QueryGroups queries the groups edge of a Member.
+func (c *MemberClient) QueryGroups(_m *Member) *MemberGroupQuery {
+	query := (&MemberGroupClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, id),
+			sqlgraph.To(membergroup.Table, membergroup.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.GroupsTable, member.GroupsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *MemberClient) Hooks() []Hook {
 	return c.hooks.Member
@@ -2248,6 +2274,155 @@ func (c *MemberAgentConfigClient) mutate(ctx context.Context, m *MemberAgentConf
 		return (&MemberAgentConfigDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown MemberAgentConfig mutation op: %q", m.Op())
+	}
+}
+
+// MemberGroupClient is a client for the MemberGroup schema.
+type MemberGroupClient struct {
+	config
+}
+
+// NewMemberGroupClient returns a client for the MemberGroup from the given config.
+func NewMemberGroupClient(c config) *MemberGroupClient {
+	return &MemberGroupClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `membergroup.Hooks(f(g(h())))`.
+func (c *MemberGroupClient) Use(hooks ...Hook) {
+	c.hooks.MemberGroup = append(c.hooks.MemberGroup, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `membergroup.Intercept(f(g(h())))`.
+func (c *MemberGroupClient) Intercept(interceptors ...Interceptor) {
+	c.inters.MemberGroup = append(c.inters.MemberGroup, interceptors...)
+}
+
+// Create returns a builder for creating a MemberGroup entity.
+func (c *MemberGroupClient) Create() *MemberGroupCreate {
+	mutation := newMemberGroupMutation(c.config, OpCreate)
+	return &MemberGroupCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of MemberGroup entities.
+func (c *MemberGroupClient) CreateBulk(builders ...*MemberGroupCreate) *MemberGroupCreateBulk {
+	return &MemberGroupCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *MemberGroupClient) MapCreateBulk(slice any, setFunc func(*MemberGroupCreate, int)) *MemberGroupCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &MemberGroupCreateBulk{err: fmt.Errorf("calling to MemberGroupClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*MemberGroupCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &MemberGroupCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for MemberGroup.
+func (c *MemberGroupClient) Update() *MemberGroupUpdate {
+	mutation := newMemberGroupMutation(c.config, OpUpdate)
+	return &MemberGroupUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *MemberGroupClient) UpdateOne(_m *MemberGroup) *MemberGroupUpdateOne {
+	mutation := newMemberGroupMutation(c.config, OpUpdateOne, withMemberGroup(_m))
+	return &MemberGroupUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *MemberGroupClient) UpdateOneID(id uuid.UUID) *MemberGroupUpdateOne {
+	mutation := newMemberGroupMutation(c.config, OpUpdateOne, withMemberGroupID(id))
+	return &MemberGroupUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for MemberGroup.
+func (c *MemberGroupClient) Delete() *MemberGroupDelete {
+	mutation := newMemberGroupMutation(c.config, OpDelete)
+	return &MemberGroupDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *MemberGroupClient) DeleteOne(_m *MemberGroup) *MemberGroupDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *MemberGroupClient) DeleteOneID(id uuid.UUID) *MemberGroupDeleteOne {
+	builder := c.Delete().Where(membergroup.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &MemberGroupDeleteOne{builder}
+}
+
+// Query returns a query builder for MemberGroup.
+func (c *MemberGroupClient) Query() *MemberGroupQuery {
+	return &MemberGroupQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeMemberGroup},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a MemberGroup entity by its id.
+func (c *MemberGroupClient) Get(ctx context.Context, id uuid.UUID) (*MemberGroup, error) {
+	return c.Query().Where(membergroup.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *MemberGroupClient) GetX(ctx context.Context, id uuid.UUID) *MemberGroup {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryMember queries the member edge of a MemberGroup.
+func (c *MemberGroupClient) QueryMember(_m *MemberGroup) *MemberQuery {
+	query := (&MemberClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(membergroup.Table, membergroup.FieldID, id),
+			sqlgraph.To(member.Table, member.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, membergroup.MemberTable, membergroup.MemberColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *MemberGroupClient) Hooks() []Hook {
+	return c.hooks.MemberGroup
+}
+
+// Interceptors returns the client interceptors.
+func (c *MemberGroupClient) Interceptors() []Interceptor {
+	return c.inters.MemberGroup
+}
+
+func (c *MemberGroupClient) mutate(ctx context.Context, m *MemberGroupMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&MemberGroupCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&MemberGroupUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&MemberGroupUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&MemberGroupDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown MemberGroup mutation op: %q", m.Op())
 	}
 }
 
@@ -3245,13 +3420,14 @@ func (c *TurnClient) mutate(ctx context.Context, m *TurnMutation) (Value, error)
 type (
 	hooks struct {
 		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
-		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberPermission,
-		Passage, RoomMember, RoomResource, Task, Turn []ent.Hook
+		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
+		MemberPermission, Passage, RoomMember, RoomResource, Task, Turn []ent.Hook
 	}
 	inters struct {
 		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
-		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberPermission,
-		Passage, RoomMember, RoomResource, Task, Turn []ent.Interceptor
+		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
+		MemberPermission, Passage, RoomMember, RoomResource, Task,
+		Turn []ent.Interceptor
 	}
 )
 

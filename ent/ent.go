@@ -23,6 +23,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
@@ -100,6 +101,7 @@ func checkColumn(t, c string) error {
 			journalentry.Table:      journalentry.ValidColumn,
 			member.Table:            member.ValidColumn,
 			memberagentconfig.Table: memberagentconfig.ValidColumn,
+			membergroup.Table:       membergroup.ValidColumn,
 			memberpermission.Table:  memberpermission.ValidColumn,
 			passage.Table:           passage.ValidColumn,
 			roommember.Table:        roommember.ValidColumn,

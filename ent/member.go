@@ -48,9 +48,11 @@ type MemberEdges struct {
 	Tasks []*Task `json:"tasks,omitempty"`
 	// AgentConfigs holds the value of the agent_configs edge.
 	AgentConfigs []*MemberAgentConfig `json:"agent_configs,omitempty"`
+	// Groups holds the value of the groups edge.
+	Groups []*MemberGroup `json:"groups,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [7]bool
+	loadedTypes [8]bool
 }
 
 // PermissionsOrErr returns the Permissions value or an error if the edge
@@ -114,6 +116,15 @@ func (e MemberEdges) AgentConfigsOrErr() ([]*MemberAgentConfig, error) {
 		return e.AgentConfigs, nil
 	}
 	return nil, &NotLoadedError{edge: "agent_configs"}
+}
+
+// GroupsOrErr returns the Groups value or an error if the edge
+// was not loaded in eager-loading.
+func (e MemberEdges) GroupsOrErr() ([]*MemberGroup, error) {
+	if e.loadedTypes[7] {
+		return e.Groups, nil
+	}
+	return nil, &NotLoadedError{edge: "groups"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -218,6 +229,11 @@ func (_m *Member) QueryTasks() *TaskQuery {
 // QueryAgentConfigs queries the "agent_configs" edge of the Member entity.
 func (_m *Member) QueryAgentConfigs() *MemberAgentConfigQuery {
 	return NewMemberClient(_m.config).QueryAgentConfigs(_m)
+}
+
+// QueryGroups queries the "groups" edge of the Member entity.
+func (_m *Member) QueryGroups() *MemberGroupQuery {
+	return NewMemberClient(_m.config).QueryGroups(_m)
 }
 
 // Update returns a builder for updating this Member.

@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/task"
@@ -188,6 +189,21 @@ func (_c *MemberCreate) AddAgentConfigs(v ...*MemberAgentConfig) *MemberCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddAgentConfigIDs(ids...)
+}
+
+// AddGroupIDs adds the "groups" edge to the MemberGroup entity by IDs.
+func (_c *MemberCreate) AddGroupIDs(ids ...uuid.UUID) *MemberCreate {
+	_c.mutation.AddGroupIDs(ids...)
+	return _c
+}
+
+// AddGroups adds the "groups" edges to the MemberGroup entity.
+func (_c *MemberCreate) AddGroups(v ...*MemberGroup) *MemberCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddGroupIDs(ids...)
 }
 
 // Mutation returns the MemberMutation object of the builder.
@@ -420,6 +436,22 @@ func (_c *MemberCreate) createSpec() (*Member, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(memberagentconfig.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.GroupsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   member.GroupsTable,
+			Columns: []string{member.GroupsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(membergroup.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

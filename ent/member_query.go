@@ -18,6 +18,7 @@ import (
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
@@ -39,6 +40,7 @@ type MemberQuery struct {
 	withArtifacts          *ArtifactQuery
 	withTasks              *TaskQuery
 	withAgentConfigs       *MemberAgentConfigQuery
+	withGroups             *MemberGroupQuery
 	modifiers              []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -223,6 +225,28 @@ func (_q *MemberQuery) QueryAgentConfigs() *MemberAgentConfigQuery {
 			sqlgraph.From(member.Table, member.FieldID, selector),
 			sqlgraph.To(memberagentconfig.Table, memberagentconfig.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, member.AgentConfigsTable, member.AgentConfigsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryGroups chains the current query on the "groups" edge.
+func (_q *MemberQuery) QueryGroups() *MemberGroupQuery {
+	query := (&MemberGroupClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(member.Table, member.FieldID, selector),
+			sqlgraph.To(membergroup.Table, membergroup.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, member.GroupsTable, member.GroupsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -429,6 +453,7 @@ func (_q *MemberQuery) Clone() *MemberQuery {
 		withArtifacts:          _q.withArtifacts.Clone(),
 		withTasks:              _q.withTasks.Clone(),
 		withAgentConfigs:       _q.withAgentConfigs.Clone(),
+		withGroups:             _q.withGroups.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -512,6 +537,17 @@ func (_q *MemberQuery) WithAgentConfigs(opts ...func(*MemberAgentConfigQuery)) *
 	return _q
 }
 
+// WithGroups tells the query-builder to eager-load the nodes that are connected to
+// the "groups" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *MemberQuery) WithGroups(opts ...func(*MemberGroupQuery)) *MemberQuery {
+	query := (&MemberGroupClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withGroups = query
+	return _q
+}
+
 // GroupBy is used to group vertices by one or more fields/columns.
 // It is often used with aggregate functions, like: count, max, mean, min, sum.
 //
@@ -590,7 +626,7 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 	var (
 		nodes       = []*Member{}
 		_spec       = _q.querySpec()
-		loadedTypes = [7]bool{
+		loadedTypes = [8]bool{
 			_q.withPermissions != nil,
 			_q.withRooms != nil,
 			_q.withOwnedConversations != nil,
@@ -598,6 +634,7 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 			_q.withArtifacts != nil,
 			_q.withTasks != nil,
 			_q.withAgentConfigs != nil,
+			_q.withGroups != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -667,6 +704,13 @@ func (_q *MemberQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Membe
 		if err := _q.loadAgentConfigs(ctx, query, nodes,
 			func(n *Member) { n.Edges.AgentConfigs = []*MemberAgentConfig{} },
 			func(n *Member, e *MemberAgentConfig) { n.Edges.AgentConfigs = append(n.Edges.AgentConfigs, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withGroups; query != nil {
+		if err := _q.loadGroups(ctx, query, nodes,
+			func(n *Member) { n.Edges.Groups = []*MemberGroup{} },
+			func(n *Member, e *MemberGroup) { n.Edges.Groups = append(n.Edges.Groups, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -868,6 +912,36 @@ func (_q *MemberQuery) loadAgentConfigs(ctx context.Context, query *MemberAgentC
 	}
 	query.Where(predicate.MemberAgentConfig(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(member.AgentConfigsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.MemberID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "member_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *MemberQuery) loadGroups(ctx context.Context, query *MemberGroupQuery, nodes []*Member, init func(*Member), assign func(*Member, *MemberGroup)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Member)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(membergroup.FieldMemberID)
+	}
+	query.Where(predicate.MemberGroup(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(member.GroupsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/predicate"
@@ -53,6 +54,7 @@ const (
 	TypeJournalEntry      = "JournalEntry"
 	TypeMember            = "Member"
 	TypeMemberAgentConfig = "MemberAgentConfig"
+	TypeMemberGroup       = "MemberGroup"
 	TypeMemberPermission  = "MemberPermission"
 	TypePassage           = "Passage"
 	TypeRoomMember        = "RoomMember"
@@ -8151,6 +8153,9 @@ type MemberMutation struct {
 	agent_configs              map[uuid.UUID]struct{}
 	removedagent_configs       map[uuid.UUID]struct{}
 	clearedagent_configs       bool
+	groups                     map[uuid.UUID]struct{}
+	removedgroups              map[uuid.UUID]struct{}
+	clearedgroups              bool
 	done                       bool
 	oldValue                   func(context.Context) (*Member, error)
 	predicates                 []predicate.Member
@@ -8782,6 +8787,60 @@ func (m *MemberMutation) ResetAgentConfigs() {
 	m.removedagent_configs = nil
 }
 
+// AddGroupIDs adds the "groups" edge to the MemberGroup entity by ids.
+func (m *MemberMutation) AddGroupIDs(ids ...uuid.UUID) {
+	if m.groups == nil {
+		m.groups = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.groups[ids[i]] = struct{}{}
+	}
+}
+
+// ClearGroups clears the "groups" edge to the MemberGroup entity.
+func (m *MemberMutation) ClearGroups() {
+	m.clearedgroups = true
+}
+
+// GroupsCleared reports if the "groups" edge to the MemberGroup entity was cleared.
+func (m *MemberMutation) GroupsCleared() bool {
+	return m.clearedgroups
+}
+
+// RemoveGroupIDs removes the "groups" edge to the MemberGroup entity by IDs.
+func (m *MemberMutation) RemoveGroupIDs(ids ...uuid.UUID) {
+	if m.removedgroups == nil {
+		m.removedgroups = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.groups, ids[i])
+		m.removedgroups[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedGroups returns the removed IDs of the "groups" edge to the MemberGroup entity.
+func (m *MemberMutation) RemovedGroupsIDs() (ids []uuid.UUID) {
+	for id := range m.removedgroups {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// GroupsIDs returns the "groups" edge IDs in the mutation.
+func (m *MemberMutation) GroupsIDs() (ids []uuid.UUID) {
+	for id := range m.groups {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetGroups resets all changes to the "groups" edge.
+func (m *MemberMutation) ResetGroups() {
+	m.groups = nil
+	m.clearedgroups = false
+	m.removedgroups = nil
+}
+
 // Where appends a list predicates to the MemberMutation builder.
 func (m *MemberMutation) Where(ps ...predicate.Member) {
 	m.predicates = append(m.predicates, ps...)
@@ -8966,7 +9025,7 @@ func (m *MemberMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *MemberMutation) AddedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.permissions != nil {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -8987,6 +9046,9 @@ func (m *MemberMutation) AddedEdges() []string {
 	}
 	if m.agent_configs != nil {
 		edges = append(edges, member.EdgeAgentConfigs)
+	}
+	if m.groups != nil {
+		edges = append(edges, member.EdgeGroups)
 	}
 	return edges
 }
@@ -9037,13 +9099,19 @@ func (m *MemberMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case member.EdgeGroups:
+		ids := make([]ent.Value, 0, len(m.groups))
+		for id := range m.groups {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *MemberMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.removedpermissions != nil {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -9064,6 +9132,9 @@ func (m *MemberMutation) RemovedEdges() []string {
 	}
 	if m.removedagent_configs != nil {
 		edges = append(edges, member.EdgeAgentConfigs)
+	}
+	if m.removedgroups != nil {
+		edges = append(edges, member.EdgeGroups)
 	}
 	return edges
 }
@@ -9114,13 +9185,19 @@ func (m *MemberMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case member.EdgeGroups:
+		ids := make([]ent.Value, 0, len(m.removedgroups))
+		for id := range m.removedgroups {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *MemberMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.clearedpermissions {
 		edges = append(edges, member.EdgePermissions)
 	}
@@ -9141,6 +9218,9 @@ func (m *MemberMutation) ClearedEdges() []string {
 	}
 	if m.clearedagent_configs {
 		edges = append(edges, member.EdgeAgentConfigs)
+	}
+	if m.clearedgroups {
+		edges = append(edges, member.EdgeGroups)
 	}
 	return edges
 }
@@ -9163,6 +9243,8 @@ func (m *MemberMutation) EdgeCleared(name string) bool {
 		return m.clearedtasks
 	case member.EdgeAgentConfigs:
 		return m.clearedagent_configs
+	case member.EdgeGroups:
+		return m.clearedgroups
 	}
 	return false
 }
@@ -9199,6 +9281,9 @@ func (m *MemberMutation) ResetEdge(name string) error {
 		return nil
 	case member.EdgeAgentConfigs:
 		m.ResetAgentConfigs()
+		return nil
+	case member.EdgeGroups:
+		m.ResetGroups()
 		return nil
 	}
 	return fmt.Errorf("unknown Member edge %s", name)
@@ -9835,6 +9920,500 @@ func (m *MemberAgentConfigMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown MemberAgentConfig edge %s", name)
+}
+
+// MemberGroupMutation represents an operation that mutates the MemberGroup nodes in the graph.
+type MemberGroupMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	name          *string
+	clearedFields map[string]struct{}
+	member        *uuid.UUID
+	clearedmember bool
+	done          bool
+	oldValue      func(context.Context) (*MemberGroup, error)
+	predicates    []predicate.MemberGroup
+}
+
+var _ ent.Mutation = (*MemberGroupMutation)(nil)
+
+// membergroupOption allows management of the mutation configuration using functional options.
+type membergroupOption func(*MemberGroupMutation)
+
+// newMemberGroupMutation creates new mutation for the MemberGroup entity.
+func newMemberGroupMutation(c config, op Op, opts ...membergroupOption) *MemberGroupMutation {
+	m := &MemberGroupMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeMemberGroup,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withMemberGroupID sets the ID field of the mutation.
+func withMemberGroupID(id uuid.UUID) membergroupOption {
+	return func(m *MemberGroupMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *MemberGroup
+		)
+		m.oldValue = func(ctx context.Context) (*MemberGroup, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().MemberGroup.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withMemberGroup sets the old MemberGroup of the mutation.
+func withMemberGroup(node *MemberGroup) membergroupOption {
+	return func(m *MemberGroupMutation) {
+		m.oldValue = func(context.Context) (*MemberGroup, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m MemberGroupMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m MemberGroupMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of MemberGroup entities.
+func (m *MemberGroupMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *MemberGroupMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *MemberGroupMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().MemberGroup.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *MemberGroupMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *MemberGroupMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the MemberGroup entity.
+// If the MemberGroup object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberGroupMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *MemberGroupMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetMemberID sets the "member_id" field.
+func (m *MemberGroupMutation) SetMemberID(u uuid.UUID) {
+	m.member = &u
+}
+
+// MemberID returns the value of the "member_id" field in the mutation.
+func (m *MemberGroupMutation) MemberID() (r uuid.UUID, exists bool) {
+	v := m.member
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemberID returns the old "member_id" field's value of the MemberGroup entity.
+// If the MemberGroup object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberGroupMutation) OldMemberID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemberID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemberID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemberID: %w", err)
+	}
+	return oldValue.MemberID, nil
+}
+
+// ResetMemberID resets all changes to the "member_id" field.
+func (m *MemberGroupMutation) ResetMemberID() {
+	m.member = nil
+}
+
+// SetName sets the "name" field.
+func (m *MemberGroupMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *MemberGroupMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the MemberGroup entity.
+// If the MemberGroup object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *MemberGroupMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *MemberGroupMutation) ResetName() {
+	m.name = nil
+}
+
+// ClearMember clears the "member" edge to the Member entity.
+func (m *MemberGroupMutation) ClearMember() {
+	m.clearedmember = true
+	m.clearedFields[membergroup.FieldMemberID] = struct{}{}
+}
+
+// MemberCleared reports if the "member" edge to the Member entity was cleared.
+func (m *MemberGroupMutation) MemberCleared() bool {
+	return m.clearedmember
+}
+
+// MemberIDs returns the "member" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// MemberID instead. It exists only for internal usage by the builders.
+func (m *MemberGroupMutation) MemberIDs() (ids []uuid.UUID) {
+	if id := m.member; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetMember resets all changes to the "member" edge.
+func (m *MemberGroupMutation) ResetMember() {
+	m.member = nil
+	m.clearedmember = false
+}
+
+// Where appends a list predicates to the MemberGroupMutation builder.
+func (m *MemberGroupMutation) Where(ps ...predicate.MemberGroup) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the MemberGroupMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *MemberGroupMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.MemberGroup, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *MemberGroupMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *MemberGroupMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (MemberGroup).
+func (m *MemberGroupMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *MemberGroupMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.created_at != nil {
+		fields = append(fields, membergroup.FieldCreatedAt)
+	}
+	if m.member != nil {
+		fields = append(fields, membergroup.FieldMemberID)
+	}
+	if m.name != nil {
+		fields = append(fields, membergroup.FieldName)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *MemberGroupMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case membergroup.FieldCreatedAt:
+		return m.CreatedAt()
+	case membergroup.FieldMemberID:
+		return m.MemberID()
+	case membergroup.FieldName:
+		return m.Name()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *MemberGroupMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case membergroup.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case membergroup.FieldMemberID:
+		return m.OldMemberID(ctx)
+	case membergroup.FieldName:
+		return m.OldName(ctx)
+	}
+	return nil, fmt.Errorf("unknown MemberGroup field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberGroupMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case membergroup.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case membergroup.FieldMemberID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemberID(v)
+		return nil
+	case membergroup.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	}
+	return fmt.Errorf("unknown MemberGroup field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *MemberGroupMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *MemberGroupMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *MemberGroupMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown MemberGroup numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *MemberGroupMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *MemberGroupMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *MemberGroupMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown MemberGroup nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *MemberGroupMutation) ResetField(name string) error {
+	switch name {
+	case membergroup.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case membergroup.FieldMemberID:
+		m.ResetMemberID()
+		return nil
+	case membergroup.FieldName:
+		m.ResetName()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberGroup field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *MemberGroupMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.member != nil {
+		edges = append(edges, membergroup.EdgeMember)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *MemberGroupMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case membergroup.EdgeMember:
+		if id := m.member; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *MemberGroupMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *MemberGroupMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *MemberGroupMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedmember {
+		edges = append(edges, membergroup.EdgeMember)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *MemberGroupMutation) EdgeCleared(name string) bool {
+	switch name {
+	case membergroup.EdgeMember:
+		return m.clearedmember
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *MemberGroupMutation) ClearEdge(name string) error {
+	switch name {
+	case membergroup.EdgeMember:
+		m.ClearMember()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberGroup unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *MemberGroupMutation) ResetEdge(name string) error {
+	switch name {
+	case membergroup.EdgeMember:
+		m.ResetMember()
+		return nil
+	}
+	return fmt.Errorf("unknown MemberGroup edge %s", name)
 }
 
 // MemberPermissionMutation represents an operation that mutates the MemberPermission nodes in the graph.

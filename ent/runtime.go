@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/memberagentconfig"
+	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
@@ -285,6 +286,25 @@ func init() {
 	memberagentconfigDescID := memberagentconfigMixinFields0[0].Descriptor()
 	// memberagentconfig.DefaultID holds the default value on creation for the id field.
 	memberagentconfig.DefaultID = memberagentconfigDescID.Default.(func() uuid.UUID)
+	membergroupMixin := schema.MemberGroup{}.Mixin()
+	membergroupMixinFields0 := membergroupMixin[0].Fields()
+	_ = membergroupMixinFields0
+	membergroupMixinFields1 := membergroupMixin[1].Fields()
+	_ = membergroupMixinFields1
+	membergroupFields := schema.MemberGroup{}.Fields()
+	_ = membergroupFields
+	// membergroupDescCreatedAt is the schema descriptor for created_at field.
+	membergroupDescCreatedAt := membergroupMixinFields1[0].Descriptor()
+	// membergroup.DefaultCreatedAt holds the default value on creation for the created_at field.
+	membergroup.DefaultCreatedAt = membergroupDescCreatedAt.Default.(func() time.Time)
+	// membergroupDescName is the schema descriptor for name field.
+	membergroupDescName := membergroupFields[1].Descriptor()
+	// membergroup.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	membergroup.NameValidator = membergroupDescName.Validators[0].(func(string) error)
+	// membergroupDescID is the schema descriptor for id field.
+	membergroupDescID := membergroupMixinFields0[0].Descriptor()
+	// membergroup.DefaultID holds the default value on creation for the id field.
+	membergroup.DefaultID = membergroupDescID.Default.(func() uuid.UUID)
 	memberpermissionMixin := schema.MemberPermission{}.Mixin()
 	memberpermissionMixinFields0 := memberpermissionMixin[0].Fields()
 	_ = memberpermissionMixinFields0

@@ -36,6 +36,8 @@ type Tx struct {
 	Member *MemberClient
 	// MemberAgentConfig is the client for interacting with the MemberAgentConfig builders.
 	MemberAgentConfig *MemberAgentConfigClient
+	// MemberGroup is the client for interacting with the MemberGroup builders.
+	MemberGroup *MemberGroupClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
 	// Passage is the client for interacting with the Passage builders.
@@ -190,6 +192,7 @@ func (tx *Tx) init() {
 	tx.JournalEntry = NewJournalEntryClient(tx.config)
 	tx.Member = NewMemberClient(tx.config)
 	tx.MemberAgentConfig = NewMemberAgentConfigClient(tx.config)
+	tx.MemberGroup = NewMemberGroupClient(tx.config)
 	tx.MemberPermission = NewMemberPermissionClient(tx.config)
 	tx.Passage = NewPassageClient(tx.config)
 	tx.RoomMember = NewRoomMemberClient(tx.config)

@@ -104,23 +104,28 @@ func documentsArgs(first *int64, query *string) (documentsInput, error) {
 // past it is BAD_USER_INPUT (offset paging costs the skipped rows).
 const MaxDocumentOffset = 10000
 
-// documentCursor is the opaque cursor of the document at offset (0-based)
-// in a listing's order.
-func documentCursor(offset int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("docs:" + strconv.Itoa(offset)))
+// offsetCursor is the opaque cursor of the item at offset (0-based) in a
+// listing of kind's order.
+func offsetCursor(kind string, offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + strconv.Itoa(offset)))
 }
 
-// documentOffset is where the page after cursor starts; only a cursor
-// documentCursor made, within MaxDocumentOffset, is accepted.
-func documentOffset(cursor string) (int, error) {
+// cursorOffset is where the page after cursor starts; only a cursor
+// offsetCursor made for kind, within MaxDocumentOffset, is accepted.
+func cursorOffset(kind, cursor string) (int, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	n, ok := strings.CutPrefix(string(raw), "docs:")
+	n, ok := strings.CutPrefix(string(raw), kind+":")
 	at, aerr := strconv.Atoi(n)
-	if err != nil || !ok || aerr != nil || at < 0 || at >= MaxDocumentOffset || documentCursor(at) != cursor {
+	if err != nil || !ok || aerr != nil || at < 0 || at >= MaxDocumentOffset || offsetCursor(kind, at) != cursor {
 		return 0, errcode.Invalid("after", "malformed cursor")
 	}
 	return at + 1, nil
 }
+
+// documentCursor and documentOffset are documentsConnection's cursors.
+func documentCursor(offset int) string { return offsetCursor("docs", offset) }
+
+func documentOffset(cursor string) (int, error) { return cursorOffset("docs", cursor) }
 
 // documentPage is a documentsConnection page: first documents from
 // offset, and whether more follow (one more row is read to tell).

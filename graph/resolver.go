@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/admin"
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/resource"
@@ -24,6 +25,7 @@ type Resolver struct {
 	Rooms     *room.Service
 	Turns     *turn.Service
 	Resources *resource.Store
+	Admin     *admin.Service
 	Log       *journal.Log
 	// Streams owns the subscriptions' goroutines; the server stops it
 	// before it closes what they read. Nil leaves them unowned.

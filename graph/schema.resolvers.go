@@ -252,6 +252,132 @@ func (r *mutationResolver) DecideApproval(ctx context.Context, input model.Decid
 	return toApproval(a), nil
 }
 
+// AddDocument is the resolver for the addDocument field.
+func (r *mutationResolver) AddDocument(ctx context.Context, input model.AddDocumentInput) (*model.AdminDocument, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminDocumentResult(r.Admin.AddDocument(ctx, m, input.Title, input.Body, input.Readers))
+}
+
+// ReplaceDocument is the resolver for the replaceDocument field.
+func (r *mutationResolver) ReplaceDocument(ctx context.Context, input model.ReplaceDocumentInput) (*model.AdminDocument, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID("documentId", input.DocumentID)
+	if err != nil {
+		return nil, err
+	}
+	title := ""
+	if input.Title != nil {
+		title = *input.Title
+	}
+	return adminDocumentResult(r.Admin.ReplaceDocument(ctx, m, id, title, input.Body))
+}
+
+// SetDocumentReaders is the resolver for the setDocumentReaders field.
+func (r *mutationResolver) SetDocumentReaders(ctx context.Context, input model.SetDocumentReadersInput) (*model.AdminDocument, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseUUID("documentId", input.DocumentID)
+	if err != nil {
+		return nil, err
+	}
+	return adminDocumentResult(r.Admin.SetReaders(ctx, m, id, input.Readers))
+}
+
+// DeleteDocument is the resolver for the deleteDocument field.
+func (r *mutationResolver) DeleteDocument(ctx context.Context, input model.DeleteDocumentInput) (string, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return "", err
+	}
+	id, err := parseUUID("documentId", input.DocumentID)
+	if err != nil {
+		return "", err
+	}
+	if err := r.Admin.DeleteDocument(ctx, m, id); err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+// GrantPermission is the resolver for the grantPermission field.
+func (r *mutationResolver) GrantPermission(ctx context.Context, input model.PermissionInput) (*model.AdminMember, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminMemberResult(r.Admin.Grant(ctx, m, input.Email, input.Permission))
+}
+
+// RevokePermission is the resolver for the revokePermission field.
+func (r *mutationResolver) RevokePermission(ctx context.Context, input model.PermissionInput) (*model.AdminMember, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminMemberResult(r.Admin.Revoke(ctx, m, input.Email, input.Permission))
+}
+
+// AddGroupMember is the resolver for the addGroupMember field.
+func (r *mutationResolver) AddGroupMember(ctx context.Context, input model.GroupMemberInput) (*model.AdminMember, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminMemberResult(r.Admin.AddToGroup(ctx, m, input.Email, input.Group))
+}
+
+// RemoveGroupMember is the resolver for the removeGroupMember field.
+func (r *mutationResolver) RemoveGroupMember(ctx context.Context, input model.GroupMemberInput) (*model.AdminMember, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminMemberResult(r.Admin.RemoveFromGroup(ctx, m, input.Email, input.Group))
+}
+
+// CreateAgent is the resolver for the createAgent field.
+func (r *mutationResolver) CreateAgent(ctx context.Context, input model.CreateAgentInput) (*model.AdminAgent, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := fromVersionInput(input.Version)
+	if err != nil {
+		return nil, err
+	}
+	return adminAgentResult(r.Admin.CreateAgent(ctx, m, input.Slug, input.Name, v))
+}
+
+// AddAgentVersion is the resolver for the addAgentVersion field.
+func (r *mutationResolver) AddAgentVersion(ctx context.Context, input model.AddAgentVersionInput) (*model.AdminAgent, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := fromVersionInput(input.Version)
+	if err != nil {
+		return nil, err
+	}
+	return adminAgentResult(r.Admin.AddVersion(ctx, m, input.Slug, v))
+}
+
+// SetMemberRoster is the resolver for the setMemberRoster field.
+func (r *mutationResolver) SetMemberRoster(ctx context.Context, input model.MemberRosterInput) (*model.AdminMember, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return adminMemberResult(r.Admin.SetRoster(ctx, m, input.Email, input.Agent, input.Specialists))
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*model.Member, error) {
 	m, err := r.Members.Current(ctx)
@@ -417,6 +543,67 @@ func (r *queryResolver) DocumentsConnection(ctx context.Context, first *int64, a
 		}
 	}
 	return documentPage(ctx, r.Resources, m, in.Query, int(in.First), offset)
+}
+
+// AdminDocuments is the resolver for the adminDocuments field.
+func (r *queryResolver) AdminDocuments(ctx context.Context, first *int64, after *string) (*model.AdminDocumentConnection, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, offset, err := adminPage("admin-docs", first, after)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := r.Admin.Documents(ctx, m, n+1, offset)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.AdminDocumentConnection{PageInfo: adminPageInfo("admin-docs", offset, n, len(docs)), Nodes: []*model.AdminDocument{}}
+	for _, d := range docs[:min(n, len(docs))] {
+		out.Nodes = append(out.Nodes, toAdminDocument(d))
+	}
+	return out, nil
+}
+
+// AdminMembers is the resolver for the adminMembers field.
+func (r *queryResolver) AdminMembers(ctx context.Context, first *int64, after *string) (*model.AdminMemberConnection, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, offset, err := adminPage("admin-members", first, after)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := r.Admin.Members(ctx, m, n+1, offset)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.AdminMemberConnection{PageInfo: adminPageInfo("admin-members", offset, n, len(ms)), Nodes: []*model.AdminMember{}}
+	for _, x := range ms[:min(n, len(ms))] {
+		out.Nodes = append(out.Nodes, toAdminMember(x))
+	}
+	return out, nil
+}
+
+// AdminAgents is the resolver for the adminAgents field.
+func (r *queryResolver) AdminAgents(ctx context.Context) ([]*model.AdminAgent, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	as, err := r.Admin.Agents(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*model.AdminAgent, len(as))
+	for i, a := range as {
+		if out[i], err = toAdminAgent(a); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Journal is the resolver for the journal field.

@@ -3,7 +3,9 @@ package resource
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,19 +59,92 @@ func AddDocument(ctx context.Context, q pg.Querier, d Document) (uuid.UUID, erro
 		id, d.Title, d.Body, Digest(d.Body)); err != nil {
 		return uuid.Nil, fmt.Errorf("add document: %w", err)
 	}
-	for i, p := range Passages(d.Body) {
-		if _, err := q.ExecContext(ctx, `INSERT INTO passages (id, document_id, ordinal, text) VALUES ($1, $2, $3, $4)`,
-			uuid.New(), id, i, p); err != nil {
-			return uuid.Nil, fmt.Errorf("add passage: %w", err)
-		}
+	if err := writePassages(ctx, q, id, d.Body); err != nil {
+		return uuid.Nil, err
 	}
-	for _, r := range d.Readers {
-		if _, err := q.ExecContext(ctx, `INSERT INTO document_acls (id, document_id, principal) VALUES ($1, $2, $3)`,
-			uuid.New(), id, authority.Principal(r)); err != nil {
-			return uuid.Nil, fmt.Errorf("add reader: %w", err)
-		}
+	if err := writeReaders(ctx, q, id, d.Readers); err != nil {
+		return uuid.Nil, err
 	}
 	return id, nil
+}
+
+// writePassages chunks body into the document's passages.
+func writePassages(ctx context.Context, q pg.Querier, id uuid.UUID, body string) error {
+	for i, p := range Passages(body) {
+		if _, err := q.ExecContext(ctx, `INSERT INTO passages (id, document_id, ordinal, text) VALUES ($1, $2, $3, $4)`,
+			uuid.New(), id, i, p); err != nil {
+			return fmt.Errorf("add passage: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeReaders adds readers (emails or group:<name>) to the document's ACL.
+func writeReaders(ctx context.Context, q pg.Querier, id uuid.UUID, readers []string) error {
+	for _, r := range readers {
+		if _, err := q.ExecContext(ctx, `INSERT INTO document_acls (id, document_id, principal) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+			uuid.New(), id, authority.Principal(r)); err != nil {
+			return fmt.Errorf("add reader: %w", err)
+		}
+	}
+	return nil
+}
+
+// ErrNoDocument is a document id that names no document.
+var ErrNoDocument = errors.New("no such document")
+
+// ReplaceDocument gives a document a new title and body: a new digest and
+// new passages. Answers that cited it keep the digest they cited. Call it
+// inside a transaction.
+func ReplaceDocument(ctx context.Context, q pg.Querier, id uuid.UUID, title, body string) error {
+	res, err := q.ExecContext(ctx, `UPDATE documents SET title = $2, body = $3, digest = $4 WHERE id = $1`, id, title, body, Digest(body))
+	if err != nil {
+		return fmt.Errorf("replace document: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNoDocument
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM passages WHERE document_id = $1`, id); err != nil {
+		return fmt.Errorf("replace passages: %w", err)
+	}
+	return writePassages(ctx, q, id, body)
+}
+
+// SetReaders makes readers the document's whole ACL. The next read of the
+// document — a running turn's next tool call included — applies it. Call
+// it inside a transaction.
+func SetReaders(ctx context.Context, q pg.Querier, id uuid.UUID, readers []string) error {
+	var locked uuid.UUID
+	err := pg.QueryRow(ctx, q, `SELECT id FROM documents WHERE id = $1 FOR UPDATE`, []any{id}, &locked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNoDocument
+	}
+	if err != nil {
+		return fmt.Errorf("set readers: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM document_acls WHERE document_id = $1`, id); err != nil {
+		return fmt.Errorf("set readers: %w", err)
+	}
+	return writeReaders(ctx, q, id, readers)
+}
+
+// DeleteDocument removes a document, its passages and its ACL. Answers
+// that cited it keep their citations (title, passage and digest). Call it
+// inside a transaction.
+func DeleteDocument(ctx context.Context, q pg.Querier, id uuid.UUID) error {
+	for _, stmt := range []string{`DELETE FROM passages WHERE document_id = $1`, `DELETE FROM document_acls WHERE document_id = $1`} {
+		if _, err := q.ExecContext(ctx, stmt, id); err != nil {
+			return fmt.Errorf("delete document: %w", err)
+		}
+	}
+	res, err := q.ExecContext(ctx, `DELETE FROM documents WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete document: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNoDocument
+	}
+	return nil
 }
 
 // A document is listed when its ACL grants the viewer ($1, a principal)

@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
+	"github.com/turngate/turngate/admin"
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
@@ -163,7 +164,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.streams = graph.NewStreams()
 	a.wsOpen = &wsOpen{}
 	resolver := &graph.Resolver{
-		Members: a.members, Rooms: a.rooms, Turns: a.turns, Resources: a.resources,
+		Members: a.members, Rooms: a.rooms, Turns: a.turns, Resources: a.resources, Admin: &admin.Service{Client: a.client},
 		Log: journal.NewLog(a.client, a.hub), Streams: a.streams, MaxTextLen: cfg.MaxTextLen,
 	}
 	if !cfg.NoRunner {

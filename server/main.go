@@ -54,8 +54,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return token(cfg, args, stdout)
 	case "chat":
 		return chatCmd(ctx, cfg, args, os.Stdin, stdout, os.Stderr)
+	case "admin":
+		return adminCmd(ctx, cfg, args, stdout, os.Stderr)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, token or chat)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, token, chat or admin)", cmd)
 	}
 }
 

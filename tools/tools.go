@@ -133,6 +133,19 @@ func (r *Registry) With(t Tool) *Registry {
 	return out
 }
 
+// Names lists the registry's tool names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.tools))
+	for n := range r.tools {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Names lists the tools turngate ships: what an agent version may name.
+func Names() []string { return Default().Names() }
+
 // Get returns a tool by name.
 func (r *Registry) Get(name string) (Tool, bool) {
 	if r == nil {

@@ -141,6 +141,18 @@ func (f MemberAgentConfigFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberAgentConfigMutation", m)
 }
 
+// The MemberGroupFunc type is an adapter to allow the use of ordinary
+// function as MemberGroup mutator.
+type MemberGroupFunc func(context.Context, *ent.MemberGroupMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f MemberGroupFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.MemberGroupMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberGroupMutation", m)
+}
+
 // The MemberPermissionFunc type is an adapter to allow the use of ordinary
 // function as MemberPermission mutator.
 type MemberPermissionFunc func(context.Context, *ent.MemberPermissionMutation) (ent.Value, error)

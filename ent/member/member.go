@@ -37,6 +37,8 @@ const (
 	EdgeTasks = "tasks"
 	// EdgeAgentConfigs holds the string denoting the agent_configs edge name in mutations.
 	EdgeAgentConfigs = "agent_configs"
+	// EdgeGroups holds the string denoting the groups edge name in mutations.
+	EdgeGroups = "groups"
 	// Table holds the table name of the member in the database.
 	Table = "members"
 	// PermissionsTable is the table that holds the permissions relation/edge.
@@ -88,6 +90,13 @@ const (
 	AgentConfigsInverseTable = "member_agent_configs"
 	// AgentConfigsColumn is the table column denoting the agent_configs relation/edge.
 	AgentConfigsColumn = "member_id"
+	// GroupsTable is the table that holds the groups relation/edge.
+	GroupsTable = "member_groups"
+	// GroupsInverseTable is the table name for the MemberGroup entity.
+	// It exists in this package in order to avoid circular dependency with the "membergroup" package.
+	GroupsInverseTable = "member_groups"
+	// GroupsColumn is the table column denoting the groups relation/edge.
+	GroupsColumn = "member_id"
 )
 
 // Columns holds all SQL columns for member fields.
@@ -247,6 +256,20 @@ func ByAgentConfigs(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newAgentConfigsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByGroupsCount orders the results by groups count.
+func ByGroupsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newGroupsStep(), opts...)
+	}
+}
+
+// ByGroups orders the results by groups terms.
+func ByGroups(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newGroupsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newPermissionsStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -294,5 +317,12 @@ func newAgentConfigsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(AgentConfigsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, AgentConfigsTable, AgentConfigsColumn),
+	)
+}
+func newGroupsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(GroupsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, GroupsTable, GroupsColumn),
 	)
 }

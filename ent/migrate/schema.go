@@ -345,6 +345,39 @@ var (
 			},
 		},
 	}
+	// MemberGroupsColumns holds the columns for the "member_groups" table.
+	MemberGroupsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "name", Type: field.TypeString},
+		{Name: "member_id", Type: field.TypeUUID},
+	}
+	// MemberGroupsTable holds the schema information for the "member_groups" table.
+	MemberGroupsTable = &schema.Table{
+		Name:       "member_groups",
+		Columns:    MemberGroupsColumns,
+		PrimaryKey: []*schema.Column{MemberGroupsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "member_groups_members_groups",
+				Columns:    []*schema.Column{MemberGroupsColumns[3]},
+				RefColumns: []*schema.Column{MembersColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "membergroup_member_id_name",
+				Unique:  true,
+				Columns: []*schema.Column{MemberGroupsColumns[3], MemberGroupsColumns[2]},
+			},
+			{
+				Name:    "membergroup_name_member_id",
+				Unique:  false,
+				Columns: []*schema.Column{MemberGroupsColumns[2], MemberGroupsColumns[3]},
+			},
+		},
+	}
 	// MemberPermissionsColumns holds the columns for the "member_permissions" table.
 	MemberPermissionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -603,6 +636,7 @@ var (
 		JournalEntriesTable,
 		MembersTable,
 		MemberAgentConfigsTable,
+		MemberGroupsTable,
 		MemberPermissionsTable,
 		PassagesTable,
 		RoomMembersTable,
@@ -644,6 +678,11 @@ func init() {
 	}
 	MemberAgentConfigsTable.ForeignKeys[0].RefTable = AgentsTable
 	MemberAgentConfigsTable.ForeignKeys[1].RefTable = MembersTable
+	MemberGroupsTable.ForeignKeys[0].RefTable = MembersTable
+	MemberGroupsTable.Annotation = &entsql.Annotation{}
+	MemberGroupsTable.Annotation.Checks = map[string]string{
+		"member_groups_name_form": "name ~ '^[a-z0-9][a-z0-9_.-]{0,63}$'",
+	}
 	MemberPermissionsTable.ForeignKeys[0].RefTable = MembersTable
 	PassagesTable.ForeignKeys[0].RefTable = DocumentsTable
 	RoomMembersTable.ForeignKeys[0].RefTable = ConversationsTable

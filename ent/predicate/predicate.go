@@ -39,6 +39,9 @@ type Member func(*sql.Selector)
 // MemberAgentConfig is the predicate function for memberagentconfig builders.
 type MemberAgentConfig func(*sql.Selector)
 
+// MemberGroup is the predicate function for membergroup builders.
+type MemberGroup func(*sql.Selector)
+
 // MemberPermission is the predicate function for memberpermission builders.
 type MemberPermission func(*sql.Selector)
 

@@ -29,5 +29,6 @@ func (Member) Edges() []ent.Edge {
 		edge.To("artifacts", Artifact.Type),
 		edge.To("tasks", Task.Type),
 		edge.To("agent_configs", MemberAgentConfig.Type),
+		edge.To("groups", MemberGroup.Type),
 	}
 }

@@ -5,6 +5,7 @@ package generated
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -40,6 +41,52 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	AdminAgent struct {
+		ID       func(childComplexity int) int
+		Name     func(childComplexity int) int
+		Slug     func(childComplexity int) int
+		Versions func(childComplexity int) int
+	}
+
+	AdminDocument struct {
+		CreatedAt func(childComplexity int) int
+		Digest    func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Passages  func(childComplexity int) int
+		Readers   func(childComplexity int) int
+		Title     func(childComplexity int) int
+	}
+
+	AdminDocumentConnection struct {
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	AdminMember struct {
+		DisplayName func(childComplexity int) int
+		Email       func(childComplexity int) int
+		Groups      func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Permissions func(childComplexity int) int
+	}
+
+	AdminMemberConnection struct {
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	AgentVersion struct {
+		Budgets      func(childComplexity int) int
+		Controller   func(childComplexity int) int
+		Effort       func(childComplexity int) int
+		ID           func(childComplexity int) int
+		ModelRoute   func(childComplexity int) int
+		Specialists  func(childComplexity int) int
+		SystemPrompt func(childComplexity int) int
+		Tools        func(childComplexity int) int
+		Version      func(childComplexity int) int
+	}
+
 	AnswerArtifact struct {
 		ArtifactID  func(childComplexity int) int
 		DownloadURL func(childComplexity int) int
@@ -197,12 +244,23 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AddAgentVersion    func(childComplexity int, input model.AddAgentVersionInput) int
+		AddDocument        func(childComplexity int, input model.AddDocumentInput) int
+		AddGroupMember     func(childComplexity int, input model.GroupMemberInput) int
 		AddRoomMember      func(childComplexity int, input model.RoomMemberInput) int
 		CancelTurn         func(childComplexity int, input model.CancelTurnInput) int
+		CreateAgent        func(childComplexity int, input model.CreateAgentInput) int
 		CreateConversation func(childComplexity int, input model.CreateConversationInput) int
 		DecideApproval     func(childComplexity int, input model.DecideApprovalInput) int
+		DeleteDocument     func(childComplexity int, input model.DeleteDocumentInput) int
+		GrantPermission    func(childComplexity int, input model.PermissionInput) int
+		RemoveGroupMember  func(childComplexity int, input model.GroupMemberInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
+		ReplaceDocument    func(childComplexity int, input model.ReplaceDocumentInput) int
 		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
+		RevokePermission   func(childComplexity int, input model.PermissionInput) int
+		SetDocumentReaders func(childComplexity int, input model.SetDocumentReadersInput) int
+		SetMemberRoster    func(childComplexity int, input model.MemberRosterInput) int
 		SteerTurn          func(childComplexity int, input model.SteerTurnInput) int
 		SubmitMessage      func(childComplexity int, input model.SubmitMessageInput) int
 	}
@@ -215,6 +273,9 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		AdminAgents         func(childComplexity int) int
+		AdminDocuments      func(childComplexity int, first *int64, after *string) int
+		AdminMembers        func(childComplexity int, first *int64, after *string) int
 		Artifact            func(childComplexity int, id string) int
 		Conversation        func(childComplexity int, id string) int
 		Conversations       func(childComplexity int, first *int64, after *string) int
@@ -332,6 +393,17 @@ type MutationResolver interface {
 	CancelTurn(ctx context.Context, input model.CancelTurnInput) (*model.Turn, error)
 	SteerTurn(ctx context.Context, input model.SteerTurnInput) (*model.SteerResult, error)
 	DecideApproval(ctx context.Context, input model.DecideApprovalInput) (*model.Approval, error)
+	AddDocument(ctx context.Context, input model.AddDocumentInput) (*model.AdminDocument, error)
+	ReplaceDocument(ctx context.Context, input model.ReplaceDocumentInput) (*model.AdminDocument, error)
+	SetDocumentReaders(ctx context.Context, input model.SetDocumentReadersInput) (*model.AdminDocument, error)
+	DeleteDocument(ctx context.Context, input model.DeleteDocumentInput) (string, error)
+	GrantPermission(ctx context.Context, input model.PermissionInput) (*model.AdminMember, error)
+	RevokePermission(ctx context.Context, input model.PermissionInput) (*model.AdminMember, error)
+	AddGroupMember(ctx context.Context, input model.GroupMemberInput) (*model.AdminMember, error)
+	RemoveGroupMember(ctx context.Context, input model.GroupMemberInput) (*model.AdminMember, error)
+	CreateAgent(ctx context.Context, input model.CreateAgentInput) (*model.AdminAgent, error)
+	AddAgentVersion(ctx context.Context, input model.AddAgentVersionInput) (*model.AdminAgent, error)
+	SetMemberRoster(ctx context.Context, input model.MemberRosterInput) (*model.AdminMember, error)
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
@@ -342,6 +414,9 @@ type QueryResolver interface {
 	Artifact(ctx context.Context, id string) (*model.Artifact, error)
 	Documents(ctx context.Context, first *int64, query *string) ([]*model.Document, error)
 	DocumentsConnection(ctx context.Context, first *int64, after *string, query *string) (*model.DocumentConnection, error)
+	AdminDocuments(ctx context.Context, first *int64, after *string) (*model.AdminDocumentConnection, error)
+	AdminMembers(ctx context.Context, first *int64, after *string) (*model.AdminMemberConnection, error)
+	AdminAgents(ctx context.Context) ([]*model.AdminAgent, error)
 }
 type SubscriptionResolver interface {
 	Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error)
@@ -373,6 +448,180 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "AdminAgent.id":
+		if e.ComplexityRoot.AdminAgent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminAgent.ID(childComplexity), true
+	case "AdminAgent.name":
+		if e.ComplexityRoot.AdminAgent.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminAgent.Name(childComplexity), true
+	case "AdminAgent.slug":
+		if e.ComplexityRoot.AdminAgent.Slug == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminAgent.Slug(childComplexity), true
+	case "AdminAgent.versions":
+		if e.ComplexityRoot.AdminAgent.Versions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminAgent.Versions(childComplexity), true
+
+	case "AdminDocument.createdAt":
+		if e.ComplexityRoot.AdminDocument.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.CreatedAt(childComplexity), true
+	case "AdminDocument.digest":
+		if e.ComplexityRoot.AdminDocument.Digest == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.Digest(childComplexity), true
+	case "AdminDocument.id":
+		if e.ComplexityRoot.AdminDocument.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.ID(childComplexity), true
+	case "AdminDocument.passages":
+		if e.ComplexityRoot.AdminDocument.Passages == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.Passages(childComplexity), true
+	case "AdminDocument.readers":
+		if e.ComplexityRoot.AdminDocument.Readers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.Readers(childComplexity), true
+	case "AdminDocument.title":
+		if e.ComplexityRoot.AdminDocument.Title == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocument.Title(childComplexity), true
+
+	case "AdminDocumentConnection.nodes":
+		if e.ComplexityRoot.AdminDocumentConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocumentConnection.Nodes(childComplexity), true
+	case "AdminDocumentConnection.pageInfo":
+		if e.ComplexityRoot.AdminDocumentConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminDocumentConnection.PageInfo(childComplexity), true
+
+	case "AdminMember.displayName":
+		if e.ComplexityRoot.AdminMember.DisplayName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMember.DisplayName(childComplexity), true
+	case "AdminMember.email":
+		if e.ComplexityRoot.AdminMember.Email == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMember.Email(childComplexity), true
+	case "AdminMember.groups":
+		if e.ComplexityRoot.AdminMember.Groups == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMember.Groups(childComplexity), true
+	case "AdminMember.id":
+		if e.ComplexityRoot.AdminMember.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMember.ID(childComplexity), true
+	case "AdminMember.permissions":
+		if e.ComplexityRoot.AdminMember.Permissions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMember.Permissions(childComplexity), true
+
+	case "AdminMemberConnection.nodes":
+		if e.ComplexityRoot.AdminMemberConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMemberConnection.Nodes(childComplexity), true
+	case "AdminMemberConnection.pageInfo":
+		if e.ComplexityRoot.AdminMemberConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminMemberConnection.PageInfo(childComplexity), true
+
+	case "AgentVersion.budgets":
+		if e.ComplexityRoot.AgentVersion.Budgets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Budgets(childComplexity), true
+	case "AgentVersion.controller":
+		if e.ComplexityRoot.AgentVersion.Controller == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Controller(childComplexity), true
+	case "AgentVersion.effort":
+		if e.ComplexityRoot.AgentVersion.Effort == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Effort(childComplexity), true
+	case "AgentVersion.id":
+		if e.ComplexityRoot.AgentVersion.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.ID(childComplexity), true
+	case "AgentVersion.modelRoute":
+		if e.ComplexityRoot.AgentVersion.ModelRoute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.ModelRoute(childComplexity), true
+	case "AgentVersion.specialists":
+		if e.ComplexityRoot.AgentVersion.Specialists == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Specialists(childComplexity), true
+	case "AgentVersion.systemPrompt":
+		if e.ComplexityRoot.AgentVersion.SystemPrompt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.SystemPrompt(childComplexity), true
+	case "AgentVersion.tools":
+		if e.ComplexityRoot.AgentVersion.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Tools(childComplexity), true
+	case "AgentVersion.version":
+		if e.ComplexityRoot.AgentVersion.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AgentVersion.Version(childComplexity), true
 
 	case "AnswerArtifact.artifactId":
 		if e.ComplexityRoot.AnswerArtifact.ArtifactID == nil {
@@ -987,6 +1236,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MembershipChange.MemberID(childComplexity), true
 
+	case "Mutation.addAgentVersion":
+		if e.ComplexityRoot.Mutation.AddAgentVersion == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addAgentVersion_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddAgentVersion(childComplexity, args["input"].(model.AddAgentVersionInput)), true
+	case "Mutation.addDocument":
+		if e.ComplexityRoot.Mutation.AddDocument == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addDocument_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddDocument(childComplexity, args["input"].(model.AddDocumentInput)), true
+	case "Mutation.addGroupMember":
+		if e.ComplexityRoot.Mutation.AddGroupMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addGroupMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddGroupMember(childComplexity, args["input"].(model.GroupMemberInput)), true
 	case "Mutation.addRoomMember":
 		if e.ComplexityRoot.Mutation.AddRoomMember == nil {
 			break
@@ -1009,6 +1291,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CancelTurn(childComplexity, args["input"].(model.CancelTurnInput)), true
+	case "Mutation.createAgent":
+		if e.ComplexityRoot.Mutation.CreateAgent == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAgent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAgent(childComplexity, args["input"].(model.CreateAgentInput)), true
 	case "Mutation.createConversation":
 		if e.ComplexityRoot.Mutation.CreateConversation == nil {
 			break
@@ -1031,6 +1324,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DecideApproval(childComplexity, args["input"].(model.DecideApprovalInput)), true
+	case "Mutation.deleteDocument":
+		if e.ComplexityRoot.Mutation.DeleteDocument == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteDocument_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteDocument(childComplexity, args["input"].(model.DeleteDocumentInput)), true
+	case "Mutation.grantPermission":
+		if e.ComplexityRoot.Mutation.GrantPermission == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_grantPermission_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.GrantPermission(childComplexity, args["input"].(model.PermissionInput)), true
+	case "Mutation.removeGroupMember":
+		if e.ComplexityRoot.Mutation.RemoveGroupMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeGroupMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveGroupMember(childComplexity, args["input"].(model.GroupMemberInput)), true
 	case "Mutation.removeRoomMember":
 		if e.ComplexityRoot.Mutation.RemoveRoomMember == nil {
 			break
@@ -1042,6 +1368,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveRoomMember(childComplexity, args["input"].(model.RoomMemberInput)), true
+	case "Mutation.replaceDocument":
+		if e.ComplexityRoot.Mutation.ReplaceDocument == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_replaceDocument_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReplaceDocument(childComplexity, args["input"].(model.ReplaceDocumentInput)), true
 	case "Mutation.resumeTurn":
 		if e.ComplexityRoot.Mutation.ResumeTurn == nil {
 			break
@@ -1053,6 +1390,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ResumeTurn(childComplexity, args["input"].(model.ResumeTurnInput)), true
+	case "Mutation.revokePermission":
+		if e.ComplexityRoot.Mutation.RevokePermission == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokePermission_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokePermission(childComplexity, args["input"].(model.PermissionInput)), true
+	case "Mutation.setDocumentReaders":
+		if e.ComplexityRoot.Mutation.SetDocumentReaders == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setDocumentReaders_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetDocumentReaders(childComplexity, args["input"].(model.SetDocumentReadersInput)), true
+	case "Mutation.setMemberRoster":
+		if e.ComplexityRoot.Mutation.SetMemberRoster == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setMemberRoster_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetMemberRoster(childComplexity, args["input"].(model.MemberRosterInput)), true
 	case "Mutation.steerTurn":
 		if e.ComplexityRoot.Mutation.SteerTurn == nil {
 			break
@@ -1101,6 +1471,34 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
+	case "Query.adminAgents":
+		if e.ComplexityRoot.Query.AdminAgents == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AdminAgents(childComplexity), true
+	case "Query.adminDocuments":
+		if e.ComplexityRoot.Query.AdminDocuments == nil {
+			break
+		}
+
+		args, err := ec.field_Query_adminDocuments_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AdminDocuments(childComplexity, args["first"].(*int64), args["after"].(*string)), true
+	case "Query.adminMembers":
+		if e.ComplexityRoot.Query.AdminMembers == nil {
+			break
+		}
+
+		args, err := ec.field_Query_adminMembers_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AdminMembers(childComplexity, args["first"].(*int64), args["after"].(*string)), true
 	case "Query.artifact":
 		if e.ComplexityRoot.Query.Artifact == nil {
 			break
@@ -1522,11 +1920,21 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AddAgentVersionInput", ec.unmarshalInputAddAgentVersionInput),
+			graphql.NewInputUnmarshaler("AddDocumentInput", ec.unmarshalInputAddDocumentInput),
+			graphql.NewInputUnmarshaler("AgentVersionInput", ec.unmarshalInputAgentVersionInput),
 			graphql.NewInputUnmarshaler("CancelTurnInput", ec.unmarshalInputCancelTurnInput),
+			graphql.NewInputUnmarshaler("CreateAgentInput", ec.unmarshalInputCreateAgentInput),
 			graphql.NewInputUnmarshaler("CreateConversationInput", ec.unmarshalInputCreateConversationInput),
 			graphql.NewInputUnmarshaler("DecideApprovalInput", ec.unmarshalInputDecideApprovalInput),
+			graphql.NewInputUnmarshaler("DeleteDocumentInput", ec.unmarshalInputDeleteDocumentInput),
+			graphql.NewInputUnmarshaler("GroupMemberInput", ec.unmarshalInputGroupMemberInput),
+			graphql.NewInputUnmarshaler("MemberRosterInput", ec.unmarshalInputMemberRosterInput),
+			graphql.NewInputUnmarshaler("PermissionInput", ec.unmarshalInputPermissionInput),
+			graphql.NewInputUnmarshaler("ReplaceDocumentInput", ec.unmarshalInputReplaceDocumentInput),
 			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
+			graphql.NewInputUnmarshaler("SetDocumentReadersInput", ec.unmarshalInputSetDocumentReadersInput),
 			graphql.NewInputUnmarshaler("SteerTurnInput", ec.unmarshalInputSteerTurnInput),
 			graphql.NewInputUnmarshaler("SubmitMessageInput", ec.unmarshalInputSubmitMessageInput),
 		)
@@ -2463,6 +2871,264 @@ input SubmitMessageInput {
   """
   artifactIds: [ID!]
 }
+
+# ---------------------------------------------------------------------------
+# The admin surface. Each field needs a platform permission the caller
+# holds now (admin:documents, admin:members, admin:agents); without it the
+# answer is FORBIDDEN and nothing changes.
+
+extend type Query {
+  "Every document, by title, with its readers (admin:documents)."
+  adminDocuments(
+    "How many to return: 1 to 500."
+    first: Int = 100
+    "The endCursor of the previous page; omitted for the first page."
+    after: String
+  ): AdminDocumentConnection!
+  "Every member who has signed in, by email, with permissions and groups (admin:members)."
+  adminMembers(
+    "How many to return: 1 to 500."
+    first: Int = 100
+    "The endCursor of the previous page; omitted for the first page."
+    after: String
+  ): AdminMemberConnection!
+  "Every agent, by slug, with its versions newest first (admin:agents)."
+  adminAgents: [AdminAgent!]!
+}
+
+extend type Mutation {
+  "Add a document (text or Markdown); the server cuts it into passages for retrieval (admin:documents)."
+  addDocument(
+    "The document and its readers."
+    input: AddDocumentInput!
+  ): AdminDocument!
+  "Give a document new content: a new digest; answers that cited it keep the digest they cited (admin:documents)."
+  replaceDocument(
+    "The document and its new content."
+    input: ReplaceDocumentInput!
+  ): AdminDocument!
+  "Replace a document's readers; a running turn's next tool call reads the new list (admin:documents)."
+  setDocumentReaders(
+    "The document and its readers."
+    input: SetDocumentReadersInput!
+  ): AdminDocument!
+  "Delete a document; answers that cited it keep their citations (admin:documents). Returns its id."
+  deleteDocument(
+    "The document."
+    input: DeleteDocumentInput!
+  ): ID!
+  "Give a member a permission; converges when held (admin:members)."
+  grantPermission(
+    "The member and the permission."
+    input: PermissionInput!
+  ): AdminMember!
+  "Take a permission away; converges when not held. The next resolution sees it (admin:members)."
+  revokePermission(
+    "The member and the permission."
+    input: PermissionInput!
+  ): AdminMember!
+  "Put a member in a group that document readers may name as group:<name> (admin:members)."
+  addGroupMember(
+    "The member and the group."
+    input: GroupMemberInput!
+  ): AdminMember!
+  "Take a member out of a group (admin:members)."
+  removeGroupMember(
+    "The member and the group."
+    input: GroupMemberInput!
+  ): AdminMember!
+  "Create an agent with its version 1 (admin:agents)."
+  createAgent(
+    "The agent and its first version."
+    input: CreateAgentInput!
+  ): AdminAgent!
+  "Write an agent's next, immutable version: new turns run it, accepted turns keep theirs (admin:agents)."
+  addAgentVersion(
+    "The agent and the version."
+    input: AddAgentVersionInput!
+  ): AdminAgent!
+  "Set which specialists of an agent a member allows it to route to (admin:agents)."
+  setMemberRoster(
+    "The member, the agent and the specialists."
+    input: MemberRosterInput!
+  ): AdminMember!
+}
+
+"A document as an operator sees it."
+type AdminDocument {
+  "The document's id."
+  id: ID!
+  "Its title."
+  title: String!
+  "The hex SHA-256 of its body."
+  digest: String!
+  "Who may read it: lowercased emails and group:<name>."
+  readers: [String!]!
+  "How many passages retrieval searches."
+  passages: Int!
+  "When it was added."
+  createdAt: Time!
+}
+
+"A page of documents for an operator."
+type AdminDocumentConnection {
+  "The documents of this page."
+  nodes: [AdminDocument!]!
+  "Where this page sits in the whole list."
+  pageInfo: PageInfo!
+}
+
+"A member as an operator sees them."
+type AdminMember {
+  "The member's id."
+  id: ID!
+  "Their verified email."
+  email: String!
+  "The name to show."
+  displayName: String!
+  "The permissions they hold."
+  permissions: [String!]!
+  "The groups they are in."
+  groups: [String!]!
+}
+
+"A page of members for an operator."
+type AdminMemberConnection {
+  "The members of this page."
+  nodes: [AdminMember!]!
+  "Where this page sits in the whole list."
+  pageInfo: PageInfo!
+}
+
+"An agent and its versions."
+type AdminAgent {
+  "The agent's id."
+  id: ID!
+  "The slug rooms name it by."
+  slug: String!
+  "Its name."
+  name: String!
+  "Its versions, newest first."
+  versions: [AgentVersion!]!
+}
+
+"One immutable version of an agent."
+type AgentVersion {
+  "The version's id."
+  id: ID!
+  "1, 2, ..."
+  version: Int!
+  "The runtime controller: single or react."
+  controller: String!
+  "builtin, openai or openai:<model>."
+  modelRoute: String!
+  "low, medium or high."
+  effort: String!
+  "The system prompt."
+  systemPrompt: String!
+  "The tools it may ask for."
+  tools: [String!]!
+  "The specialists (agent slugs) it may delegate to."
+  specialists: [String!]!
+  "Its budgets: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens."
+  budgets: JSON!
+}
+
+"A document to add."
+input AddDocumentInput {
+  "1 to 200 bytes."
+  title: String!
+  "Text or Markdown, at most 512 KiB; paragraphs become passages."
+  body: String!
+  "Who may read it: emails and group:<name>, at most 200."
+  readers: [String!]!
+}
+
+"A document's new content."
+input ReplaceDocumentInput {
+  "The document."
+  documentId: ID!
+  "The new title; omitted keeps the old one."
+  title: String
+  "The new body: text or Markdown, at most 512 KiB."
+  body: String!
+}
+
+"A document's readers."
+input SetDocumentReadersInput {
+  "The document."
+  documentId: ID!
+  "Who may read it: emails and group:<name>, at most 200."
+  readers: [String!]!
+}
+
+"A document to delete."
+input DeleteDocumentInput {
+  "The document."
+  documentId: ID!
+}
+
+"A member and a permission."
+input PermissionInput {
+  "The member's email."
+  email: String!
+  "The permission, e.g. documents.read or admin:documents."
+  permission: String!
+}
+
+"A member and a group."
+input GroupMemberInput {
+  "The member's email."
+  email: String!
+  "The group: a-z 0-9 _ . - (1 to 64)."
+  group: String!
+}
+
+"What an agent version says."
+input AgentVersionInput {
+  "The runtime controller: single or react."
+  controller: String!
+  "builtin, openai or openai:<model>."
+  modelRoute: String!
+  "low, medium (the default) or high."
+  effort: String
+  "The system prompt, at most 16 KiB."
+  systemPrompt: String
+  "The tools it may ask for (the server's tool names)."
+  tools: [String!]
+  "The specialists (agent slugs) it may delegate to, at most 20."
+  specialists: [String!]
+  "Budgets by name: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens."
+  budgets: JSON
+}
+
+"An agent to create."
+input CreateAgentInput {
+  "a-z 0-9 _ - (1 to 64)."
+  slug: String!
+  "1 to 200 bytes."
+  name: String!
+  "Its version 1."
+  version: AgentVersionInput!
+}
+
+"An agent's next version."
+input AddAgentVersionInput {
+  "The agent's slug."
+  slug: String!
+  "The version."
+  version: AgentVersionInput!
+}
+
+"A member's roster of an agent."
+input MemberRosterInput {
+  "The member's email."
+  email: String!
+  "The agent's slug."
+  agent: String!
+  "The specialists the member allows it to route to."
+  specialists: [String!]!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -2470,6 +3136,98 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_AdminAgent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AdminAgent_id(ctx, field)
+	case "slug":
+		return ec.fieldContext_AdminAgent_slug(ctx, field)
+	case "name":
+		return ec.fieldContext_AdminAgent_name(ctx, field)
+	case "versions":
+		return ec.fieldContext_AdminAgent_versions(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminAgent", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminDocument(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AdminDocument_id(ctx, field)
+	case "title":
+		return ec.fieldContext_AdminDocument_title(ctx, field)
+	case "digest":
+		return ec.fieldContext_AdminDocument_digest(ctx, field)
+	case "readers":
+		return ec.fieldContext_AdminDocument_readers(ctx, field)
+	case "passages":
+		return ec.fieldContext_AdminDocument_passages(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_AdminDocument_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminDocument", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminDocumentConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nodes":
+		return ec.fieldContext_AdminDocumentConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AdminDocumentConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminDocumentConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AdminMember_id(ctx, field)
+	case "email":
+		return ec.fieldContext_AdminMember_email(ctx, field)
+	case "displayName":
+		return ec.fieldContext_AdminMember_displayName(ctx, field)
+	case "permissions":
+		return ec.fieldContext_AdminMember_permissions(ctx, field)
+	case "groups":
+		return ec.fieldContext_AdminMember_groups(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminMember", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminMemberConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nodes":
+		return ec.fieldContext_AdminMemberConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AdminMemberConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminMemberConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_AgentVersion(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AgentVersion_id(ctx, field)
+	case "version":
+		return ec.fieldContext_AgentVersion_version(ctx, field)
+	case "controller":
+		return ec.fieldContext_AgentVersion_controller(ctx, field)
+	case "modelRoute":
+		return ec.fieldContext_AgentVersion_modelRoute(ctx, field)
+	case "effort":
+		return ec.fieldContext_AgentVersion_effort(ctx, field)
+	case "systemPrompt":
+		return ec.fieldContext_AgentVersion_systemPrompt(ctx, field)
+	case "tools":
+		return ec.fieldContext_AgentVersion_tools(ctx, field)
+	case "specialists":
+		return ec.fieldContext_AgentVersion_specialists(ctx, field)
+	case "budgets":
+		return ec.fieldContext_AgentVersion_budgets(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AgentVersion", field.Name)
+}
 
 func (ec *executionContext) childFields_AnswerArtifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -3071,6 +3829,48 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_addAgentVersion_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.AddAgentVersionInput, error) {
+			return ec.unmarshalNAddAgentVersionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAddAgentVersionInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_addDocument_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.AddDocumentInput, error) {
+			return ec.unmarshalNAddDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAddDocumentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_addGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.GroupMemberInput, error) {
+			return ec.unmarshalNGroupMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐGroupMemberInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_addRoomMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3091,6 +3891,20 @@ func (ec *executionContext) field_Mutation_cancelTurn_args(ctx context.Context, 
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.CancelTurnInput, error) {
 			return ec.unmarshalNCancelTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCancelTurnInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createAgent_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.CreateAgentInput, error) {
+			return ec.unmarshalNCreateAgentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCreateAgentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -3127,6 +3941,48 @@ func (ec *executionContext) field_Mutation_decideApproval_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteDocument_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.DeleteDocumentInput, error) {
+			return ec.unmarshalNDeleteDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDeleteDocumentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_grantPermission_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PermissionInput, error) {
+			return ec.unmarshalNPermissionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPermissionInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_removeGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.GroupMemberInput, error) {
+			return ec.unmarshalNGroupMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐGroupMemberInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_removeRoomMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3141,12 +3997,68 @@ func (ec *executionContext) field_Mutation_removeRoomMember_args(ctx context.Con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_replaceDocument_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ReplaceDocumentInput, error) {
+			return ec.unmarshalNReplaceDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐReplaceDocumentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_resumeTurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.ResumeTurnInput, error) {
 			return ec.unmarshalNResumeTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐResumeTurnInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokePermission_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.PermissionInput, error) {
+			return ec.unmarshalNPermissionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPermissionInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setDocumentReaders_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.SetDocumentReadersInput, error) {
+			return ec.unmarshalNSetDocumentReadersInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSetDocumentReadersInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setMemberRoster_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.MemberRosterInput, error) {
+			return ec.unmarshalNMemberRosterInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMemberRosterInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -3194,6 +4106,50 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_adminDocuments_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_adminMembers_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -3460,6 +4416,695 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _AdminAgent_id(ctx context.Context, field graphql.CollectedField, obj *model.AdminAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminAgent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminAgent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminAgent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AdminAgent_slug(ctx context.Context, field graphql.CollectedField, obj *model.AdminAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminAgent_slug(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Slug, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminAgent_slug(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminAgent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminAgent_name(ctx context.Context, field graphql.CollectedField, obj *model.AdminAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminAgent_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminAgent_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminAgent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminAgent_versions(ctx context.Context, field graphql.CollectedField, obj *model.AdminAgent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminAgent_versions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Versions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AgentVersion) graphql.Marshaler {
+			return ec.marshalNAgentVersion2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminAgent_versions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminAgent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AgentVersion(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminDocument_id(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AdminDocument_title(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_title(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Title, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_title(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminDocument_digest(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_digest(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Digest, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_digest(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminDocument_readers(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_readers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Readers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_readers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminDocument_passages(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_passages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Passages, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_passages(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AdminDocument_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocument) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocument_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocument_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminDocument", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AdminDocumentConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocumentConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocumentConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AdminDocument) graphql.Marshaler {
+			return ec.marshalNAdminDocument2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocumentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocumentConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminDocumentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminDocument(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminDocumentConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.AdminDocumentConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminDocumentConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminDocumentConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminDocumentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminMember_id(ctx context.Context, field graphql.CollectedField, obj *model.AdminMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMember_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMember_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminMember", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AdminMember_email(ctx context.Context, field graphql.CollectedField, obj *model.AdminMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMember_email(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Email, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMember_email(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminMember_displayName(ctx context.Context, field graphql.CollectedField, obj *model.AdminMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMember_displayName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DisplayName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMember_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminMember_permissions(ctx context.Context, field graphql.CollectedField, obj *model.AdminMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMember_permissions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Permissions, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMember_permissions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminMember_groups(ctx context.Context, field graphql.CollectedField, obj *model.AdminMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMember_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Groups, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMember_groups(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminMember", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminMemberConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.AdminMemberConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMemberConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMemberᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMemberConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminMemberConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminMemberConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.AdminMemberConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminMemberConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminMemberConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminMemberConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AgentVersion_id(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AgentVersion_version(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AgentVersion_controller(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_controller(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Controller, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_controller(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_modelRoute(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_modelRoute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ModelRoute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_modelRoute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_effort(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_effort(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Effort, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_effort(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_systemPrompt(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_systemPrompt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SystemPrompt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_systemPrompt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_tools(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_specialists(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_specialists(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Specialists, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_specialists(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "String")
+}
+
+func (ec *executionContext) _AgentVersion_budgets(ctx context.Context, field graphql.CollectedField, obj *model.AgentVersion) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AgentVersion_budgets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Budgets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AgentVersion_budgets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AgentVersion", field, false, false, "JSON")
+}
 
 func (ec *executionContext) _AnswerArtifact_id(ctx context.Context, field graphql.CollectedField, obj *model.AnswerArtifact) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -6288,6 +7933,490 @@ func (ec *executionContext) fieldContext_Mutation_decideApproval(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_addDocument(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addDocument(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddDocument(ctx, fc.Args["input"].(model.AddDocumentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminDocument) graphql.Marshaler {
+			return ec.marshalNAdminDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocument(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addDocument(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminDocument(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addDocument_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_replaceDocument(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_replaceDocument(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReplaceDocument(ctx, fc.Args["input"].(model.ReplaceDocumentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminDocument) graphql.Marshaler {
+			return ec.marshalNAdminDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocument(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_replaceDocument(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminDocument(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_replaceDocument_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setDocumentReaders(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setDocumentReaders(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetDocumentReaders(ctx, fc.Args["input"].(model.SetDocumentReadersInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminDocument) graphql.Marshaler {
+			return ec.marshalNAdminDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocument(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setDocumentReaders(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminDocument(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setDocumentReaders_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteDocument(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteDocument(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteDocument(ctx, fc.Args["input"].(model.DeleteDocumentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteDocument(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type ID does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteDocument_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_grantPermission(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_grantPermission(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().GrantPermission(ctx, fc.Args["input"].(model.PermissionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_grantPermission(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_grantPermission_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokePermission(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokePermission(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokePermission(ctx, fc.Args["input"].(model.PermissionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokePermission(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokePermission_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_addGroupMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addGroupMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddGroupMember(ctx, fc.Args["input"].(model.GroupMemberInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addGroupMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeGroupMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeGroupMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveGroupMember(ctx, fc.Args["input"].(model.GroupMemberInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeGroupMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeGroupMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createAgent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAgent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAgent(ctx, fc.Args["input"].(model.CreateAgentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminAgent) graphql.Marshaler {
+			return ec.marshalNAdminAgent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAgent(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminAgent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAgent_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_addAgentVersion(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addAgentVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddAgentVersion(ctx, fc.Args["input"].(model.AddAgentVersionInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminAgent) graphql.Marshaler {
+			return ec.marshalNAdminAgent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addAgentVersion(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminAgent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addAgentVersion_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setMemberRoster(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setMemberRoster(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetMemberRoster(ctx, fc.Args["input"].(model.MemberRosterInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+			return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setMemberRoster(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMember(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setMemberRoster_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6716,6 +8845,126 @@ func (ec *executionContext) fieldContext_Query_documentsConnection(ctx context.C
 	if fc.Args, err = ec.field_Query_documentsConnection_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_adminDocuments(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_adminDocuments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AdminDocuments(ctx, fc.Args["first"].(*int64), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminDocumentConnection) graphql.Marshaler {
+			return ec.marshalNAdminDocumentConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocumentConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_adminDocuments(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminDocumentConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_adminDocuments_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_adminMembers(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_adminMembers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AdminMembers(ctx, fc.Args["first"].(*int64), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminMemberConnection) graphql.Marshaler {
+			return ec.marshalNAdminMemberConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMemberConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_adminMembers(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminMemberConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_adminMembers_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_adminAgents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_adminAgents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AdminAgents(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AdminAgent) graphql.Marshaler {
+			return ec.marshalNAdminAgent2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgentᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_adminAgents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminAgent(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -9174,6 +11423,195 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAddAgentVersionInput(ctx context.Context, obj any) (model.AddAgentVersionInput, error) {
+	var it model.AddAgentVersionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"slug", "version"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "slug":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("slug"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Slug = data
+		case "version":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("version"))
+			data, err := ec.unmarshalNAgentVersionInput2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersionInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Version = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAddAgentVersionInput unmarshals raw into the AddAgentVersionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAddAgentVersionInput(ctx context.Context, raw any) (model.AddAgentVersionInput, error) {
+	var out model.AddAgentVersionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AddAgentVersionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputAddDocumentInput(ctx context.Context, obj any) (model.AddDocumentInput, error) {
+	var it model.AddDocumentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"title", "body", "readers"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		case "readers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("readers"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Readers = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAddDocumentInput unmarshals raw into the AddDocumentInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAddDocumentInput(ctx context.Context, raw any) (model.AddDocumentInput, error) {
+	var out model.AddDocumentInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AddDocumentInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputAgentVersionInput(ctx context.Context, obj any) (model.AgentVersionInput, error) {
+	var it model.AgentVersionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"controller", "modelRoute", "effort", "systemPrompt", "tools", "specialists", "budgets"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "controller":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("controller"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Controller = data
+		case "modelRoute":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("modelRoute"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ModelRoute = data
+		case "effort":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("effort"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Effort = data
+		case "systemPrompt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("systemPrompt"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SystemPrompt = data
+		case "tools":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tools"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tools = data
+		case "specialists":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("specialists"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Specialists = data
+		case "budgets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("budgets"))
+			data, err := ec.unmarshalOJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Budgets = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAgentVersionInput unmarshals raw into the AgentVersionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAgentVersionInput(ctx context.Context, raw any) (model.AgentVersionInput, error) {
+	var out model.AgentVersionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AgentVersionInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCancelTurnInput(ctx context.Context, obj any) (model.CancelTurnInput, error) {
 	var it model.CancelTurnInput
 	if obj == nil {
@@ -9220,6 +11658,62 @@ func (ec *executionContext) unmarshalInputCancelTurnInput(ctx context.Context, o
 func UnmarshalCancelTurnInput(ctx context.Context, raw any) (model.CancelTurnInput, error) {
 	var out model.CancelTurnInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "CancelTurnInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputCreateAgentInput(ctx context.Context, obj any) (model.CreateAgentInput, error) {
+	var it model.CreateAgentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"slug", "name", "version"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "slug":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("slug"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Slug = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "version":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("version"))
+			data, err := ec.unmarshalNAgentVersionInput2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersionInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Version = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateAgentInput unmarshals raw into the CreateAgentInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateAgentInput(ctx context.Context, raw any) (model.CreateAgentInput, error) {
+	var out model.CreateAgentInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateAgentInput", raw, &out)
 	return out, err
 }
 
@@ -9328,6 +11822,258 @@ func UnmarshalDecideApprovalInput(ctx context.Context, raw any) (model.DecideApp
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputDeleteDocumentInput(ctx context.Context, obj any) (model.DeleteDocumentInput, error) {
+	var it model.DeleteDocumentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"documentId"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "documentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("documentId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DocumentID = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDeleteDocumentInput unmarshals raw into the DeleteDocumentInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDeleteDocumentInput(ctx context.Context, raw any) (model.DeleteDocumentInput, error) {
+	var out model.DeleteDocumentInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DeleteDocumentInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputGroupMemberInput(ctx context.Context, obj any) (model.GroupMemberInput, error) {
+	var it model.GroupMemberInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"email", "group"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "group":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("group"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Group = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalGroupMemberInput unmarshals raw into the GroupMemberInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalGroupMemberInput(ctx context.Context, raw any) (model.GroupMemberInput, error) {
+	var out model.GroupMemberInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "GroupMemberInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputMemberRosterInput(ctx context.Context, obj any) (model.MemberRosterInput, error) {
+	var it model.MemberRosterInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"email", "agent", "specialists"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "agent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("agent"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Agent = data
+		case "specialists":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("specialists"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Specialists = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalMemberRosterInput unmarshals raw into the MemberRosterInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalMemberRosterInput(ctx context.Context, raw any) (model.MemberRosterInput, error) {
+	var out model.MemberRosterInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "MemberRosterInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputPermissionInput(ctx context.Context, obj any) (model.PermissionInput, error) {
+	var it model.PermissionInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"email", "permission"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "email":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("email"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Email = data
+		case "permission":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("permission"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Permission = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPermissionInput unmarshals raw into the PermissionInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPermissionInput(ctx context.Context, raw any) (model.PermissionInput, error) {
+	var out model.PermissionInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PermissionInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputReplaceDocumentInput(ctx context.Context, obj any) (model.ReplaceDocumentInput, error) {
+	var it model.ReplaceDocumentInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"documentId", "title", "body"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "documentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("documentId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DocumentID = data
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		case "body":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("body"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Body = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalReplaceDocumentInput unmarshals raw into the ReplaceDocumentInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalReplaceDocumentInput(ctx context.Context, raw any) (model.ReplaceDocumentInput, error) {
+	var out model.ReplaceDocumentInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ReplaceDocumentInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputResumeTurnInput(ctx context.Context, obj any) (model.ResumeTurnInput, error) {
 	var it model.ResumeTurnInput
 	if obj == nil {
@@ -9416,6 +12162,55 @@ func (ec *executionContext) unmarshalInputRoomMemberInput(ctx context.Context, o
 func UnmarshalRoomMemberInput(ctx context.Context, raw any) (model.RoomMemberInput, error) {
 	var out model.RoomMemberInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "RoomMemberInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputSetDocumentReadersInput(ctx context.Context, obj any) (model.SetDocumentReadersInput, error) {
+	var it model.SetDocumentReadersInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"documentId", "readers"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "documentId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("documentId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DocumentID = data
+		case "readers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("readers"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Readers = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSetDocumentReadersInput unmarshals raw into the SetDocumentReadersInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSetDocumentReadersInput(ctx context.Context, raw any) (model.SetDocumentReadersInput, error) {
+	var out model.SetDocumentReadersInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SetDocumentReadersInput", raw, &out)
 	return out, err
 }
 
@@ -9559,6 +12354,314 @@ func UnmarshalSubmitMessageInput(ctx context.Context, raw any) (model.SubmitMess
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var adminAgentImplementors = []string{"AdminAgent"}
+
+func (ec *executionContext) _AdminAgent(ctx context.Context, sel ast.SelectionSet, obj *model.AdminAgent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminAgentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminAgent")
+		case "id":
+			out.Values[i] = ec._AdminAgent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "slug":
+			out.Values[i] = ec._AdminAgent_slug(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._AdminAgent_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "versions":
+			out.Values[i] = ec._AdminAgent_versions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var adminDocumentImplementors = []string{"AdminDocument"}
+
+func (ec *executionContext) _AdminDocument(ctx context.Context, sel ast.SelectionSet, obj *model.AdminDocument) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminDocumentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminDocument")
+		case "id":
+			out.Values[i] = ec._AdminDocument_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "title":
+			out.Values[i] = ec._AdminDocument_title(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "digest":
+			out.Values[i] = ec._AdminDocument_digest(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "readers":
+			out.Values[i] = ec._AdminDocument_readers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "passages":
+			out.Values[i] = ec._AdminDocument_passages(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._AdminDocument_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var adminDocumentConnectionImplementors = []string{"AdminDocumentConnection"}
+
+func (ec *executionContext) _AdminDocumentConnection(ctx context.Context, sel ast.SelectionSet, obj *model.AdminDocumentConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminDocumentConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminDocumentConnection")
+		case "nodes":
+			out.Values[i] = ec._AdminDocumentConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AdminDocumentConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var adminMemberImplementors = []string{"AdminMember"}
+
+func (ec *executionContext) _AdminMember(ctx context.Context, sel ast.SelectionSet, obj *model.AdminMember) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminMemberImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminMember")
+		case "id":
+			out.Values[i] = ec._AdminMember_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "email":
+			out.Values[i] = ec._AdminMember_email(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "displayName":
+			out.Values[i] = ec._AdminMember_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "permissions":
+			out.Values[i] = ec._AdminMember_permissions(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "groups":
+			out.Values[i] = ec._AdminMember_groups(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var adminMemberConnectionImplementors = []string{"AdminMemberConnection"}
+
+func (ec *executionContext) _AdminMemberConnection(ctx context.Context, sel ast.SelectionSet, obj *model.AdminMemberConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminMemberConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminMemberConnection")
+		case "nodes":
+			out.Values[i] = ec._AdminMemberConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AdminMemberConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var agentVersionImplementors = []string{"AgentVersion"}
+
+func (ec *executionContext) _AgentVersion(ctx context.Context, sel ast.SelectionSet, obj *model.AgentVersion) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, agentVersionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AgentVersion")
+		case "id":
+			out.Values[i] = ec._AgentVersion_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._AgentVersion_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "controller":
+			out.Values[i] = ec._AgentVersion_controller(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "modelRoute":
+			out.Values[i] = ec._AgentVersion_modelRoute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "effort":
+			out.Values[i] = ec._AgentVersion_effort(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "systemPrompt":
+			out.Values[i] = ec._AgentVersion_systemPrompt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._AgentVersion_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "specialists":
+			out.Values[i] = ec._AgentVersion_specialists(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "budgets":
+			out.Values[i] = ec._AgentVersion_budgets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
 
 var answerArtifactImplementors = []string{"AnswerArtifact"}
 
@@ -10666,6 +13769,83 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "addDocument":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addDocument(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "replaceDocument":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_replaceDocument(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setDocumentReaders":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setDocumentReaders(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteDocument":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteDocument(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "grantPermission":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_grantPermission(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokePermission":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokePermission(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "addGroupMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addGroupMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeGroupMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeGroupMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createAgent":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAgent(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "addAgentVersion":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addAgentVersion(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setMemberRoster":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setMemberRoster(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -10797,6 +13977,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_documentsConnection(ctx, field)
+				})
+		case "adminDocuments":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_adminDocuments(ctx, field)
+				})
+		case "adminMembers":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_adminMembers(ctx, field)
+				})
+		case "adminAgents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_adminAgents(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -11743,6 +14941,133 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
+func (ec *executionContext) unmarshalNAddAgentVersionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAddAgentVersionInput(ctx context.Context, v any) (model.AddAgentVersionInput, error) {
+	res, err := ec.unmarshalInputAddAgentVersionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNAddDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAddDocumentInput(ctx context.Context, v any) (model.AddDocumentInput, error) {
+	res, err := ec.unmarshalInputAddDocumentInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAdminAgent2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminAgent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAdminAgent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAdminAgent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminAgent(ctx context.Context, sel ast.SelectionSet, v *model.AdminAgent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminAgent!")
+		return graphql.Null
+	}
+	return ec._AdminAgent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminDocument2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocumentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminDocument) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAdminDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocument(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAdminDocument2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocument(ctx context.Context, sel ast.SelectionSet, v *model.AdminDocument) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminDocument!")
+		return graphql.Null
+	}
+	return ec._AdminDocument(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminDocumentConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocumentConnection(ctx context.Context, sel ast.SelectionSet, v *model.AdminDocumentConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminDocumentConnection!")
+		return graphql.Null
+	}
+	return ec._AdminDocumentConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminMember2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminMember) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAdminMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMember(ctx context.Context, sel ast.SelectionSet, v *model.AdminMember) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminMember!")
+		return graphql.Null
+	}
+	return ec._AdminMember(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminMemberConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMemberConnection(ctx context.Context, sel ast.SelectionSet, v *model.AdminMemberConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminMemberConnection!")
+		return graphql.Null
+	}
+	return ec._AdminMemberConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAgentVersion2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AgentVersion) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAgentVersion2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersion(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAgentVersion2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersion(ctx context.Context, sel ast.SelectionSet, v *model.AgentVersion) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AgentVersion!")
+		return graphql.Null
+	}
+	return ec._AgentVersion(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAgentVersionInput2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAgentVersionInput(ctx context.Context, v any) (*model.AgentVersionInput, error) {
+	res, err := ec.unmarshalInputAgentVersionInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNAnswerArtifact2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAnswerArtifactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AnswerArtifact) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -11922,6 +15247,11 @@ func (ec *executionContext) marshalNConversationKind2githubᚗcomᚋturngateᚋt
 	return v
 }
 
+func (ec *executionContext) unmarshalNCreateAgentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCreateAgentInput(ctx context.Context, v any) (model.CreateAgentInput, error) {
+	res, err := ec.unmarshalInputCreateAgentInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateConversationInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐCreateConversationInput(ctx context.Context, v any) (model.CreateConversationInput, error) {
 	res, err := ec.unmarshalInputCreateConversationInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -11929,6 +15259,11 @@ func (ec *executionContext) unmarshalNCreateConversationInput2githubᚗcomᚋtur
 
 func (ec *executionContext) unmarshalNDecideApprovalInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDecideApprovalInput(ctx context.Context, v any) (model.DecideApprovalInput, error) {
 	res, err := ec.unmarshalInputDecideApprovalInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNDeleteDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐDeleteDocumentInput(ctx context.Context, v any) (model.DeleteDocumentInput, error) {
+	res, err := ec.unmarshalInputDeleteDocumentInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -11986,6 +15321,11 @@ func (ec *executionContext) marshalNDocumentEdge2ᚖgithubᚗcomᚋturngateᚋtu
 		return graphql.Null
 	}
 	return ec._DocumentEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNGroupMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐGroupMemberInput(ctx context.Context, v any) (model.GroupMemberInput, error) {
+	res, err := ec.unmarshalInputGroupMemberInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
@@ -12080,12 +15420,27 @@ func (ec *executionContext) marshalNMember2ᚖgithubᚗcomᚋturngateᚋturngate
 	return ec._Member(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNMemberRosterInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMemberRosterInput(ctx context.Context, v any) (model.MemberRosterInput, error) {
+	res, err := ec.unmarshalInputMemberRosterInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PageInfo!")
 		return graphql.Null
 	}
 	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPermissionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPermissionInput(ctx context.Context, v any) (model.PermissionInput, error) {
+	res, err := ec.unmarshalInputPermissionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNReplaceDocumentInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐReplaceDocumentInput(ctx context.Context, v any) (model.ReplaceDocumentInput, error) {
+	res, err := ec.unmarshalInputReplaceDocumentInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNResumeTurnInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐResumeTurnInput(ctx context.Context, v any) (model.ResumeTurnInput, error) {
@@ -12132,6 +15487,11 @@ func (ec *executionContext) marshalNRoomRole2githubᚗcomᚋturngateᚋturngate�
 	return v
 }
 
+func (ec *executionContext) unmarshalNSetDocumentReadersInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSetDocumentReadersInput(ctx context.Context, v any) (model.SetDocumentReadersInput, error) {
+	res, err := ec.unmarshalInputSetDocumentReadersInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNSteerResult2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerResult(ctx context.Context, sel ast.SelectionSet, v *model.SteerResult) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "SteerResult!")
@@ -12157,6 +15517,35 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "String!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNSubmitMessageInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSubmitMessageInput(ctx context.Context, v any) (model.SubmitMessageInput, error) {

@@ -10,6 +10,122 @@ import (
 	"time"
 )
 
+// An agent's next version.
+type AddAgentVersionInput struct {
+	// The agent's slug.
+	Slug string `json:"slug"`
+	// The version.
+	Version *AgentVersionInput `json:"version"`
+}
+
+// A document to add.
+type AddDocumentInput struct {
+	// 1 to 200 bytes.
+	Title string `json:"title"`
+	// Text or Markdown, at most 512 KiB; paragraphs become passages.
+	Body string `json:"body"`
+	// Who may read it: emails and group:<name>, at most 200.
+	Readers []string `json:"readers"`
+}
+
+// An agent and its versions.
+type AdminAgent struct {
+	// The agent's id.
+	ID string `json:"id"`
+	// The slug rooms name it by.
+	Slug string `json:"slug"`
+	// Its name.
+	Name string `json:"name"`
+	// Its versions, newest first.
+	Versions []*AgentVersion `json:"versions"`
+}
+
+// A document as an operator sees it.
+type AdminDocument struct {
+	// The document's id.
+	ID string `json:"id"`
+	// Its title.
+	Title string `json:"title"`
+	// The hex SHA-256 of its body.
+	Digest string `json:"digest"`
+	// Who may read it: lowercased emails and group:<name>.
+	Readers []string `json:"readers"`
+	// How many passages retrieval searches.
+	Passages int64 `json:"passages"`
+	// When it was added.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// A page of documents for an operator.
+type AdminDocumentConnection struct {
+	// The documents of this page.
+	Nodes []*AdminDocument `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// A member as an operator sees them.
+type AdminMember struct {
+	// The member's id.
+	ID string `json:"id"`
+	// Their verified email.
+	Email string `json:"email"`
+	// The name to show.
+	DisplayName string `json:"displayName"`
+	// The permissions they hold.
+	Permissions []string `json:"permissions"`
+	// The groups they are in.
+	Groups []string `json:"groups"`
+}
+
+// A page of members for an operator.
+type AdminMemberConnection struct {
+	// The members of this page.
+	Nodes []*AdminMember `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// One immutable version of an agent.
+type AgentVersion struct {
+	// The version's id.
+	ID string `json:"id"`
+	// 1, 2, ...
+	Version int64 `json:"version"`
+	// The runtime controller: single or react.
+	Controller string `json:"controller"`
+	// builtin, openai or openai:<model>.
+	ModelRoute string `json:"modelRoute"`
+	// low, medium or high.
+	Effort string `json:"effort"`
+	// The system prompt.
+	SystemPrompt string `json:"systemPrompt"`
+	// The tools it may ask for.
+	Tools []string `json:"tools"`
+	// The specialists (agent slugs) it may delegate to.
+	Specialists []string `json:"specialists"`
+	// Its budgets: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens.
+	Budgets JSON `json:"budgets"`
+}
+
+// What an agent version says.
+type AgentVersionInput struct {
+	// The runtime controller: single or react.
+	Controller string `json:"controller"`
+	// builtin, openai or openai:<model>.
+	ModelRoute string `json:"modelRoute"`
+	// low, medium (the default) or high.
+	Effort *string `json:"effort,omitempty"`
+	// The system prompt, at most 16 KiB.
+	SystemPrompt *string `json:"systemPrompt,omitempty"`
+	// The tools it may ask for (the server's tool names).
+	Tools []string `json:"tools,omitempty"`
+	// The specialists (agent slugs) it may delegate to, at most 20.
+	Specialists []string `json:"specialists,omitempty"`
+	// Budgets by name: max_steps, max_tool_calls, max_tokens, wall_time_ms, context_tokens.
+	Budgets JSON `json:"budgets,omitempty"`
+}
+
 // An artifact an answer references.
 type AnswerArtifact struct {
 	// Stable and unique: <turn id>/<artifact id>.
@@ -149,6 +265,16 @@ type ConversationEdge struct {
 	Node *Conversation `json:"node"`
 }
 
+// An agent to create.
+type CreateAgentInput struct {
+	// a-z 0-9 _ - (1 to 64).
+	Slug string `json:"slug"`
+	// 1 to 200 bytes.
+	Name string `json:"name"`
+	// Its version 1.
+	Version *AgentVersionInput `json:"version"`
+}
+
 // A conversation to create.
 type CreateConversationInput struct {
 	// 1 to 200 characters.
@@ -165,6 +291,12 @@ type DecideApprovalInput struct {
 	ApprovalID string `json:"approvalId"`
 	// Approve or reject.
 	Decision ApprovalDecision `json:"decision"`
+}
+
+// A document to delete.
+type DeleteDocumentInput struct {
+	// The document.
+	DocumentID string `json:"documentId"`
 }
 
 // A document the caller may read.
@@ -191,6 +323,14 @@ type DocumentEdge struct {
 	Cursor string `json:"cursor"`
 	// The document.
 	Node *Document `json:"node"`
+}
+
+// A member and a group.
+type GroupMemberInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The group: a-z 0-9 _ . - (1 to 64).
+	Group string `json:"group"`
 }
 
 // One entry of a conversation's journal, as the caller may read it. The
@@ -263,6 +403,16 @@ type Member struct {
 	DisplayName string `json:"displayName"`
 }
 
+// A member's roster of an agent.
+type MemberRosterInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The agent's slug.
+	Agent string `json:"agent"`
+	// The specialists the member allows it to route to.
+	Specialists []string `json:"specialists"`
+}
+
 // A change of a room's membership.
 type MembershipChange struct {
 	// The member who joined or left.
@@ -289,8 +439,26 @@ type PageInfo struct {
 	EndCursor *string `json:"endCursor,omitempty"`
 }
 
+// A member and a permission.
+type PermissionInput struct {
+	// The member's email.
+	Email string `json:"email"`
+	// The permission, e.g. documents.read or admin:documents.
+	Permission string `json:"permission"`
+}
+
 // The reads. Each answers only what the caller may see now.
 type Query struct {
+}
+
+// A document's new content.
+type ReplaceDocumentInput struct {
+	// The document.
+	DocumentID string `json:"documentId"`
+	// The new title; omitted keeps the old one.
+	Title *string `json:"title,omitempty"`
+	// The new body: text or Markdown, at most 512 KiB.
+	Body string `json:"body"`
 }
 
 // A turn to recover.
@@ -305,6 +473,14 @@ type RoomMemberInput struct {
 	ConversationID string `json:"conversationId"`
 	// The member's email.
 	Email string `json:"email"`
+}
+
+// A document's readers.
+type SetDocumentReadersInput struct {
+	// The document.
+	DocumentID string `json:"documentId"`
+	// Who may read it: emails and group:<name>, at most 200.
+	Readers []string `json:"readers"`
 }
 
 // A steering instruction and what became of it.

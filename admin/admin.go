@@ -1,0 +1,563 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/authority"
+	"github.com/turngate/turngate/ent"
+	entagent "github.com/turngate/turngate/ent/agent"
+	entversion "github.com/turngate/turngate/ent/agentversion"
+	entmember "github.com/turngate/turngate/ent/member"
+	entconfig "github.com/turngate/turngate/ent/memberagentconfig"
+	entgroup "github.com/turngate/turngate/ent/membergroup"
+	entperm "github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/resource"
+	"github.com/turngate/turngate/runtime"
+	"github.com/turngate/turngate/tools"
+)
+
+// The platform permissions of the admin surface.
+const (
+	PermDocuments = "admin:documents"
+	PermMembers   = "admin:members"
+	PermAgents    = "admin:agents"
+)
+
+// Bounds of what an operator can make the server hold in one call.
+const (
+	MaxTitle      = 200
+	MaxBody       = 512 << 10
+	MaxReaders    = 200
+	MaxPrompt     = 16 << 10
+	MaxListLength = 500
+)
+
+// Service runs the admin operations.
+type Service struct {
+	Client *ent.Client
+}
+
+// require fails FORBIDDEN unless actor holds permission now.
+func (s *Service) require(ctx context.Context, actor authority.Member, permission string) error {
+	held, err := authority.Holds(ctx, s.Client, actor.ID, permission)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return errcode.New(errcode.Forbidden, "this needs the %s permission", permission)
+	}
+	return nil
+}
+
+var (
+	groupName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	permission = regexp.MustCompile(`^[a-z][a-z0-9_.:-]{0,63}$`)
+	slugForm   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	emailForm  = regexp.MustCompile(`^[^@\s]{1,64}@[^@\s]{1,255}$`)
+)
+
+// readers checks and normalises a reader list: emails (lowercased, as
+// ACLs name them) and group:<name>.
+func readers(in []string) ([]string, error) {
+	if len(in) > MaxReaders {
+		return nil, errcode.Invalid("readers", "at most %d readers", MaxReaders)
+	}
+	out := make([]string, 0, len(in))
+	for _, r := range in {
+		r = strings.TrimSpace(r)
+		if g, ok := strings.CutPrefix(r, authority.GroupPrefix); ok {
+			if !groupName.MatchString(g) {
+				return nil, errcode.Invalid("readers", "%q is not a group name (a-z 0-9 _ . -)", g)
+			}
+		} else if !emailForm.MatchString(r) {
+			return nil, errcode.Invalid("readers", "%q is neither an email nor group:<name>", r)
+		} else {
+			r = authority.Principal(r)
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func checkDocument(title, body string) error {
+	if t := strings.TrimSpace(title); t == "" || len(t) > MaxTitle {
+		return errcode.Invalid("title", "a title of 1 to %d bytes", MaxTitle)
+	}
+	if strings.TrimSpace(body) == "" || len(body) > MaxBody {
+		return errcode.Invalid("body", "a body of 1 byte to %d KiB", MaxBody>>10)
+	}
+	return nil
+}
+
+// Document is a document as an operator sees it.
+type Document struct {
+	ID        uuid.UUID
+	Title     string
+	Digest    string
+	Readers   []string
+	Passages  int
+	CreatedAt time.Time
+}
+
+// AddDocument stores a document (text or Markdown) with its readers; the
+// server cuts it into passages for retrieval.
+func (s *Service) AddDocument(ctx context.Context, actor authority.Member, title, body string, readerList []string) (*Document, error) {
+	if err := s.require(ctx, actor, PermDocuments); err != nil {
+		return nil, err
+	}
+	if err := checkDocument(title, body); err != nil {
+		return nil, err
+	}
+	rs, err := readers(readerList)
+	if err != nil {
+		return nil, err
+	}
+	var id uuid.UUID
+	err = s.tx(ctx, func(tx *ent.Tx) (err error) {
+		id, err = resource.AddDocument(ctx, tx, resource.Document{Title: strings.TrimSpace(title), Body: body, Readers: rs})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.document(ctx, id)
+}
+
+// ReplaceDocument gives a document new content (and a title, when not
+// empty): a new digest; answers that cited it keep the digest they cited.
+func (s *Service) ReplaceDocument(ctx context.Context, actor authority.Member, id uuid.UUID, title, body string) (*Document, error) {
+	if err := s.require(ctx, actor, PermDocuments); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(title) == "" {
+		d, err := s.document(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		title = d.Title
+	}
+	if err := checkDocument(title, body); err != nil {
+		return nil, err
+	}
+	if err := s.tx(ctx, func(tx *ent.Tx) error { return resource.ReplaceDocument(ctx, tx, id, strings.TrimSpace(title), body) }); err != nil {
+		return nil, err
+	}
+	return s.document(ctx, id)
+}
+
+// SetReaders replaces a document's readers; a running turn's next tool
+// call reads the new list.
+func (s *Service) SetReaders(ctx context.Context, actor authority.Member, id uuid.UUID, readerList []string) (*Document, error) {
+	if err := s.require(ctx, actor, PermDocuments); err != nil {
+		return nil, err
+	}
+	rs, err := readers(readerList)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.tx(ctx, func(tx *ent.Tx) error { return resource.SetReaders(ctx, tx, id, rs) }); err != nil {
+		return nil, err
+	}
+	return s.document(ctx, id)
+}
+
+// DeleteDocument removes a document.
+func (s *Service) DeleteDocument(ctx context.Context, actor authority.Member, id uuid.UUID) error {
+	if err := s.require(ctx, actor, PermDocuments); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *ent.Tx) error { return resource.DeleteDocument(ctx, tx, id) })
+}
+
+// Documents lists every document, by title, first from offset.
+func (s *Service) Documents(ctx context.Context, actor authority.Member, first, offset int) ([]*Document, error) {
+	if err := s.require(ctx, actor, PermDocuments); err != nil {
+		return nil, err
+	}
+	docs, err := s.Client.Document.Query().Order(ent.Asc("title"), ent.Asc("id")).Offset(offset).Limit(first).
+		WithACL().WithPassages().All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Document, len(docs))
+	for i, d := range docs {
+		out[i] = toDocument(d)
+	}
+	return out, nil
+}
+
+func (s *Service) document(ctx context.Context, id uuid.UUID) (*Document, error) {
+	doc, err := s.Client.Document.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "no document %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	acl, err := doc.QueryACL().All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := doc.QueryPassages().Count(ctx)
+	if err != nil {
+		return nil, err
+	}
+	doc.Edges.ACL = acl
+	out := toDocument(doc)
+	out.Passages = n
+	return out, nil
+}
+
+func toDocument(d *ent.Document) *Document {
+	out := &Document{ID: d.ID, Title: d.Title, Digest: d.Digest, CreatedAt: d.CreatedAt, Passages: len(d.Edges.Passages)}
+	for _, a := range d.Edges.ACL {
+		out.Readers = append(out.Readers, a.Principal)
+	}
+	sort.Strings(out.Readers)
+	return out
+}
+
+// tx runs f in a transaction; resource.ErrNoDocument is NOT_FOUND.
+func (s *Service) tx(ctx context.Context, f func(*ent.Tx) error) error {
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		if errors.Is(err, resource.ErrNoDocument) {
+			return errcode.New(errcode.NotFound, "no such document")
+		}
+		return err
+	}
+	return tx.Commit()
+}
+
+// Member is a member as an operator sees them.
+type Member struct {
+	ID          uuid.UUID
+	Email       string
+	DisplayName string
+	Permissions []string
+	Groups      []string
+}
+
+// Members lists members by email, first from offset.
+func (s *Service) Members(ctx context.Context, actor authority.Member, first, offset int) ([]*Member, error) {
+	if err := s.require(ctx, actor, PermMembers); err != nil {
+		return nil, err
+	}
+	ms, err := s.Client.Member.Query().Order(ent.Asc(entmember.FieldEmail)).Offset(offset).Limit(first).WithPermissions().WithGroups().All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Member, len(ms))
+	for i, m := range ms {
+		out[i] = toMember(m)
+	}
+	return out, nil
+}
+
+func toMember(m *ent.Member) *Member {
+	out := &Member{ID: m.ID, Email: m.Email, DisplayName: m.DisplayName, Permissions: []string{}, Groups: []string{}}
+	for _, p := range m.Edges.Permissions {
+		out.Permissions = append(out.Permissions, p.Permission)
+	}
+	for _, g := range m.Edges.Groups {
+		out.Groups = append(out.Groups, g.Name)
+	}
+	sort.Strings(out.Permissions)
+	sort.Strings(out.Groups)
+	return out
+}
+
+// member finds the member of an email, NOT_FOUND when none signed in yet.
+func (s *Service) member(ctx context.Context, email string) (*ent.Member, error) {
+	m, err := s.Client.Member.Query().Where(entmember.Email(authority.Principal(strings.TrimSpace(email)))).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "no member %s: a member exists once they have signed in", email)
+	}
+	return m, err
+}
+
+func (s *Service) memberView(ctx context.Context, id uuid.UUID) (*Member, error) {
+	m, err := s.Client.Member.Query().Where(entmember.ID(id)).WithPermissions().WithGroups().Only(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return toMember(m), nil
+}
+
+// Grant gives a member a permission (converges when held).
+func (s *Service) Grant(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
+	return s.permission(ctx, actor, email, perm, true)
+}
+
+// Revoke takes a permission away (converges when not held). The next
+// resolution — a running turn's next tool call included — sees it.
+func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
+	return s.permission(ctx, actor, email, perm, false)
+}
+
+func (s *Service) permission(ctx context.Context, actor authority.Member, email, perm string, grant bool) (*Member, error) {
+	if err := s.require(ctx, actor, PermMembers); err != nil {
+		return nil, err
+	}
+	if !permission.MatchString(perm) {
+		return nil, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm)
+	}
+	m, err := s.member(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	if grant {
+		err = s.Client.MemberPermission.Create().SetMemberID(m.ID).SetPermission(perm).OnConflict().DoNothing().Exec(ctx)
+	} else {
+		_, err = s.Client.MemberPermission.Delete().Where(entperm.MemberID(m.ID), entperm.Permission(perm)).Exec(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.memberView(ctx, m.ID)
+}
+
+// AddToGroup puts a member in a group (converges when in it).
+func (s *Service) AddToGroup(ctx context.Context, actor authority.Member, email, group string) (*Member, error) {
+	return s.group(ctx, actor, email, group, true)
+}
+
+// RemoveFromGroup takes a member out of a group (converges when not in it).
+func (s *Service) RemoveFromGroup(ctx context.Context, actor authority.Member, email, group string) (*Member, error) {
+	return s.group(ctx, actor, email, group, false)
+}
+
+func (s *Service) group(ctx context.Context, actor authority.Member, email, group string, add bool) (*Member, error) {
+	if err := s.require(ctx, actor, PermMembers); err != nil {
+		return nil, err
+	}
+	if !groupName.MatchString(group) {
+		return nil, errcode.Invalid("group", "%q is not a group name (a-z 0-9 _ . -)", group)
+	}
+	m, err := s.member(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	if add {
+		err = s.Client.MemberGroup.Create().SetMemberID(m.ID).SetName(group).OnConflict().DoNothing().Exec(ctx)
+	} else {
+		_, err = s.Client.MemberGroup.Delete().Where(entgroup.MemberID(m.ID), entgroup.Name(group)).Exec(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.memberView(ctx, m.ID)
+}
+
+// VersionInput is what an agent version says: immutable once written.
+type VersionInput struct {
+	Controller   string
+	ModelRoute   string
+	Effort       string
+	SystemPrompt string
+	Tools        []string
+	Specialists  []string
+	Budgets      map[string]int64
+}
+
+// budgetKeys are the budgets a version may set.
+var budgetKeys = []string{"max_steps", "max_tool_calls", "max_tokens", "wall_time_ms", "context_tokens"}
+
+func (v VersionInput) check() error {
+	if !slices.Contains(runtime.Controllers(), v.Controller) {
+		return errcode.Invalid("controller", "%q is not a controller (%s)", v.Controller, strings.Join(runtime.Controllers(), ", "))
+	}
+	route := v.ModelRoute
+	if !(route == "builtin" || route == "openai" || strings.HasPrefix(route, "openai:") && len(route) > len("openai:") && len(route) <= 128) {
+		return errcode.Invalid("modelRoute", "%q is not a model route (builtin, openai or openai:<model>)", route)
+	}
+	if !slices.Contains([]string{"", "low", "medium", "high"}, v.Effort) {
+		return errcode.Invalid("effort", "effort is low, medium or high")
+	}
+	if len(v.SystemPrompt) > MaxPrompt {
+		return errcode.Invalid("systemPrompt", "at most %d KiB", MaxPrompt>>10)
+	}
+	for _, t := range v.Tools {
+		if !slices.Contains(tools.Names(), t) {
+			return errcode.Invalid("tools", "%q is not a tool (%s)", t, strings.Join(tools.Names(), ", "))
+		}
+	}
+	if len(v.Specialists) > 20 {
+		return errcode.Invalid("specialists", "at most 20 specialists")
+	}
+	for _, sp := range v.Specialists {
+		if !slugForm.MatchString(sp) {
+			return errcode.Invalid("specialists", "%q is not an agent slug", sp)
+		}
+	}
+	for k, n := range v.Budgets {
+		if !slices.Contains(budgetKeys, k) || n < 0 {
+			return errcode.Invalid("budgets", "%q is not a budget (%s), or is negative", k, strings.Join(budgetKeys, ", "))
+		}
+	}
+	return nil
+}
+
+// Agent is an agent with its versions, newest first.
+type Agent struct {
+	ID       uuid.UUID
+	Slug     string
+	Name     string
+	Versions []*ent.AgentVersion
+}
+
+// CreateAgent makes an agent and its version 1.
+func (s *Service) CreateAgent(ctx context.Context, actor authority.Member, slug, name string, v VersionInput) (*Agent, error) {
+	if err := s.require(ctx, actor, PermAgents); err != nil {
+		return nil, err
+	}
+	if !slugForm.MatchString(slug) {
+		return nil, errcode.Invalid("slug", "a slug of a-z 0-9 _ - (1 to 64)")
+	}
+	if n := strings.TrimSpace(name); n == "" || len(n) > MaxTitle {
+		return nil, errcode.Invalid("name", "a name of 1 to %d bytes", MaxTitle)
+	}
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	a, err := tx.Agent.Create().SetSlug(slug).SetName(strings.TrimSpace(name)).Save(ctx)
+	if ent.IsConstraintError(err) {
+		return nil, errcode.New(errcode.Conflict, "an agent %q exists", slug)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := createVersion(ctx, tx, a.ID, 1, v); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return s.agent(ctx, slug)
+}
+
+// AddVersion writes an agent's next version. Versions are immutable; new
+// turns run the newest, turns already accepted keep theirs.
+func (s *Service) AddVersion(ctx context.Context, actor authority.Member, slug string, v VersionInput) (*Agent, error) {
+	if err := s.require(ctx, actor, PermAgents); err != nil {
+		return nil, err
+	}
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	a, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "no agent %q", slug)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The unique (agent, version) index makes two racing writers of the
+	// same next version one winner and one CONFLICT.
+	last, err := s.Client.AgentVersion.Query().Where(entversion.AgentID(a.ID)).Aggregate(ent.Max(entversion.FieldVersion)).Int(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.Client.Tx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	if err := createVersion(ctx, tx, a.ID, last+1, v); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return s.agent(ctx, slug)
+}
+
+func createVersion(ctx context.Context, tx *ent.Tx, agent uuid.UUID, n int, v VersionInput) error {
+	effort := v.Effort
+	if effort == "" {
+		effort = "medium"
+	}
+	_, err := tx.AgentVersion.Create().SetAgentID(agent).SetVersion(n).SetController(v.Controller).SetModelRoute(v.ModelRoute).
+		SetEffort(effort).SetSystemPrompt(v.SystemPrompt).SetTools(v.Tools).SetSpecialists(v.Specialists).SetBudgets(v.Budgets).Save(ctx)
+	if ent.IsConstraintError(err) {
+		return errcode.New(errcode.Conflict, "version %d was written meanwhile; retry", n)
+	}
+	return err
+}
+
+// Agents lists the agents by slug.
+func (s *Service) Agents(ctx context.Context, actor authority.Member) ([]*Agent, error) {
+	if err := s.require(ctx, actor, PermAgents); err != nil {
+		return nil, err
+	}
+	as, err := s.Client.Agent.Query().Order(ent.Asc(entagent.FieldSlug)).Limit(MaxListLength).
+		WithVersions(func(q *ent.AgentVersionQuery) { q.Order(ent.Desc(entversion.FieldVersion)) }).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Agent, len(as))
+	for i, a := range as {
+		out[i] = &Agent{ID: a.ID, Slug: a.Slug, Name: a.Name, Versions: a.Edges.Versions}
+	}
+	return out, nil
+}
+
+func (s *Service) agent(ctx context.Context, slug string) (*Agent, error) {
+	a, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).
+		WithVersions(func(q *ent.AgentVersionQuery) { q.Order(ent.Desc(entversion.FieldVersion)) }).Only(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{ID: a.ID, Slug: a.Slug, Name: a.Name, Versions: a.Edges.Versions}, nil
+}
+
+// SetRoster sets the specialists a member allows an agent to route to
+// (their configuration; the effective roster is the version's ∩ this).
+func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, slug string, specialists []string) (*Member, error) {
+	if err := s.require(ctx, actor, PermAgents); err != nil {
+		return nil, err
+	}
+	for _, sp := range specialists {
+		if !slugForm.MatchString(sp) {
+			return nil, errcode.Invalid("specialists", "%q is not an agent slug", sp)
+		}
+	}
+	m, err := s.member(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, errcode.New(errcode.NotFound, "no agent %q", slug)
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = s.Client.MemberAgentConfig.Create().SetMemberID(m.ID).SetAgentID(a.ID).SetSpecialists(specialists).
+		OnConflictColumns(entconfig.FieldMemberID, entconfig.FieldAgentID).UpdateSpecialists().Exec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("set roster: %w", err)
+	}
+	return s.memberView(ctx, m.ID)
+}
