@@ -111,6 +111,13 @@ func TestChatInATerminal(t *testing.T) {
 	defer cancel()
 	a := g.client(t, alice, nil)
 	team := roomOf(t, ctx, a, "Team room")
+	// Without --room, the picker: Enter opens the highlighted room.
+	picker := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir)
+	picker.waitFor(ctx, "choose a room")
+	picker.waitFor(ctx, "> Alice's notes")
+	picker.typeKeys("\x1b[B\r") // down to the Team room, Enter
+	picker.waitFor(ctx, "· Team room · live")
+
 	term := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", team)
 	term.waitFor(ctx, "· Team room · live")
 	// idle waits until no turn of alice's runs: the help line, as the
