@@ -636,7 +636,10 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 			}
 			return blankWithheld(ctx, r.Turns, entries)
 		}
-		return r.Log.Follow(ctx, c.ID, p.After, read, func(e journal.Entry) error {
+		// One read per new position serves every watcher of the room on
+		// this replica (the room's shared tail); blankWithheld is not per
+		// viewer, so the shared read applies it once.
+		return r.Log.FollowShared(ctx, c.ID, p.After, read, func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
 				// who has left sees nothing of the room from here on.

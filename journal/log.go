@@ -11,8 +11,9 @@ import (
 // Log is the journal as its readers reach it: reads on one database
 // handle, follows woken by the hub. Resolvers hold a Log, not the handle.
 type Log struct {
-	db  pg.Querier
-	hub *Hub
+	db    pg.Querier
+	hub   *Hub
+	tails tails
 }
 
 // NewLog returns a Log reading db, its follows woken by hub.

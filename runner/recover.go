@@ -73,7 +73,49 @@ func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
 // turn has lost its lease, this runner recovers it at once. A page reload
 // during the old lease's life only waits: recovery never reclaims before
 // the lease has expired.
+//
+// The watch is shared: one watcher per room per runner, however many
+// subscriptions watch the room, running while any of them does; Watch
+// returns when ctx ends (and, for the last watcher of the room, once the
+// shared one has stopped). Idle subscribers so cost the database one
+// lease query per room, not one each.
 func (r *Runner) Watch(ctx context.Context, room uuid.UUID) {
+	r.wmu.Lock()
+	w := r.watchers[room]
+	if w == nil {
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		w = &roomWatch{cancel: cancel, done: make(chan struct{})}
+		r.watchers[room] = w
+		go func() {
+			defer close(w.done)
+			r.watchRoom(wctx, room)
+		}()
+	}
+	w.refs++
+	r.wmu.Unlock()
+	<-ctx.Done()
+	r.wmu.Lock()
+	w.refs--
+	last := w.refs == 0
+	if last {
+		delete(r.watchers, room)
+		w.cancel()
+	}
+	r.wmu.Unlock()
+	if last {
+		<-w.done
+	}
+}
+
+// roomWatch is a room's shared lease watcher and how many watch with it.
+type roomWatch struct {
+	refs   int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// watchRoom is the shared watcher's loop.
+func (r *Runner) watchRoom(ctx context.Context, room uuid.UUID) {
 	for {
 		wake := r.cfg.Hub.Wait(room)
 		wait := r.cfg.Poll

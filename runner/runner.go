@@ -92,6 +92,9 @@ type Runner struct {
 	active map[uuid.UUID]*activeRun
 	runs   sync.WaitGroup
 
+	wmu      sync.Mutex
+	watchers map[uuid.UUID]*roomWatch // shared lease watchers, by room
+
 	versions sync.Map // agent version id → *ent.AgentVersion
 	store    *lease.Store
 	deps     callback.Deps
@@ -160,6 +163,7 @@ func New(cfg Config) *Runner {
 		freed:    make(chan struct{}, 1),
 		claiming: make(map[uuid.UUID]bool),
 		active:   make(map[uuid.UUID]*activeRun),
+		watchers: make(map[uuid.UUID]*roomWatch),
 		store:    lease.NewStore(cfg.Client, cfg.Hub),
 	}
 	r.deps = callback.Deps{
