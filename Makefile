@@ -72,9 +72,10 @@ check-web:
 # bench prints the benchmarks' figures: durable acceptance (and its ratio to
 # a raw transaction), turns against River, recovery after kill -9, the token
 # path (provider to subscriber), per-turn orchestration overhead, retrieval
-# over 100,000 documents with ACLs and run_code's start-to-result overhead.
+# over 100,000 documents with ACLs, run_code's start-to-result overhead and
+# the fan-out to 10,000 journal subscribers (TURNGATE_FANOUT_SUBSCRIBERS).
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 15m ./server ./turn ./tools ./sandbox
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./turn ./tools ./sandbox
 
 # chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
 # turns under kill -9 and SIGSTOP (make test runs a short round).

@@ -74,7 +74,7 @@ type processWorld struct {
 
 // newProcessWorld makes a test's database and data folder (named with
 // prefix), both removed at cleanup.
-func newProcessWorld(t *testing.T, bin, prefix string) *processWorld {
+func newProcessWorld(t testing.TB, bin, prefix string) *processWorld {
 	t.Helper()
 	w := &processWorld{bin: bin, dbURL: dbtest.NewDB(t)}
 	dir, err := os.MkdirTemp("", prefix)
@@ -91,7 +91,7 @@ func newProcessWorld(t *testing.T, bin, prefix string) *processWorld {
 }
 
 // start starts a replica named name on the world's database and folder.
-func (w *processWorld) start(t *testing.T, name string, env ...string) *replica {
+func (w *processWorld) start(t testing.TB, name string, env ...string) *replica {
 	t.Helper()
 	return startReplica(t, w.bin, name, w.dbURL, w.dataDir, env...)
 }

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// fanoutSubscribers is how many journal subscribers BenchmarkFanOut opens
+// (TURNGATE_FANOUT_SUBSCRIBERS, default 10,000).
+func fanoutSubscribers() int {
+	if n, err := strconv.Atoi(os.Getenv("TURNGATE_FANOUT_SUBSCRIBERS")); err == nil && n > 0 {
+		return n
+	}
+	return 10000
+}
+
+// raiseFileLimit lifts the soft file-descriptor limit to the hard one:
+// every subscriber is a socket here and one in the server.
+func raiseFileLimit(b *testing.B) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// serverRSS is a process's resident memory, in bytes.
+func serverRSS(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// dbTransactions is the database's committed and rolled-back transactions
+// so far, as its statistics have them (each autocommit query is one).
+func dbTransactions(b *testing.B, w *processWorld) int64 {
+	var n int64
+	if err := w.db.QueryRow(`SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkFanOut is goal P3: N graphql-transport-ws journal subscribers
+// on one replica (a real process), all in one room and then spread over
+// 100 rooms. It measures the database's idle transaction rate with no
+// subscriber and with N (flat is the goal), the server's memory per
+// subscriber, and how long each answer delta of one turn takes from its
+// commit (the entry's createdAt) to each subscriber of its room.
+func BenchmarkFanOut(b *testing.B) {
+	raiseFileLimit(b)
+	n := fanoutSubscribers()
+	bin := buildBinary(b)
+	w := newProcessWorld(b, bin, "turngate-fanout-")
+	r := w.start(b, "fanout", "TURNGATE_MAX_STREAMS_PER_MEMBER=1000000", "TURNGATE_MAX_SUBSCRIPTIONS=1000000",
+		"TURNGATE_MODEL_PACE=20ms", "TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1000000")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tok, err := tokenFor(bin, w.dataDir, alice)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hdr := http.Header{"X-Turngate-Identity": {tok}}
+	c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
+	var rs struct {
+		Conversations struct {
+			Edges []struct{ Node struct{ ID, Title string } }
+		}
+	}
+	if err := c.Do(ctx, `{ conversations(first: 100) { edges { node { id title } } } }`, nil, &rs); err != nil {
+		b.Fatal(err)
+	}
+	var team string
+	for _, e := range rs.Conversations.Edges {
+		if e.Node.Title == "Team room" {
+			team = e.Node.ID
+		}
+	}
+	var spread []string
+	for i := range 100 {
+		var made struct{ CreateConversation struct{ ID string } }
+		if err := c.Do(ctx, `mutation($t: String!) { createConversation(input: {title: $t, kind: PRIVATE}) { id } }`,
+			map[string]any{"t": fmt.Sprintf("fan-out %d", i)}, &made); err != nil {
+			b.Fatal(err)
+		}
+		spread = append(spread, made.CreateConversation.ID)
+	}
+	pid := r.cmd.Process.Pid
+	idle := func() float64 {
+		// Statistics reach pg_stat_database within about 10 s of a
+		// backend going idle: let the previous phase settle, then take
+		// two samples 15 s apart.
+		time.Sleep(11 * time.Second)
+		a := dbTransactions(b, w)
+		time.Sleep(15 * time.Second)
+		return float64(dbTransactions(b, w)-a) / 15
+	}
+	for _, layout := range []struct {
+		name  string
+		rooms []string
+	}{{"one room", []string{team}}, {"100 rooms", spread}} {
+		base := idle()
+		rssBefore := serverRSS(pid)
+		conns := make([]*gqlclient.Conn, n)
+		streams := make([]<-chan gqlclient.Message, n)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		dialStart := time.Now()
+		for i := range n {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				conn, err := gqlclient.Dial(ctx, r.base+"/graphql", hdr, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				conns[i] = conn
+				// From a position ahead of the history: only what comes next.
+				streams[i], err = conn.Subscribe(ctx, "j", gqlclient.Request{
+					Query:     `subscription($c: ID!, $a: Int) { journal(conversationId: $c, after: $a) { seq kind createdAt } }`,
+					Variables: map[string]any{"c": layout.rooms[i%len(layout.rooms)], "a": 0},
+				})
+				if err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if b.Failed() {
+			return
+		}
+		connected := time.Since(dialStart)
+		// Drain the replayed history, then measure.
+		drained := make(chan struct{})
+		var lat []time.Duration
+		var lmu sync.Mutex
+		var got sync.WaitGroup
+		turnStart := time.Now().Add(time.Hour) // set when the turn is submitted
+		var startMu sync.Mutex
+		for i := range n {
+			got.Add(1)
+			go func(ch <-chan gqlclient.Message, inFirst bool) {
+				defer got.Done()
+				for {
+					select {
+					case <-drained:
+						if !inFirst {
+							return
+						}
+					case <-ctx.Done():
+						return
+					case m, ok := <-ch:
+						if !ok {
+							return
+						}
+						var p struct {
+							Data struct {
+								Journal struct {
+									Kind      string
+									CreatedAt time.Time
+								}
+							}
+						}
+						if m.Type != "next" || json.Unmarshal(m.Payload, &p) != nil {
+							continue
+						}
+						now := time.Now()
+						startMu.Lock()
+						live := p.Data.Journal.CreatedAt.After(turnStart)
+						startMu.Unlock()
+						if live && p.Data.Journal.Kind == "ANSWER_DELTA" {
+							lmu.Lock()
+							lat = append(lat, now.Sub(p.Data.Journal.CreatedAt))
+							lmu.Unlock()
+						}
+						if live && p.Data.Journal.Kind == "TURN_TERMINAL" {
+							return
+						}
+					}
+				}
+			}(streams[i], i%len(layout.rooms) == 0)
+		}
+		withSubs := idle()
+		rss := serverRSS(pid) - rssBefore
+		perSub := float64(rss) / float64(n) / 1024
+		startMu.Lock()
+		turnStart = time.Now()
+		startMu.Unlock()
+		close(drained)
+		if _, err := submitTurn(ctx, c, layout.rooms[0], "When is the launch?"); err != nil {
+			b.Fatal(err)
+		}
+		got.Wait()
+		for _, conn := range conns {
+			conn.Close()
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		p99 := time.Duration(0)
+		if len(lat) > 0 {
+			p99 = lat[len(lat)*99/100]
+		}
+		verdict := "ok"
+		if withSubs > base*1.5+5 || perSub > 50 || p99 > 250*time.Millisecond || len(lat) == 0 {
+			verdict = "short"
+		}
+		fmt.Printf("fan-out %s: %d subscribers connected in %s; %d delta arrivals\n", layout.name, n, connected.Round(time.Millisecond), len(lat))
+		fmt.Printf("goal P3 fan-out (%s, %d subscribers): idle db %.1f tx/s vs %.1f without (<= 1.5x), %.1f KiB/subscriber (<= 50), delta p99 %s (<= 250ms) %s\n",
+			layout.name, n, withSubs, base, perSub, p99.Round(time.Millisecond), verdict)
+	}
+}
+
+// submitTurn submits text to room as c.
+func submitTurn(ctx context.Context, c *gqlclient.Client, room, text string) (string, error) {
+	var out struct {
+		SubmitMessage struct{ ID string } `json:"submitMessage"`
+	}
+	err := c.Do(ctx, submit, map[string]any{"c": room, "t": text, "k": "fanout-" + strconv.FormatInt(time.Now().UnixNano(), 36)}, &out)
+	return out.SubmitMessage.ID, err
+}
