@@ -16,7 +16,8 @@ import (
 // Runs is the part of the turn runner that clients reach.
 type Runs interface {
 	Resume(ctx context.Context, turnID uuid.UUID) (bool, error)
-	Watch(ctx context.Context, room uuid.UUID)
+	// Hold keeps the room's shared lease watcher running until release.
+	Hold(ctx context.Context, room uuid.UUID) (release func())
 }
 
 // Resolver holds the resolvers' dependencies.

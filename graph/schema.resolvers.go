@@ -623,12 +623,14 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	if err != nil {
 		return nil, err
 	}
-	if r.Runs != nil {
-		// A present, freshly authorised viewer: if the room's run lost
-		// its owner, recover it as soon as its lease has expired.
-		goRecover(ctx, r.Streams, "watch room", func(ctx context.Context) { r.Runs.Watch(ctx, c.ID) })
-	}
 	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+		if r.Runs != nil {
+			// A present, freshly authorised viewer: if the room's run
+			// lost its owner, recover it as soon as its lease has
+			// expired (the room's one shared watcher, held while this
+			// stream lives).
+			defer r.Runs.Hold(ctx, c.ID)()
+		}
 		read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
 			entries, err := r.Log.Read(ctx, c.ID, after, journal.FollowBatch)
 			if err != nil {

@@ -213,17 +213,3 @@ func (s *Streams) stopping() bool { return s != nil && s.base.Err() != nil }
 // a client subscribes again (to another replica) after the last position
 // it saw, rather than taking the stream for complete.
 var errStopping = errcode.New(errcode.Unavailable, "the server is stopping; subscribe again after the last position you received")
-
-// goRecover runs fn in a goroutine owner owns (nil for none), started by
-// a resolver; a panic in it is logged and ends only that goroutine, never
-// the server.
-func goRecover(ctx context.Context, owner *Streams, what string, fn func(ctx context.Context)) {
-	owner.start(ctx, func(ctx context.Context) {
-		defer func() {
-			if p := recover(); p != nil {
-				slog.ErrorContext(ctx, "panic in "+what, "panic", p, "stack", string(debug.Stack()))
-			}
-		}()
-		fn(ctx)
-	})
-}

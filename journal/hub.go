@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,7 @@ type Hub struct {
 	mu      sync.Mutex
 	any     chan struct{}       // closed when any room moves
 	pending map[uuid.UUID]int64 // heads not yet NOTIFYed
+	heads   map[uuid.UUID]int64 // the newest head this hub has heard of, by room
 	kick    chan struct{}
 
 	startstop.BaseStartStop
@@ -67,6 +69,7 @@ func NewHub(cfg HubConfig) *Hub {
 		log:     cfg.Logger,
 		any:     make(chan struct{}),
 		pending: make(map[uuid.UUID]int64),
+		heads:   make(map[uuid.UUID]int64),
 		kick:    make(chan struct{}, 1),
 	}
 	h.commands = &Commands{pending: make(map[uuid.UUID]bool), kick: h.kickNotify}
@@ -94,6 +97,7 @@ func (h *Hub) Committed(room uuid.UUID, head int64) {
 	if head > h.pending[room] {
 		h.pending[room] = head
 	}
+	h.heard(room, head)
 	h.mu.Unlock()
 	h.kickNotify()
 }
@@ -207,6 +211,18 @@ func (h *Hub) notifyLoop(ctx context.Context) {
 	}
 }
 
+// heard records head as a room's newest known position; h.mu is held.
+func (h *Hub) heard(room uuid.UUID, head int64) {
+	if head > h.heads[room] {
+		h.heads[room] = head
+	}
+}
+
+// pollLoop is the slow tick that makes a lost notification only a delay.
+// It costs one query per replica however many rooms are followed: the
+// heads of the rooms that have waiters, read together; a room whose head
+// moved past what the hub heard of is woken. The claim loop and command
+// waiters are woken on every tick as before.
 func (h *Hub) pollLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Poll)
 	defer t.Stop()
@@ -215,8 +231,54 @@ func (h *Hub) pollLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			h.poll(ctx)
+		}
+	}
+}
+
+func (h *Hub) poll(ctx context.Context) {
+	h.commands.waiters.wakeAll()
+	h.mu.Lock()
+	close(h.any)
+	h.any = make(chan struct{})
+	h.mu.Unlock()
+	rooms := h.rooms.keys()
+	if len(rooms) == 0 {
+		return
+	}
+	ids := make([]string, len(rooms))
+	for i, r := range rooms {
+		ids[i] = r.String()
+	}
+	rows, err := h.cfg.DB.QueryContext(ctx, `SELECT id, next_seq FROM conversations WHERE id = ANY($1::uuid[])`, "{"+strings.Join(ids, ",")+"}")
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("polling the journal heads failed; waking every reader", "err", err)
 			h.wakeAll()
 		}
+		return
+	}
+	defer rows.Close()
+	var moved []uuid.UUID
+	h.mu.Lock()
+	for rows.Next() {
+		var room uuid.UUID
+		var head int64
+		if err := rows.Scan(&room, &head); err != nil {
+			break
+		}
+		if known, ok := h.heads[room]; !ok || head > known {
+			h.heads[room] = head
+			moved = append(moved, room)
+		}
+	}
+	h.mu.Unlock()
+	if err := rows.Err(); err != nil {
+		h.wakeAll()
+		return
+	}
+	for _, room := range moved {
+		h.rooms.wake(room)
 	}
 }
 
@@ -250,6 +312,11 @@ func (h *Hub) listenLoop(ctx context.Context) {
 				h.wakeAll()
 				continue
 			}
+			h.mu.Lock()
+			for room, head := range msg.Heads {
+				h.heard(room, head)
+			}
+			h.mu.Unlock()
 			for room := range msg.Heads {
 				h.wake(room)
 			}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -115,10 +116,24 @@ func (l *Log) runTail(ctx context.Context, room uuid.UUID, t *tail, read func(ct
 		if len(entries) > 0 {
 			continue
 		}
+		var retry <-chan time.Time
+		var timer *time.Timer
+		if err != nil {
+			// The hub wakes a room only when it moves: retry a failed
+			// read on a timer too.
+			timer = time.NewTimer(time.Second)
+			retry = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-wake:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
@@ -146,7 +161,9 @@ func (t *tail) since(pos int64) (entries []Entry, within bool, changed <-chan st
 func (l *Log) FollowShared(ctx context.Context, room uuid.UUID, after int64,
 	read func(ctx context.Context, after int64) ([]Entry, error), emit func(Entry) error) error {
 	if read == nil {
-		read = func(ctx context.Context, after int64) ([]Entry, error) { return Read(ctx, l.db, room, after, FollowBatch) }
+		read = func(ctx context.Context, after int64) ([]Entry, error) {
+			return Read(ctx, l.db, room, after, FollowBatch)
+		}
 	}
 	t, err := l.acquire(ctx, room, read)
 	if err != nil {

@@ -36,6 +36,17 @@ func (w *waker) wake(key uuid.UUID) {
 	}
 }
 
+// keys are the keys with waiters.
+func (w *waker) keys() []uuid.UUID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]uuid.UUID, 0, len(w.chans))
+	for k := range w.chans {
+		out = append(out, k)
+	}
+	return out
+}
+
 func (w *waker) wakeAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -80,6 +81,16 @@ func (r *Runner) Resume(ctx context.Context, turnID uuid.UUID) (bool, error) {
 // shared one has stopped). Idle subscribers so cost the database one
 // lease query per room, not one each.
 func (r *Runner) Watch(ctx context.Context, room uuid.UUID) {
+	release := r.Hold(ctx, room)
+	<-ctx.Done()
+	release()
+}
+
+// Hold is Watch without a goroutine of its own: the room's shared
+// watcher runs until release is called (once) by every holder; the last
+// release waits for it to stop. ctx's values (not its end) reach the
+// watcher.
+func (r *Runner) Hold(ctx context.Context, room uuid.UUID) (release func()) {
 	r.wmu.Lock()
 	w := r.watchers[room]
 	if w == nil {
@@ -93,19 +104,27 @@ func (r *Runner) Watch(ctx context.Context, room uuid.UUID) {
 	}
 	w.refs++
 	r.wmu.Unlock()
-	<-ctx.Done()
-	r.wmu.Lock()
-	w.refs--
-	last := w.refs == 0
-	if last {
-		delete(r.watchers, room)
-		w.cancel()
-	}
-	r.wmu.Unlock()
-	if last {
-		<-w.done
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.wmu.Lock()
+			w.refs--
+			last := w.refs == 0
+			if last {
+				delete(r.watchers, room)
+				w.cancel()
+			}
+			r.wmu.Unlock()
+			if last {
+				<-w.done
+			}
+		})
 	}
 }
+
+// idleWatch is how long a room's lease watcher waits, with no run in the
+// room, before it looks again unwoken.
+const idleWatch = 30 * time.Second
 
 // roomWatch is a room's shared lease watcher and how many watch with it.
 type roomWatch struct {
@@ -118,10 +137,16 @@ type roomWatch struct {
 func (r *Runner) watchRoom(ctx context.Context, room uuid.UUID) {
 	for {
 		wake := r.cfg.Hub.Wait(room)
-		wait := r.cfg.Poll
+		// With no run in the room, only the journal moving (a claim
+		// journals turn_started; the hub wakes the room, its poll
+		// catching a lost notification) can change that: look again
+		// then, or after a long safety interval. Idle rooms so cost no
+		// query of their own.
+		wait := idleWatch
 		a, found, err := r.store.ActiveLease(ctx, room)
 		switch {
 		case err != nil:
+			wait = r.cfg.Poll
 			if ctx.Err() == nil {
 				r.log.Warn("watching a room's lease failed", "room", room, "err", err)
 			}

@@ -109,7 +109,11 @@ func BenchmarkFanOut(b *testing.B) {
 		spread = append(spread, made.CreateConversation.ID)
 	}
 	pid := r.cmd.Process.Pid
+	measureIdle := os.Getenv("TURNGATE_FANOUT_IDLE") != "0" // 0 skips the idle windows, to iterate on the delta path
 	idle := func() float64 {
+		if !measureIdle {
+			return 0
+		}
 		// Statistics reach pg_stat_database within about 10 s of a
 		// backend going idle: let the previous phase settle, then take
 		// two samples 15 s apart.
@@ -167,12 +171,14 @@ func BenchmarkFanOut(b *testing.B) {
 			got.Add(1)
 			go func(ch <-chan gqlclient.Message, inFirst bool) {
 				defer got.Done()
+				drained := drained
 				for {
 					select {
 					case <-drained:
 						if !inFirst {
 							return
 						}
+						drained = nil // keep reading the first room's stream
 					case <-ctx.Done():
 						return
 					case m, ok := <-ch:
