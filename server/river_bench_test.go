@@ -110,6 +110,9 @@ func BenchmarkTurnsVersusRiver(b *testing.B) {
 		return "no"
 	}
 	fmt.Printf("  turngate start p50 lower than River(default): %s, than River(tuned): %s\n\n", lower(riverDefault), lower(riverTuned))
+	fmt.Printf("goal P2 lanes: %.2fx River tuned completed/s (target >= 1.00x), start p50 %.2f ms vs River's %.2f ms (target lower) %s\n",
+		turns.rate/riverTuned.rate, ms(percentile(turns.start, 50)), ms(percentile(riverTuned.start, 50)),
+		okShort(turns.rate >= riverTuned.rate && lower(riverTuned) == "yes"))
 }
 
 // The turngate side's connections: two replicas with the pool the README
