@@ -75,8 +75,9 @@ func BenchmarkFanOut(b *testing.B) {
 	n := fanoutSubscribers()
 	bin := buildBinary(b)
 	w := newProcessWorld(b, bin, "turngate-fanout-")
-	r := w.start(b, "fanout", "TURNGATE_MAX_STREAMS_PER_MEMBER=1000000", "TURNGATE_MAX_SUBSCRIPTIONS=1000000",
-		"TURNGATE_MODEL_PACE=20ms", "TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1000000")
+	env := []string{"TURNGATE_MAX_STREAMS_PER_MEMBER=1000000", "TURNGATE_MAX_SUBSCRIPTIONS=1000000",
+		"TURNGATE_MODEL_PACE=20ms", "TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1000000"}
+	r := w.start(b, "fanout-setup", env...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tok, err := tokenFor(bin, w.dataDir, alice)
@@ -108,7 +109,7 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		spread = append(spread, made.CreateConversation.ID)
 	}
-	pid := r.cmd.Process.Pid
+	r.stop()
 	measureIdle := os.Getenv("TURNGATE_FANOUT_IDLE") != "0" // 0 skips the idle windows, to iterate on the delta path
 	idle := func() float64 {
 		if !measureIdle {
@@ -126,6 +127,10 @@ func BenchmarkFanOut(b *testing.B) {
 		name  string
 		rooms []string
 	}{{"one room", []string{team}}, {"100 rooms", spread}} {
+		// A fresh replica per layout, so its memory is this layout's.
+		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), env...)
+		pid := r.cmd.Process.Pid
+		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
 		base := idle()
 		rssBefore := serverRSS(pid)
 		conns := make([]*gqlclient.Conn, n)
@@ -226,6 +231,7 @@ func BenchmarkFanOut(b *testing.B) {
 		for _, conn := range conns {
 			conn.Close()
 		}
+		r.stop()
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		p99 := time.Duration(0)
 		if len(lat) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/dom"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -89,10 +90,16 @@ func (p *chatPage) click(role, name string) {
 	}
 }
 
-// fill types text into the textbox named name.
+// fill types text into the textbox named name: a click to focus it, then
+// the text as the keyboard would insert it. (chromedp's SendKeys reads a
+// node's attributes unlocked while its event loop may change them: a data
+// race under -race.)
 func (p *chatPage) fill(name, text string) {
 	p.t.Helper()
-	if err := chromedp.Do(p.ctx, chromedp.SendKeys("", text, byRole("textbox", name))); err != nil {
+	if err := chromedp.Do(p.ctx, chromedp.Click("", byRole("textbox", name))); err != nil {
+		p.t.Fatalf("focus %q: %v", name, err)
+	}
+	if _, err := chromedp.Call(p.ctx, input.InsertText, input.InsertTextParams{Text: text}); err != nil {
 		p.t.Fatalf("type into %q: %v", name, err)
 	}
 }
