@@ -312,22 +312,33 @@ func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, per
 }
 
 func (s *Service) permission(ctx context.Context, actor authority.Member, email, perm string, grant bool) (*Member, error) {
+	if !permission.MatchString(perm) {
+		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm), nil)
+	}
+	return s.memberChange(ctx, actor, email, nil, func(m *ent.Member) error {
+		if grant {
+			return s.Client.MemberPermission.Create().SetMemberID(m.ID).SetPermission(perm).OnConflict().DoNothing().Exec(ctx)
+		}
+		_, err := s.Client.MemberPermission.Delete().Where(entperm.MemberID(m.ID), entperm.Permission(perm)).Exec(ctx)
+		return err
+	})
+}
+
+// memberChange applies change to the member of email, as an operator
+// with admin:members, and returns the member as it is then; invalid (the
+// change's own input check) is returned after the permission check.
+func (s *Service) memberChange(ctx context.Context, actor authority.Member, email string, invalid error, change func(*ent.Member) error) (*Member, error) {
 	if err := s.require(ctx, actor, PermMembers); err != nil {
 		return nil, err
 	}
-	if !permission.MatchString(perm) {
-		return nil, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm)
+	if invalid != nil {
+		return nil, invalid
 	}
 	m, err := s.member(ctx, email)
 	if err != nil {
 		return nil, err
 	}
-	if grant {
-		err = s.Client.MemberPermission.Create().SetMemberID(m.ID).SetPermission(perm).OnConflict().DoNothing().Exec(ctx)
-	} else {
-		_, err = s.Client.MemberPermission.Delete().Where(entperm.MemberID(m.ID), entperm.Permission(perm)).Exec(ctx)
-	}
-	if err != nil {
+	if err := change(m); err != nil {
 		return nil, err
 	}
 	return s.memberView(ctx, m.ID)
@@ -344,25 +355,16 @@ func (s *Service) RemoveFromGroup(ctx context.Context, actor authority.Member, e
 }
 
 func (s *Service) group(ctx context.Context, actor authority.Member, email, group string, add bool) (*Member, error) {
-	if err := s.require(ctx, actor, PermMembers); err != nil {
-		return nil, err
-	}
 	if !groupName.MatchString(group) {
-		return nil, errcode.Invalid("group", "%q is not a group name (a-z 0-9 _ . -)", group)
+		return s.memberChange(ctx, actor, email, errcode.Invalid("group", "%q is not a group name (a-z 0-9 _ . -)", group), nil)
 	}
-	m, err := s.member(ctx, email)
-	if err != nil {
-		return nil, err
-	}
-	if add {
-		err = s.Client.MemberGroup.Create().SetMemberID(m.ID).SetName(group).OnConflict().DoNothing().Exec(ctx)
-	} else {
-		_, err = s.Client.MemberGroup.Delete().Where(entgroup.MemberID(m.ID), entgroup.Name(group)).Exec(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.memberView(ctx, m.ID)
+	return s.memberChange(ctx, actor, email, nil, func(m *ent.Member) error {
+		if add {
+			return s.Client.MemberGroup.Create().SetMemberID(m.ID).SetName(group).OnConflict().DoNothing().Exec(ctx)
+		}
+		_, err := s.Client.MemberGroup.Delete().Where(entgroup.MemberID(m.ID), entgroup.Name(group)).Exec(ctx)
+		return err
+	})
 }
 
 // VersionInput is what an agent version says: immutable once written.

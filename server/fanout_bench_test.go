@@ -39,21 +39,6 @@ func raiseFileLimit(b *testing.B) {
 	}
 }
 
-// serverRSS is a process's resident memory, in bytes.
-func serverRSS(pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // dbTransactions is the database's committed and rolled-back transactions
 // so far, as its statistics have them (each autocommit query is one).
 func dbTransactions(b *testing.B, w *processWorld) int64 {
@@ -132,7 +117,7 @@ func BenchmarkFanOut(b *testing.B) {
 		pid := r.cmd.Process.Pid
 		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
 		base := idle()
-		rssBefore := serverRSS(pid)
+		rssBefore := processRSS(pid)
 		conns := make([]*gqlclient.Conn, n)
 		streams := make([]<-chan gqlclient.Message, n)
 		var wg sync.WaitGroup
@@ -218,7 +203,7 @@ func BenchmarkFanOut(b *testing.B) {
 			}(streams[i], i%len(layout.rooms) == 0)
 		}
 		withSubs := idle()
-		rss := serverRSS(pid) - rssBefore
+		rss := processRSS(pid) - rssBefore
 		perSub := float64(rss) / float64(n) / 1024
 		startMu.Lock()
 		turnStart = time.Now()
