@@ -33,6 +33,10 @@ type reply struct {
 	Err    *wireError
 	// Limit is the hello's: the worker's RLIMIT_AS in bytes.
 	Limit int64
+	// Ack says the worker took run Seq and is about to run it: a worker
+	// that dies before it acknowledged never started the script, so the
+	// run may go to another worker; one that dies after it is the run's.
+	Ack bool
 }
 
 // wireError is an error of execute, carried to the pool with its sentinel.

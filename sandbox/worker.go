@@ -209,12 +209,26 @@ func (w *worker) run(ctx context.Context, req Request, grace time.Duration, memo
 	})
 	unwatch := w.watch()
 	var rep reply
-	err = w.dec.Decode(&rep)
+	acked := false
+	for {
+		rep = reply{}
+		if err = w.dec.Decode(&rep); err != nil || !rep.Ack || rep.Seq != seq {
+			break
+		}
+		acked = true
+	}
 	unwatch()
 	if !stop() {
 		<-cancelled
 	}
 	switch {
+	case err != nil && !acked && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && w.killed.Load() == killNone:
+		// It was gone before it took the run (it died while idle, and
+		// the send still found its pipe open): the script never
+		// started, and may run on another worker.
+		w.kill(killBroken)
+		w.reap()
+		return Result{}, fmt.Errorf("%w: %v%s", errWorkerGone, err, say(w.said)), true
 	case err != nil:
 		return Result{}, w.lost(ctx, req, grace, memory, err), true
 	case rep.Seq != seq:

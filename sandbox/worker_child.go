@@ -108,6 +108,9 @@ func serveWorker() int {
 	}()
 
 	for j := range jobs {
+		if err := enc.Encode(reply{Seq: j.call.Seq, Ack: true}); err != nil {
+			return fail("ack: %v", err)
+		}
 		res, err := execute(j.ctx, j.call.Req)
 		j.done()
 		if err := enc.Encode(reply{Seq: j.call.Seq, Result: res, Err: toWire(err)}); err != nil {
