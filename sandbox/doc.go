@@ -55,7 +55,10 @@
 // first when scripts load every CPU.
 //
 // The pool and a worker speak gob over the worker's stdin and stdout (see
-// wire.go): a hello, then one run at a time, each answered by one reply.
+// wire.go): a hello, then one run at a time, each acknowledged as the
+// worker takes it and then answered by one reply. A worker that dies
+// before its acknowledgement never started the script: the run goes to
+// another worker.
 // The worker stops a run itself at its wall time or when the pool sends a
 // cancel (the caller's context ended), between two steps, and replies
 // with what the script had done. A worker that has not replied 250 ms
