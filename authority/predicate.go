@@ -46,8 +46,11 @@ func Principal(email string) string { return LowerASCII(email) }
 // Both are SQL expressions. A document's ACL and the groups are read at
 // the moment the document is — never pinned at a turn's start.
 func DocumentReadableSQL(document, principal string) string {
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %[1]s AND (acl.principal = %[2]s
-    OR acl.principal IN (SELECT '`+GroupPrefix+`' || g.name FROM member_groups g JOIN members gm ON gm.id = g.member_id WHERE gm.email = %[2]s)))`, document, principal)
+	// The principals are one array, computed once per statement (the
+	// subquery depends on the principal only): each document is then one
+	// probe of the (document_id, principal) index, as with emails alone.
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %[1]s AND acl.principal = ANY(
+    ARRAY[%[2]s::text] || ARRAY(SELECT '`+GroupPrefix+`' || g.name FROM member_groups g JOIN members gm ON gm.id = g.member_id WHERE gm.email = %[2]s::text)))`, document, principal)
 }
 
 // GroupPrefix marks a document-ACL principal that names a group.
