@@ -77,11 +77,21 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 	if len(held) == 0 {
 		t.Fatal("the hog got no connection")
 	}
-	if _, err := held[0].ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-WHERE datname = 'fulldb' AND pid <> ALL (SELECT pid FROM pg_stat_activity WHERE application_name = 'hog') AND pid <> pg_backend_pid()`); err != nil {
-		t.Fatal(err)
+	// pg_terminate_backend only signals: a backend frees its slot when it
+	// has exited, and the replica may open another meanwhile. Repeat until
+	// the hog holds every slot and no backend of the replica is left.
+	for {
+		others(ctx, t, held[0], true)
+		fill()
+		if others(ctx, t, held[0], false) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the replica's connections did not end")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	fill()
 
 	res, err := a.Raw(ctx, gqlclient.Request{Query: submit, Variables: map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}})
 	if err != nil {
@@ -109,4 +119,21 @@ WHERE datname = 'fulldb' AND pid <> ALL (SELECT pid FROM pg_stat_activity WHERE 
 	if err := h.app.db.QueryRowContext(ctx, `SELECT count(*) FROM turns WHERE idempotency_key = 'full-1'`).Scan(&turns); err != nil || turns != 1 {
 		t.Fatalf("turns with the key: %d, %v; want 1", turns, err)
 	}
+}
+
+// others counts fulldb's client backends that are not the hog's, having
+// asked each to end when terminate is set.
+func others(ctx context.Context, t *testing.T, c *sql.Conn, terminate bool) int {
+	t.Helper()
+	q := `SELECT count(*) FROM pg_stat_activity
+WHERE datname = 'fulldb' AND backend_type = 'client backend' AND application_name <> 'hog'`
+	if terminate {
+		q = `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = 'fulldb' AND backend_type = 'client backend' AND application_name <> 'hog'`
+	}
+	var n int
+	if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
