@@ -29,9 +29,11 @@ import (
 	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 
@@ -69,12 +71,16 @@ type Client struct {
 	MemberGroup *MemberGroupClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
+	// ModelCall is the client for interacting with the ModelCall builders.
+	ModelCall *ModelCallClient
 	// Passage is the client for interacting with the Passage builders.
 	Passage *PassageClient
 	// RoomMember is the client for interacting with the RoomMember builders.
 	RoomMember *RoomMemberClient
 	// RoomResource is the client for interacting with the RoomResource builders.
 	RoomResource *RoomResourceClient
+	// RoomSummary is the client for interacting with the RoomSummary builders.
+	RoomSummary *RoomSummaryClient
 	// Task is the client for interacting with the Task builders.
 	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
@@ -103,9 +109,11 @@ func (c *Client) init() {
 	c.MemberAgentConfig = NewMemberAgentConfigClient(c.config)
 	c.MemberGroup = NewMemberGroupClient(c.config)
 	c.MemberPermission = NewMemberPermissionClient(c.config)
+	c.ModelCall = NewModelCallClient(c.config)
 	c.Passage = NewPassageClient(c.config)
 	c.RoomMember = NewRoomMemberClient(c.config)
 	c.RoomResource = NewRoomResourceClient(c.config)
+	c.RoomSummary = NewRoomSummaryClient(c.config)
 	c.Task = NewTaskClient(c.config)
 	c.Turn = NewTurnClient(c.config)
 }
@@ -213,9 +221,11 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
 		MemberGroup:       NewMemberGroupClient(cfg),
 		MemberPermission:  NewMemberPermissionClient(cfg),
+		ModelCall:         NewModelCallClient(cfg),
 		Passage:           NewPassageClient(cfg),
 		RoomMember:        NewRoomMemberClient(cfg),
 		RoomResource:      NewRoomResourceClient(cfg),
+		RoomSummary:       NewRoomSummaryClient(cfg),
 		Task:              NewTaskClient(cfg),
 		Turn:              NewTurnClient(cfg),
 	}, nil
@@ -250,9 +260,11 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		MemberAgentConfig: NewMemberAgentConfigClient(cfg),
 		MemberGroup:       NewMemberGroupClient(cfg),
 		MemberPermission:  NewMemberPermissionClient(cfg),
+		ModelCall:         NewModelCallClient(cfg),
 		Passage:           NewPassageClient(cfg),
 		RoomMember:        NewRoomMemberClient(cfg),
 		RoomResource:      NewRoomResourceClient(cfg),
+		RoomSummary:       NewRoomSummaryClient(cfg),
 		Task:              NewTaskClient(cfg),
 		Turn:              NewTurnClient(cfg),
 	}, nil
@@ -286,8 +298,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
 		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberGroup, c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource,
-		c.Task, c.Turn,
+		c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage, c.RoomMember,
+		c.RoomResource, c.RoomSummary, c.Task, c.Turn,
 	} {
 		n.Use(hooks...)
 	}
@@ -299,8 +311,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
 		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberGroup, c.MemberPermission, c.Passage, c.RoomMember, c.RoomResource,
-		c.Task, c.Turn,
+		c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage, c.RoomMember,
+		c.RoomResource, c.RoomSummary, c.Task, c.Turn,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -335,12 +347,16 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.MemberGroup.mutate(ctx, m)
 	case *MemberPermissionMutation:
 		return c.MemberPermission.mutate(ctx, m)
+	case *ModelCallMutation:
+		return c.ModelCall.mutate(ctx, m)
 	case *PassageMutation:
 		return c.Passage.mutate(ctx, m)
 	case *RoomMemberMutation:
 		return c.RoomMember.mutate(ctx, m)
 	case *RoomResourceMutation:
 		return c.RoomResource.mutate(ctx, m)
+	case *RoomSummaryMutation:
+		return c.RoomSummary.mutate(ctx, m)
 	case *TaskMutation:
 		return c.Task.mutate(ctx, m)
 	case *TurnMutation:
@@ -1340,6 +1356,22 @@ func (c *ConversationClient) QueryResources(_m *Conversation) *RoomResourceQuery
 			sqlgraph.From(conversation.Table, conversation.FieldID, id),
 			sqlgraph.To(roomresource.Table, roomresource.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, conversation.ResourcesTable, conversation.ResourcesColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QuerySummary queries the summary edge of a Conversation.
+func (c *ConversationClient) QuerySummary(_m *Conversation) *RoomSummaryQuery {
+	query := (&RoomSummaryClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversation.Table, conversation.FieldID, id),
+			sqlgraph.To(roomsummary.Table, roomsummary.FieldID),
+			sqlgraph.Edge(sqlgraph.O2O, false, conversation.SummaryTable, conversation.SummaryColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
 		return fromV, nil
@@ -2575,6 +2607,155 @@ func (c *MemberPermissionClient) mutate(ctx context.Context, m *MemberPermission
 	}
 }
 
+// ModelCallClient is a client for the ModelCall schema.
+type ModelCallClient struct {
+	config
+}
+
+// NewModelCallClient returns a client for the ModelCall from the given config.
+func NewModelCallClient(c config) *ModelCallClient {
+	return &ModelCallClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `modelcall.Hooks(f(g(h())))`.
+func (c *ModelCallClient) Use(hooks ...Hook) {
+	c.hooks.ModelCall = append(c.hooks.ModelCall, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `modelcall.Intercept(f(g(h())))`.
+func (c *ModelCallClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ModelCall = append(c.inters.ModelCall, interceptors...)
+}
+
+// Create returns a builder for creating a ModelCall entity.
+func (c *ModelCallClient) Create() *ModelCallCreate {
+	mutation := newModelCallMutation(c.config, OpCreate)
+	return &ModelCallCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ModelCall entities.
+func (c *ModelCallClient) CreateBulk(builders ...*ModelCallCreate) *ModelCallCreateBulk {
+	return &ModelCallCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ModelCallClient) MapCreateBulk(slice any, setFunc func(*ModelCallCreate, int)) *ModelCallCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ModelCallCreateBulk{err: fmt.Errorf("calling to ModelCallClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ModelCallCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ModelCallCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ModelCall.
+func (c *ModelCallClient) Update() *ModelCallUpdate {
+	mutation := newModelCallMutation(c.config, OpUpdate)
+	return &ModelCallUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ModelCallClient) UpdateOne(_m *ModelCall) *ModelCallUpdateOne {
+	mutation := newModelCallMutation(c.config, OpUpdateOne, withModelCall(_m))
+	return &ModelCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ModelCallClient) UpdateOneID(id uuid.UUID) *ModelCallUpdateOne {
+	mutation := newModelCallMutation(c.config, OpUpdateOne, withModelCallID(id))
+	return &ModelCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ModelCall.
+func (c *ModelCallClient) Delete() *ModelCallDelete {
+	mutation := newModelCallMutation(c.config, OpDelete)
+	return &ModelCallDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ModelCallClient) DeleteOne(_m *ModelCall) *ModelCallDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ModelCallClient) DeleteOneID(id uuid.UUID) *ModelCallDeleteOne {
+	builder := c.Delete().Where(modelcall.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ModelCallDeleteOne{builder}
+}
+
+// Query returns a query builder for ModelCall.
+func (c *ModelCallClient) Query() *ModelCallQuery {
+	return &ModelCallQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeModelCall},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ModelCall entity by its id.
+func (c *ModelCallClient) Get(ctx context.Context, id uuid.UUID) (*ModelCall, error) {
+	return c.Query().Where(modelcall.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ModelCallClient) GetX(ctx context.Context, id uuid.UUID) *ModelCall {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryTurn queries the turn edge of a ModelCall.
+func (c *ModelCallClient) QueryTurn(_m *ModelCall) *TurnQuery {
+	query := (&TurnClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(modelcall.Table, modelcall.FieldID, id),
+			sqlgraph.To(turn.Table, turn.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, modelcall.TurnTable, modelcall.TurnColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *ModelCallClient) Hooks() []Hook {
+	return c.hooks.ModelCall
+}
+
+// Interceptors returns the client interceptors.
+func (c *ModelCallClient) Interceptors() []Interceptor {
+	return c.inters.ModelCall
+}
+
+func (c *ModelCallClient) mutate(ctx context.Context, m *ModelCallMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ModelCallCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ModelCallUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ModelCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ModelCallDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ModelCall mutation op: %q", m.Op())
+	}
+}
+
 // PassageClient is a client for the Passage schema.
 type PassageClient struct {
 	config
@@ -3054,6 +3235,155 @@ func (c *RoomResourceClient) mutate(ctx context.Context, m *RoomResourceMutation
 	}
 }
 
+// RoomSummaryClient is a client for the RoomSummary schema.
+type RoomSummaryClient struct {
+	config
+}
+
+// NewRoomSummaryClient returns a client for the RoomSummary from the given config.
+func NewRoomSummaryClient(c config) *RoomSummaryClient {
+	return &RoomSummaryClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `roomsummary.Hooks(f(g(h())))`.
+func (c *RoomSummaryClient) Use(hooks ...Hook) {
+	c.hooks.RoomSummary = append(c.hooks.RoomSummary, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `roomsummary.Intercept(f(g(h())))`.
+func (c *RoomSummaryClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RoomSummary = append(c.inters.RoomSummary, interceptors...)
+}
+
+// Create returns a builder for creating a RoomSummary entity.
+func (c *RoomSummaryClient) Create() *RoomSummaryCreate {
+	mutation := newRoomSummaryMutation(c.config, OpCreate)
+	return &RoomSummaryCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RoomSummary entities.
+func (c *RoomSummaryClient) CreateBulk(builders ...*RoomSummaryCreate) *RoomSummaryCreateBulk {
+	return &RoomSummaryCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RoomSummaryClient) MapCreateBulk(slice any, setFunc func(*RoomSummaryCreate, int)) *RoomSummaryCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RoomSummaryCreateBulk{err: fmt.Errorf("calling to RoomSummaryClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RoomSummaryCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RoomSummaryCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RoomSummary.
+func (c *RoomSummaryClient) Update() *RoomSummaryUpdate {
+	mutation := newRoomSummaryMutation(c.config, OpUpdate)
+	return &RoomSummaryUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RoomSummaryClient) UpdateOne(_m *RoomSummary) *RoomSummaryUpdateOne {
+	mutation := newRoomSummaryMutation(c.config, OpUpdateOne, withRoomSummary(_m))
+	return &RoomSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RoomSummaryClient) UpdateOneID(id uuid.UUID) *RoomSummaryUpdateOne {
+	mutation := newRoomSummaryMutation(c.config, OpUpdateOne, withRoomSummaryID(id))
+	return &RoomSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RoomSummary.
+func (c *RoomSummaryClient) Delete() *RoomSummaryDelete {
+	mutation := newRoomSummaryMutation(c.config, OpDelete)
+	return &RoomSummaryDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RoomSummaryClient) DeleteOne(_m *RoomSummary) *RoomSummaryDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RoomSummaryClient) DeleteOneID(id uuid.UUID) *RoomSummaryDeleteOne {
+	builder := c.Delete().Where(roomsummary.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RoomSummaryDeleteOne{builder}
+}
+
+// Query returns a query builder for RoomSummary.
+func (c *RoomSummaryClient) Query() *RoomSummaryQuery {
+	return &RoomSummaryQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRoomSummary},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RoomSummary entity by its id.
+func (c *RoomSummaryClient) Get(ctx context.Context, id uuid.UUID) (*RoomSummary, error) {
+	return c.Query().Where(roomsummary.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RoomSummaryClient) GetX(ctx context.Context, id uuid.UUID) *RoomSummary {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryConversation queries the conversation edge of a RoomSummary.
+func (c *RoomSummaryClient) QueryConversation(_m *RoomSummary) *ConversationQuery {
+	query := (&ConversationClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(roomsummary.Table, roomsummary.FieldID, id),
+			sqlgraph.To(conversation.Table, conversation.FieldID),
+			sqlgraph.Edge(sqlgraph.O2O, true, roomsummary.ConversationTable, roomsummary.ConversationColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RoomSummaryClient) Hooks() []Hook {
+	return c.hooks.RoomSummary
+}
+
+// Interceptors returns the client interceptors.
+func (c *RoomSummaryClient) Interceptors() []Interceptor {
+	return c.inters.RoomSummary
+}
+
+func (c *RoomSummaryClient) mutate(ctx context.Context, m *RoomSummaryMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RoomSummaryCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RoomSummaryUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RoomSummaryUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RoomSummaryDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RoomSummary mutation op: %q", m.Op())
+	}
+}
+
 // TaskClient is a client for the Task schema.
 type TaskClient struct {
 	config
@@ -3391,6 +3721,22 @@ func (c *TurnClient) QueryApprovals(_m *Turn) *ApprovalQuery {
 	return query
 }
 
+// QueryModelCalls queries the model_calls edge of a Turn.
+func (c *TurnClient) QueryModelCalls(_m *Turn) *ModelCallQuery {
+	query := (&ModelCallClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(turn.Table, turn.FieldID, id),
+			sqlgraph.To(modelcall.Table, modelcall.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, turn.ModelCallsTable, turn.ModelCallsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *TurnClient) Hooks() []Hook {
 	return c.hooks.Turn
@@ -3421,13 +3767,14 @@ type (
 	hooks struct {
 		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
 		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
-		MemberPermission, Passage, RoomMember, RoomResource, Task, Turn []ent.Hook
+		MemberPermission, ModelCall, Passage, RoomMember, RoomResource, RoomSummary,
+		Task, Turn []ent.Hook
 	}
 	inters struct {
 		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
 		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
-		MemberPermission, Passage, RoomMember, RoomResource, Task,
-		Turn []ent.Interceptor
+		MemberPermission, ModelCall, Passage, RoomMember, RoomResource, RoomSummary,
+		Task, Turn []ent.Interceptor
 	}
 )
 

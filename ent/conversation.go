@@ -13,6 +13,7 @@ import (
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -63,9 +64,11 @@ type ConversationEdges struct {
 	Entries []*JournalEntry `json:"entries,omitempty"`
 	// Resources holds the value of the resources edge.
 	Resources []*RoomResource `json:"resources,omitempty"`
+	// Summary holds the value of the summary edge.
+	Summary *RoomSummary `json:"summary,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [7]bool
+	loadedTypes [8]bool
 }
 
 // OwnerOrErr returns the Owner value or an error if the edge
@@ -135,6 +138,17 @@ func (e ConversationEdges) ResourcesOrErr() ([]*RoomResource, error) {
 		return e.Resources, nil
 	}
 	return nil, &NotLoadedError{edge: "resources"}
+}
+
+// SummaryOrErr returns the Summary value or an error if the edge
+// was not loaded in eager-loading, or loaded but was not found.
+func (e ConversationEdges) SummaryOrErr() (*RoomSummary, error) {
+	if e.Summary != nil {
+		return e.Summary, nil
+	} else if e.loadedTypes[7] {
+		return nil, &NotFoundError{label: roomsummary.Label}
+	}
+	return nil, &NotLoadedError{edge: "summary"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -280,6 +294,11 @@ func (_m *Conversation) QueryEntries() *JournalEntryQuery {
 // QueryResources queries the "resources" edge of the Conversation entity.
 func (_m *Conversation) QueryResources() *RoomResourceQuery {
 	return NewConversationClient(_m.config).QueryResources(_m)
+}
+
+// QuerySummary queries the "summary" edge of the Conversation entity.
+func (_m *Conversation) QuerySummary() *RoomSummaryQuery {
+	return NewConversationClient(_m.config).QuerySummary(_m)
 }
 
 // Update returns a builder for updating this Conversation.

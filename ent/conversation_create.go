@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/ent/member"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -217,6 +218,25 @@ func (_c *ConversationCreate) AddResources(v ...*RoomResource) *ConversationCrea
 		ids[i] = v[i].ID
 	}
 	return _c.AddResourceIDs(ids...)
+}
+
+// SetSummaryID sets the "summary" edge to the RoomSummary entity by ID.
+func (_c *ConversationCreate) SetSummaryID(id uuid.UUID) *ConversationCreate {
+	_c.mutation.SetSummaryID(id)
+	return _c
+}
+
+// SetNillableSummaryID sets the "summary" edge to the RoomSummary entity by ID if the given value is not nil.
+func (_c *ConversationCreate) SetNillableSummaryID(id *uuid.UUID) *ConversationCreate {
+	if id != nil {
+		_c = _c.SetSummaryID(*id)
+	}
+	return _c
+}
+
+// SetSummary sets the "summary" edge to the RoomSummary entity.
+func (_c *ConversationCreate) SetSummary(v *RoomSummary) *ConversationCreate {
+	return _c.SetSummaryID(v.ID)
 }
 
 // Mutation returns the ConversationMutation object of the builder.
@@ -498,6 +518,22 @@ func (_c *ConversationCreate) createSpec() (*Conversation, *sqlgraph.CreateSpec)
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.SummaryIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2O,
+			Inverse: false,
+			Table:   conversation.SummaryTable,
+			Columns: []string{conversation.SummaryColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomsummary.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

@@ -21,6 +21,7 @@ import (
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -38,6 +39,7 @@ type ConversationQuery struct {
 	withTurns      *TurnQuery
 	withEntries    *JournalEntryQuery
 	withResources  *RoomResourceQuery
+	withSummary    *RoomSummaryQuery
 	modifiers      []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -222,6 +224,28 @@ func (_q *ConversationQuery) QueryResources() *RoomResourceQuery {
 			sqlgraph.From(conversation.Table, conversation.FieldID, selector),
 			sqlgraph.To(roomresource.Table, roomresource.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, conversation.ResourcesTable, conversation.ResourcesColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QuerySummary chains the current query on the "summary" edge.
+func (_q *ConversationQuery) QuerySummary() *RoomSummaryQuery {
+	query := (&RoomSummaryClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(conversation.Table, conversation.FieldID, selector),
+			sqlgraph.To(roomsummary.Table, roomsummary.FieldID),
+			sqlgraph.Edge(sqlgraph.O2O, false, conversation.SummaryTable, conversation.SummaryColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -428,6 +452,7 @@ func (_q *ConversationQuery) Clone() *ConversationQuery {
 		withTurns:      _q.withTurns.Clone(),
 		withEntries:    _q.withEntries.Clone(),
 		withResources:  _q.withResources.Clone(),
+		withSummary:    _q.withSummary.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -511,6 +536,17 @@ func (_q *ConversationQuery) WithResources(opts ...func(*RoomResourceQuery)) *Co
 	return _q
 }
 
+// WithSummary tells the query-builder to eager-load the nodes that are connected to
+// the "summary" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *ConversationQuery) WithSummary(opts ...func(*RoomSummaryQuery)) *ConversationQuery {
+	query := (&RoomSummaryClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withSummary = query
+	return _q
+}
+
 // GroupBy is used to group vertices by one or more fields/columns.
 // It is often used with aggregate functions, like: count, max, mean, min, sum.
 //
@@ -589,7 +625,7 @@ func (_q *ConversationQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]
 	var (
 		nodes       = []*Conversation{}
 		_spec       = _q.querySpec()
-		loadedTypes = [7]bool{
+		loadedTypes = [8]bool{
 			_q.withOwner != nil,
 			_q.withAgent != nil,
 			_q.withActiveTurn != nil,
@@ -597,6 +633,7 @@ func (_q *ConversationQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]
 			_q.withTurns != nil,
 			_q.withEntries != nil,
 			_q.withResources != nil,
+			_q.withSummary != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -663,6 +700,12 @@ func (_q *ConversationQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]
 		if err := _q.loadResources(ctx, query, nodes,
 			func(n *Conversation) { n.Edges.Resources = []*RoomResource{} },
 			func(n *Conversation, e *RoomResource) { n.Edges.Resources = append(n.Edges.Resources, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withSummary; query != nil {
+		if err := _q.loadSummary(ctx, query, nodes, nil,
+			func(n *Conversation, e *RoomSummary) { n.Edges.Summary = e }); err != nil {
 			return nil, err
 		}
 	}
@@ -864,6 +907,33 @@ func (_q *ConversationQuery) loadResources(ctx context.Context, query *RoomResou
 	}
 	query.Where(predicate.RoomResource(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(conversation.ResourcesColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.ConversationID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "conversation_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *ConversationQuery) loadSummary(ctx context.Context, query *RoomSummaryQuery, nodes []*Conversation, init func(*Conversation), assign func(*Conversation, *RoomSummary)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Conversation)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(roomsummary.FieldConversationID)
+	}
+	query.Where(predicate.RoomSummary(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(conversation.SummaryColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

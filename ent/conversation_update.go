@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -193,6 +194,25 @@ func (_u *ConversationUpdate) AddResources(v ...*RoomResource) *ConversationUpda
 	return _u.AddResourceIDs(ids...)
 }
 
+// SetSummaryID sets the "summary" edge to the RoomSummary entity by ID.
+func (_u *ConversationUpdate) SetSummaryID(id uuid.UUID) *ConversationUpdate {
+	_u.mutation.SetSummaryID(id)
+	return _u
+}
+
+// SetNillableSummaryID sets the "summary" edge to the RoomSummary entity by ID if the given value is not nil.
+func (_u *ConversationUpdate) SetNillableSummaryID(id *uuid.UUID) *ConversationUpdate {
+	if id != nil {
+		_u = _u.SetSummaryID(*id)
+	}
+	return _u
+}
+
+// SetSummary sets the "summary" edge to the RoomSummary entity.
+func (_u *ConversationUpdate) SetSummary(v *RoomSummary) *ConversationUpdate {
+	return _u.SetSummaryID(v.ID)
+}
+
 // Mutation returns the ConversationMutation object of the builder.
 func (_u *ConversationUpdate) Mutation() *ConversationMutation {
 	return _u.mutation
@@ -292,6 +312,12 @@ func (_u *ConversationUpdate) RemoveResources(v ...*RoomResource) *ConversationU
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveResourceIDs(ids...)
+}
+
+// ClearSummary clears the "summary" edge to the RoomSummary entity.
+func (_u *ConversationUpdate) ClearSummary() *ConversationUpdate {
+	_u.mutation.ClearSummary()
+	return _u
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -597,6 +623,35 @@ func (_u *ConversationUpdate) sqlSave(ctx context.Context) (_node int, err error
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.SummaryCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2O,
+			Inverse: false,
+			Table:   conversation.SummaryTable,
+			Columns: []string{conversation.SummaryColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomsummary.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.SummaryIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2O,
+			Inverse: false,
+			Table:   conversation.SummaryTable,
+			Columns: []string{conversation.SummaryColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomsummary.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{conversation.Label}
@@ -777,6 +832,25 @@ func (_u *ConversationUpdateOne) AddResources(v ...*RoomResource) *ConversationU
 	return _u.AddResourceIDs(ids...)
 }
 
+// SetSummaryID sets the "summary" edge to the RoomSummary entity by ID.
+func (_u *ConversationUpdateOne) SetSummaryID(id uuid.UUID) *ConversationUpdateOne {
+	_u.mutation.SetSummaryID(id)
+	return _u
+}
+
+// SetNillableSummaryID sets the "summary" edge to the RoomSummary entity by ID if the given value is not nil.
+func (_u *ConversationUpdateOne) SetNillableSummaryID(id *uuid.UUID) *ConversationUpdateOne {
+	if id != nil {
+		_u = _u.SetSummaryID(*id)
+	}
+	return _u
+}
+
+// SetSummary sets the "summary" edge to the RoomSummary entity.
+func (_u *ConversationUpdateOne) SetSummary(v *RoomSummary) *ConversationUpdateOne {
+	return _u.SetSummaryID(v.ID)
+}
+
 // Mutation returns the ConversationMutation object of the builder.
 func (_u *ConversationUpdateOne) Mutation() *ConversationMutation {
 	return _u.mutation
@@ -876,6 +950,12 @@ func (_u *ConversationUpdateOne) RemoveResources(v ...*RoomResource) *Conversati
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveResourceIDs(ids...)
+}
+
+// ClearSummary clears the "summary" edge to the RoomSummary entity.
+func (_u *ConversationUpdateOne) ClearSummary() *ConversationUpdateOne {
+	_u.mutation.ClearSummary()
+	return _u
 }
 
 // Where appends a list predicates to the ConversationUpdate builder.
@@ -1204,6 +1284,35 @@ func (_u *ConversationUpdateOne) sqlSave(ctx context.Context) (_node *Conversati
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(roomresource.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.SummaryCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2O,
+			Inverse: false,
+			Table:   conversation.SummaryTable,
+			Columns: []string{conversation.SummaryColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomsummary.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.SummaryIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2O,
+			Inverse: false,
+			Table:   conversation.SummaryTable,
+			Columns: []string{conversation.SummaryColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(roomsummary.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

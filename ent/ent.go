@@ -25,9 +25,11 @@ import (
 	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
@@ -103,9 +105,11 @@ func checkColumn(t, c string) error {
 			memberagentconfig.Table: memberagentconfig.ValidColumn,
 			membergroup.Table:       membergroup.ValidColumn,
 			memberpermission.Table:  memberpermission.ValidColumn,
+			modelcall.Table:         modelcall.ValidColumn,
 			passage.Table:           passage.ValidColumn,
 			roommember.Table:        roommember.ValidColumn,
 			roomresource.Table:      roomresource.ValidColumn,
+			roomsummary.Table:       roomsummary.ValidColumn,
 			task.Table:              task.ValidColumn,
 			turn.Table:              turn.ValidColumn,
 		})

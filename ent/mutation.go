@@ -26,10 +26,12 @@ import (
 	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
 )
@@ -56,9 +58,11 @@ const (
 	TypeMemberAgentConfig = "MemberAgentConfig"
 	TypeMemberGroup       = "MemberGroup"
 	TypeMemberPermission  = "MemberPermission"
+	TypeModelCall         = "ModelCall"
 	TypePassage           = "Passage"
 	TypeRoomMember        = "RoomMember"
 	TypeRoomResource      = "RoomResource"
+	TypeRoomSummary       = "RoomSummary"
 	TypeTask              = "Task"
 	TypeTurn              = "Turn"
 )
@@ -4720,6 +4724,8 @@ type ConversationMutation struct {
 	resources           map[uuid.UUID]struct{}
 	removedresources    map[uuid.UUID]struct{}
 	clearedresources    bool
+	summary             *uuid.UUID
+	clearedsummary      bool
 	done                bool
 	oldValue            func(context.Context) (*Conversation, error)
 	predicates          []predicate.Conversation
@@ -5539,6 +5545,45 @@ func (m *ConversationMutation) ResetResources() {
 	m.removedresources = nil
 }
 
+// SetSummaryID sets the "summary" edge to the RoomSummary entity by id.
+func (m *ConversationMutation) SetSummaryID(id uuid.UUID) {
+	m.summary = &id
+}
+
+// ClearSummary clears the "summary" edge to the RoomSummary entity.
+func (m *ConversationMutation) ClearSummary() {
+	m.clearedsummary = true
+}
+
+// SummaryCleared reports if the "summary" edge to the RoomSummary entity was cleared.
+func (m *ConversationMutation) SummaryCleared() bool {
+	return m.clearedsummary
+}
+
+// SummaryID returns the "summary" edge ID in the mutation.
+func (m *ConversationMutation) SummaryID() (id uuid.UUID, exists bool) {
+	if m.summary != nil {
+		return *m.summary, true
+	}
+	return
+}
+
+// SummaryIDs returns the "summary" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// SummaryID instead. It exists only for internal usage by the builders.
+func (m *ConversationMutation) SummaryIDs() (ids []uuid.UUID) {
+	if id := m.summary; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetSummary resets all changes to the "summary" edge.
+func (m *ConversationMutation) ResetSummary() {
+	m.summary = nil
+	m.clearedsummary = false
+}
+
 // Where appends a list predicates to the ConversationMutation builder.
 func (m *ConversationMutation) Where(ps ...predicate.Conversation) {
 	m.predicates = append(m.predicates, ps...)
@@ -5861,7 +5906,7 @@ func (m *ConversationMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *ConversationMutation) AddedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.owner != nil {
 		edges = append(edges, conversation.EdgeOwner)
 	}
@@ -5882,6 +5927,9 @@ func (m *ConversationMutation) AddedEdges() []string {
 	}
 	if m.resources != nil {
 		edges = append(edges, conversation.EdgeResources)
+	}
+	if m.summary != nil {
+		edges = append(edges, conversation.EdgeSummary)
 	}
 	return edges
 }
@@ -5926,13 +5974,17 @@ func (m *ConversationMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case conversation.EdgeSummary:
+		if id := m.summary; id != nil {
+			return []ent.Value{*id}
+		}
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *ConversationMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.removedmembers != nil {
 		edges = append(edges, conversation.EdgeMembers)
 	}
@@ -5982,7 +6034,7 @@ func (m *ConversationMutation) RemovedIDs(name string) []ent.Value {
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *ConversationMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 7)
+	edges := make([]string, 0, 8)
 	if m.clearedowner {
 		edges = append(edges, conversation.EdgeOwner)
 	}
@@ -6003,6 +6055,9 @@ func (m *ConversationMutation) ClearedEdges() []string {
 	}
 	if m.clearedresources {
 		edges = append(edges, conversation.EdgeResources)
+	}
+	if m.clearedsummary {
+		edges = append(edges, conversation.EdgeSummary)
 	}
 	return edges
 }
@@ -6025,6 +6080,8 @@ func (m *ConversationMutation) EdgeCleared(name string) bool {
 		return m.clearedentries
 	case conversation.EdgeResources:
 		return m.clearedresources
+	case conversation.EdgeSummary:
+		return m.clearedsummary
 	}
 	return false
 }
@@ -6041,6 +6098,9 @@ func (m *ConversationMutation) ClearEdge(name string) error {
 		return nil
 	case conversation.EdgeActiveTurn:
 		m.ClearActiveTurn()
+		return nil
+	case conversation.EdgeSummary:
+		m.ClearSummary()
 		return nil
 	}
 	return fmt.Errorf("unknown Conversation unique edge %s", name)
@@ -6070,6 +6130,9 @@ func (m *ConversationMutation) ResetEdge(name string) error {
 		return nil
 	case conversation.EdgeResources:
 		m.ResetResources()
+		return nil
+	case conversation.EdgeSummary:
+		m.ResetSummary()
 		return nil
 	}
 	return fmt.Errorf("unknown Conversation edge %s", name)
@@ -10910,6 +10973,1240 @@ func (m *MemberPermissionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown MemberPermission edge %s", name)
 }
 
+// ModelCallMutation represents an operation that mutates the ModelCall nodes in the graph.
+type ModelCallMutation struct {
+	config
+	op               Op
+	typ              string
+	id               *uuid.UUID
+	created_at       *time.Time
+	conversation_id  *uuid.UUID
+	attempt          *int64
+	addattempt       *int64
+	step             *int64
+	addstep          *int64
+	purpose          *string
+	route            *string
+	request          *json.RawMessage
+	appendrequest    json.RawMessage
+	response         *json.RawMessage
+	appendresponse   json.RawMessage
+	input_tokens     *int64
+	addinput_tokens  *int64
+	output_tokens    *int64
+	addoutput_tokens *int64
+	duration_ms      *int64
+	addduration_ms   *int64
+	error            *string
+	clearedFields    map[string]struct{}
+	turn             *uuid.UUID
+	clearedturn      bool
+	done             bool
+	oldValue         func(context.Context) (*ModelCall, error)
+	predicates       []predicate.ModelCall
+}
+
+var _ ent.Mutation = (*ModelCallMutation)(nil)
+
+// modelcallOption allows management of the mutation configuration using functional options.
+type modelcallOption func(*ModelCallMutation)
+
+// newModelCallMutation creates new mutation for the ModelCall entity.
+func newModelCallMutation(c config, op Op, opts ...modelcallOption) *ModelCallMutation {
+	m := &ModelCallMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeModelCall,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withModelCallID sets the ID field of the mutation.
+func withModelCallID(id uuid.UUID) modelcallOption {
+	return func(m *ModelCallMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ModelCall
+		)
+		m.oldValue = func(ctx context.Context) (*ModelCall, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ModelCall.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withModelCall sets the old ModelCall of the mutation.
+func withModelCall(node *ModelCall) modelcallOption {
+	return func(m *ModelCallMutation) {
+		m.oldValue = func(context.Context) (*ModelCall, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ModelCallMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ModelCallMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ModelCall entities.
+func (m *ModelCallMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ModelCallMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ModelCallMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ModelCall.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *ModelCallMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *ModelCallMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *ModelCallMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *ModelCallMutation) SetConversationID(u uuid.UUID) {
+	m.conversation_id = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *ModelCallMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *ModelCallMutation) ResetConversationID() {
+	m.conversation_id = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *ModelCallMutation) SetTurnID(u uuid.UUID) {
+	m.turn = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *ModelCallMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *ModelCallMutation) ResetTurnID() {
+	m.turn = nil
+}
+
+// SetAttempt sets the "attempt" field.
+func (m *ModelCallMutation) SetAttempt(i int64) {
+	m.attempt = &i
+	m.addattempt = nil
+}
+
+// Attempt returns the value of the "attempt" field in the mutation.
+func (m *ModelCallMutation) Attempt() (r int64, exists bool) {
+	v := m.attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempt returns the old "attempt" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldAttempt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempt: %w", err)
+	}
+	return oldValue.Attempt, nil
+}
+
+// AddAttempt adds i to the "attempt" field.
+func (m *ModelCallMutation) AddAttempt(i int64) {
+	if m.addattempt != nil {
+		*m.addattempt += i
+	} else {
+		m.addattempt = &i
+	}
+}
+
+// AddedAttempt returns the value that was added to the "attempt" field in this mutation.
+func (m *ModelCallMutation) AddedAttempt() (r int64, exists bool) {
+	v := m.addattempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempt resets all changes to the "attempt" field.
+func (m *ModelCallMutation) ResetAttempt() {
+	m.attempt = nil
+	m.addattempt = nil
+}
+
+// SetStep sets the "step" field.
+func (m *ModelCallMutation) SetStep(i int64) {
+	m.step = &i
+	m.addstep = nil
+}
+
+// Step returns the value of the "step" field in the mutation.
+func (m *ModelCallMutation) Step() (r int64, exists bool) {
+	v := m.step
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStep returns the old "step" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldStep(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStep is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStep requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStep: %w", err)
+	}
+	return oldValue.Step, nil
+}
+
+// AddStep adds i to the "step" field.
+func (m *ModelCallMutation) AddStep(i int64) {
+	if m.addstep != nil {
+		*m.addstep += i
+	} else {
+		m.addstep = &i
+	}
+}
+
+// AddedStep returns the value that was added to the "step" field in this mutation.
+func (m *ModelCallMutation) AddedStep() (r int64, exists bool) {
+	v := m.addstep
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetStep resets all changes to the "step" field.
+func (m *ModelCallMutation) ResetStep() {
+	m.step = nil
+	m.addstep = nil
+}
+
+// SetPurpose sets the "purpose" field.
+func (m *ModelCallMutation) SetPurpose(s string) {
+	m.purpose = &s
+}
+
+// Purpose returns the value of the "purpose" field in the mutation.
+func (m *ModelCallMutation) Purpose() (r string, exists bool) {
+	v := m.purpose
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPurpose returns the old "purpose" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldPurpose(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPurpose is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPurpose requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPurpose: %w", err)
+	}
+	return oldValue.Purpose, nil
+}
+
+// ResetPurpose resets all changes to the "purpose" field.
+func (m *ModelCallMutation) ResetPurpose() {
+	m.purpose = nil
+}
+
+// SetRoute sets the "route" field.
+func (m *ModelCallMutation) SetRoute(s string) {
+	m.route = &s
+}
+
+// Route returns the value of the "route" field in the mutation.
+func (m *ModelCallMutation) Route() (r string, exists bool) {
+	v := m.route
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRoute returns the old "route" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldRoute(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRoute is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRoute requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRoute: %w", err)
+	}
+	return oldValue.Route, nil
+}
+
+// ResetRoute resets all changes to the "route" field.
+func (m *ModelCallMutation) ResetRoute() {
+	m.route = nil
+}
+
+// SetRequest sets the "request" field.
+func (m *ModelCallMutation) SetRequest(jm json.RawMessage) {
+	m.request = &jm
+	m.appendrequest = nil
+}
+
+// Request returns the value of the "request" field in the mutation.
+func (m *ModelCallMutation) Request() (r json.RawMessage, exists bool) {
+	v := m.request
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRequest returns the old "request" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldRequest(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRequest is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRequest requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRequest: %w", err)
+	}
+	return oldValue.Request, nil
+}
+
+// AppendRequest adds jm to the "request" field.
+func (m *ModelCallMutation) AppendRequest(jm json.RawMessage) {
+	m.appendrequest = append(m.appendrequest, jm...)
+}
+
+// AppendedRequest returns the list of values that were appended to the "request" field in this mutation.
+func (m *ModelCallMutation) AppendedRequest() (json.RawMessage, bool) {
+	if len(m.appendrequest) == 0 {
+		return nil, false
+	}
+	return m.appendrequest, true
+}
+
+// ResetRequest resets all changes to the "request" field.
+func (m *ModelCallMutation) ResetRequest() {
+	m.request = nil
+	m.appendrequest = nil
+}
+
+// SetResponse sets the "response" field.
+func (m *ModelCallMutation) SetResponse(jm json.RawMessage) {
+	m.response = &jm
+	m.appendresponse = nil
+}
+
+// Response returns the value of the "response" field in the mutation.
+func (m *ModelCallMutation) Response() (r json.RawMessage, exists bool) {
+	v := m.response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResponse returns the old "response" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldResponse(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResponse: %w", err)
+	}
+	return oldValue.Response, nil
+}
+
+// AppendResponse adds jm to the "response" field.
+func (m *ModelCallMutation) AppendResponse(jm json.RawMessage) {
+	m.appendresponse = append(m.appendresponse, jm...)
+}
+
+// AppendedResponse returns the list of values that were appended to the "response" field in this mutation.
+func (m *ModelCallMutation) AppendedResponse() (json.RawMessage, bool) {
+	if len(m.appendresponse) == 0 {
+		return nil, false
+	}
+	return m.appendresponse, true
+}
+
+// ResetResponse resets all changes to the "response" field.
+func (m *ModelCallMutation) ResetResponse() {
+	m.response = nil
+	m.appendresponse = nil
+}
+
+// SetInputTokens sets the "input_tokens" field.
+func (m *ModelCallMutation) SetInputTokens(i int64) {
+	m.input_tokens = &i
+	m.addinput_tokens = nil
+}
+
+// InputTokens returns the value of the "input_tokens" field in the mutation.
+func (m *ModelCallMutation) InputTokens() (r int64, exists bool) {
+	v := m.input_tokens
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInputTokens returns the old "input_tokens" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldInputTokens(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInputTokens is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInputTokens requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInputTokens: %w", err)
+	}
+	return oldValue.InputTokens, nil
+}
+
+// AddInputTokens adds i to the "input_tokens" field.
+func (m *ModelCallMutation) AddInputTokens(i int64) {
+	if m.addinput_tokens != nil {
+		*m.addinput_tokens += i
+	} else {
+		m.addinput_tokens = &i
+	}
+}
+
+// AddedInputTokens returns the value that was added to the "input_tokens" field in this mutation.
+func (m *ModelCallMutation) AddedInputTokens() (r int64, exists bool) {
+	v := m.addinput_tokens
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetInputTokens resets all changes to the "input_tokens" field.
+func (m *ModelCallMutation) ResetInputTokens() {
+	m.input_tokens = nil
+	m.addinput_tokens = nil
+}
+
+// SetOutputTokens sets the "output_tokens" field.
+func (m *ModelCallMutation) SetOutputTokens(i int64) {
+	m.output_tokens = &i
+	m.addoutput_tokens = nil
+}
+
+// OutputTokens returns the value of the "output_tokens" field in the mutation.
+func (m *ModelCallMutation) OutputTokens() (r int64, exists bool) {
+	v := m.output_tokens
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOutputTokens returns the old "output_tokens" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldOutputTokens(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOutputTokens is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOutputTokens requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOutputTokens: %w", err)
+	}
+	return oldValue.OutputTokens, nil
+}
+
+// AddOutputTokens adds i to the "output_tokens" field.
+func (m *ModelCallMutation) AddOutputTokens(i int64) {
+	if m.addoutput_tokens != nil {
+		*m.addoutput_tokens += i
+	} else {
+		m.addoutput_tokens = &i
+	}
+}
+
+// AddedOutputTokens returns the value that was added to the "output_tokens" field in this mutation.
+func (m *ModelCallMutation) AddedOutputTokens() (r int64, exists bool) {
+	v := m.addoutput_tokens
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetOutputTokens resets all changes to the "output_tokens" field.
+func (m *ModelCallMutation) ResetOutputTokens() {
+	m.output_tokens = nil
+	m.addoutput_tokens = nil
+}
+
+// SetDurationMs sets the "duration_ms" field.
+func (m *ModelCallMutation) SetDurationMs(i int64) {
+	m.duration_ms = &i
+	m.addduration_ms = nil
+}
+
+// DurationMs returns the value of the "duration_ms" field in the mutation.
+func (m *ModelCallMutation) DurationMs() (r int64, exists bool) {
+	v := m.duration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDurationMs returns the old "duration_ms" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldDurationMs(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDurationMs is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDurationMs requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDurationMs: %w", err)
+	}
+	return oldValue.DurationMs, nil
+}
+
+// AddDurationMs adds i to the "duration_ms" field.
+func (m *ModelCallMutation) AddDurationMs(i int64) {
+	if m.addduration_ms != nil {
+		*m.addduration_ms += i
+	} else {
+		m.addduration_ms = &i
+	}
+}
+
+// AddedDurationMs returns the value that was added to the "duration_ms" field in this mutation.
+func (m *ModelCallMutation) AddedDurationMs() (r int64, exists bool) {
+	v := m.addduration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDurationMs resets all changes to the "duration_ms" field.
+func (m *ModelCallMutation) ResetDurationMs() {
+	m.duration_ms = nil
+	m.addduration_ms = nil
+}
+
+// SetError sets the "error" field.
+func (m *ModelCallMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *ModelCallMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the ModelCall entity.
+// If the ModelCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ModelCallMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *ModelCallMutation) ResetError() {
+	m.error = nil
+}
+
+// ClearTurn clears the "turn" edge to the Turn entity.
+func (m *ModelCallMutation) ClearTurn() {
+	m.clearedturn = true
+	m.clearedFields[modelcall.FieldTurnID] = struct{}{}
+}
+
+// TurnCleared reports if the "turn" edge to the Turn entity was cleared.
+func (m *ModelCallMutation) TurnCleared() bool {
+	return m.clearedturn
+}
+
+// TurnIDs returns the "turn" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// TurnID instead. It exists only for internal usage by the builders.
+func (m *ModelCallMutation) TurnIDs() (ids []uuid.UUID) {
+	if id := m.turn; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetTurn resets all changes to the "turn" edge.
+func (m *ModelCallMutation) ResetTurn() {
+	m.turn = nil
+	m.clearedturn = false
+}
+
+// Where appends a list predicates to the ModelCallMutation builder.
+func (m *ModelCallMutation) Where(ps ...predicate.ModelCall) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ModelCallMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ModelCallMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ModelCall, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ModelCallMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ModelCallMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ModelCall).
+func (m *ModelCallMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ModelCallMutation) Fields() []string {
+	fields := make([]string, 0, 13)
+	if m.created_at != nil {
+		fields = append(fields, modelcall.FieldCreatedAt)
+	}
+	if m.conversation_id != nil {
+		fields = append(fields, modelcall.FieldConversationID)
+	}
+	if m.turn != nil {
+		fields = append(fields, modelcall.FieldTurnID)
+	}
+	if m.attempt != nil {
+		fields = append(fields, modelcall.FieldAttempt)
+	}
+	if m.step != nil {
+		fields = append(fields, modelcall.FieldStep)
+	}
+	if m.purpose != nil {
+		fields = append(fields, modelcall.FieldPurpose)
+	}
+	if m.route != nil {
+		fields = append(fields, modelcall.FieldRoute)
+	}
+	if m.request != nil {
+		fields = append(fields, modelcall.FieldRequest)
+	}
+	if m.response != nil {
+		fields = append(fields, modelcall.FieldResponse)
+	}
+	if m.input_tokens != nil {
+		fields = append(fields, modelcall.FieldInputTokens)
+	}
+	if m.output_tokens != nil {
+		fields = append(fields, modelcall.FieldOutputTokens)
+	}
+	if m.duration_ms != nil {
+		fields = append(fields, modelcall.FieldDurationMs)
+	}
+	if m.error != nil {
+		fields = append(fields, modelcall.FieldError)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ModelCallMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case modelcall.FieldCreatedAt:
+		return m.CreatedAt()
+	case modelcall.FieldConversationID:
+		return m.ConversationID()
+	case modelcall.FieldTurnID:
+		return m.TurnID()
+	case modelcall.FieldAttempt:
+		return m.Attempt()
+	case modelcall.FieldStep:
+		return m.Step()
+	case modelcall.FieldPurpose:
+		return m.Purpose()
+	case modelcall.FieldRoute:
+		return m.Route()
+	case modelcall.FieldRequest:
+		return m.Request()
+	case modelcall.FieldResponse:
+		return m.Response()
+	case modelcall.FieldInputTokens:
+		return m.InputTokens()
+	case modelcall.FieldOutputTokens:
+		return m.OutputTokens()
+	case modelcall.FieldDurationMs:
+		return m.DurationMs()
+	case modelcall.FieldError:
+		return m.Error()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ModelCallMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case modelcall.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case modelcall.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case modelcall.FieldTurnID:
+		return m.OldTurnID(ctx)
+	case modelcall.FieldAttempt:
+		return m.OldAttempt(ctx)
+	case modelcall.FieldStep:
+		return m.OldStep(ctx)
+	case modelcall.FieldPurpose:
+		return m.OldPurpose(ctx)
+	case modelcall.FieldRoute:
+		return m.OldRoute(ctx)
+	case modelcall.FieldRequest:
+		return m.OldRequest(ctx)
+	case modelcall.FieldResponse:
+		return m.OldResponse(ctx)
+	case modelcall.FieldInputTokens:
+		return m.OldInputTokens(ctx)
+	case modelcall.FieldOutputTokens:
+		return m.OldOutputTokens(ctx)
+	case modelcall.FieldDurationMs:
+		return m.OldDurationMs(ctx)
+	case modelcall.FieldError:
+		return m.OldError(ctx)
+	}
+	return nil, fmt.Errorf("unknown ModelCall field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ModelCallMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case modelcall.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case modelcall.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case modelcall.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	case modelcall.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempt(v)
+		return nil
+	case modelcall.FieldStep:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStep(v)
+		return nil
+	case modelcall.FieldPurpose:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPurpose(v)
+		return nil
+	case modelcall.FieldRoute:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRoute(v)
+		return nil
+	case modelcall.FieldRequest:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRequest(v)
+		return nil
+	case modelcall.FieldResponse:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResponse(v)
+		return nil
+	case modelcall.FieldInputTokens:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInputTokens(v)
+		return nil
+	case modelcall.FieldOutputTokens:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOutputTokens(v)
+		return nil
+	case modelcall.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDurationMs(v)
+		return nil
+	case modelcall.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ModelCall field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ModelCallMutation) AddedFields() []string {
+	var fields []string
+	if m.addattempt != nil {
+		fields = append(fields, modelcall.FieldAttempt)
+	}
+	if m.addstep != nil {
+		fields = append(fields, modelcall.FieldStep)
+	}
+	if m.addinput_tokens != nil {
+		fields = append(fields, modelcall.FieldInputTokens)
+	}
+	if m.addoutput_tokens != nil {
+		fields = append(fields, modelcall.FieldOutputTokens)
+	}
+	if m.addduration_ms != nil {
+		fields = append(fields, modelcall.FieldDurationMs)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ModelCallMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case modelcall.FieldAttempt:
+		return m.AddedAttempt()
+	case modelcall.FieldStep:
+		return m.AddedStep()
+	case modelcall.FieldInputTokens:
+		return m.AddedInputTokens()
+	case modelcall.FieldOutputTokens:
+		return m.AddedOutputTokens()
+	case modelcall.FieldDurationMs:
+		return m.AddedDurationMs()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ModelCallMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case modelcall.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempt(v)
+		return nil
+	case modelcall.FieldStep:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddStep(v)
+		return nil
+	case modelcall.FieldInputTokens:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddInputTokens(v)
+		return nil
+	case modelcall.FieldOutputTokens:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddOutputTokens(v)
+		return nil
+	case modelcall.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDurationMs(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ModelCall numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ModelCallMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ModelCallMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ModelCallMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown ModelCall nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ModelCallMutation) ResetField(name string) error {
+	switch name {
+	case modelcall.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case modelcall.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case modelcall.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	case modelcall.FieldAttempt:
+		m.ResetAttempt()
+		return nil
+	case modelcall.FieldStep:
+		m.ResetStep()
+		return nil
+	case modelcall.FieldPurpose:
+		m.ResetPurpose()
+		return nil
+	case modelcall.FieldRoute:
+		m.ResetRoute()
+		return nil
+	case modelcall.FieldRequest:
+		m.ResetRequest()
+		return nil
+	case modelcall.FieldResponse:
+		m.ResetResponse()
+		return nil
+	case modelcall.FieldInputTokens:
+		m.ResetInputTokens()
+		return nil
+	case modelcall.FieldOutputTokens:
+		m.ResetOutputTokens()
+		return nil
+	case modelcall.FieldDurationMs:
+		m.ResetDurationMs()
+		return nil
+	case modelcall.FieldError:
+		m.ResetError()
+		return nil
+	}
+	return fmt.Errorf("unknown ModelCall field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ModelCallMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.turn != nil {
+		edges = append(edges, modelcall.EdgeTurn)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ModelCallMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case modelcall.EdgeTurn:
+		if id := m.turn; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ModelCallMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ModelCallMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ModelCallMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedturn {
+		edges = append(edges, modelcall.EdgeTurn)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ModelCallMutation) EdgeCleared(name string) bool {
+	switch name {
+	case modelcall.EdgeTurn:
+		return m.clearedturn
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ModelCallMutation) ClearEdge(name string) error {
+	switch name {
+	case modelcall.EdgeTurn:
+		m.ClearTurn()
+		return nil
+	}
+	return fmt.Errorf("unknown ModelCall unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ModelCallMutation) ResetEdge(name string) error {
+	switch name {
+	case modelcall.EdgeTurn:
+		m.ResetTurn()
+		return nil
+	}
+	return fmt.Errorf("unknown ModelCall edge %s", name)
+}
+
 // PassageMutation represents an operation that mutates the Passage nodes in the graph.
 type PassageMutation struct {
 	config
@@ -12780,6 +14077,731 @@ func (m *RoomResourceMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RoomResource edge %s", name)
 }
 
+// RoomSummaryMutation represents an operation that mutates the RoomSummary nodes in the graph.
+type RoomSummaryMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *uuid.UUID
+	through_position    *int64
+	addthrough_position *int64
+	summary             *string
+	turns               *int64
+	addturns            *int64
+	turn_id             *uuid.UUID
+	updated_at          *time.Time
+	clearedFields       map[string]struct{}
+	conversation        *uuid.UUID
+	clearedconversation bool
+	done                bool
+	oldValue            func(context.Context) (*RoomSummary, error)
+	predicates          []predicate.RoomSummary
+}
+
+var _ ent.Mutation = (*RoomSummaryMutation)(nil)
+
+// roomsummaryOption allows management of the mutation configuration using functional options.
+type roomsummaryOption func(*RoomSummaryMutation)
+
+// newRoomSummaryMutation creates new mutation for the RoomSummary entity.
+func newRoomSummaryMutation(c config, op Op, opts ...roomsummaryOption) *RoomSummaryMutation {
+	m := &RoomSummaryMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRoomSummary,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRoomSummaryID sets the ID field of the mutation.
+func withRoomSummaryID(id uuid.UUID) roomsummaryOption {
+	return func(m *RoomSummaryMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RoomSummary
+		)
+		m.oldValue = func(ctx context.Context) (*RoomSummary, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RoomSummary.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRoomSummary sets the old RoomSummary of the mutation.
+func withRoomSummary(node *RoomSummary) roomsummaryOption {
+	return func(m *RoomSummaryMutation) {
+		m.oldValue = func(context.Context) (*RoomSummary, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RoomSummaryMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RoomSummaryMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of RoomSummary entities.
+func (m *RoomSummaryMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RoomSummaryMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RoomSummaryMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RoomSummary.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *RoomSummaryMutation) SetConversationID(u uuid.UUID) {
+	m.conversation = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *RoomSummaryMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *RoomSummaryMutation) ResetConversationID() {
+	m.conversation = nil
+}
+
+// SetThroughPosition sets the "through_position" field.
+func (m *RoomSummaryMutation) SetThroughPosition(i int64) {
+	m.through_position = &i
+	m.addthrough_position = nil
+}
+
+// ThroughPosition returns the value of the "through_position" field in the mutation.
+func (m *RoomSummaryMutation) ThroughPosition() (r int64, exists bool) {
+	v := m.through_position
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldThroughPosition returns the old "through_position" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldThroughPosition(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldThroughPosition is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldThroughPosition requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldThroughPosition: %w", err)
+	}
+	return oldValue.ThroughPosition, nil
+}
+
+// AddThroughPosition adds i to the "through_position" field.
+func (m *RoomSummaryMutation) AddThroughPosition(i int64) {
+	if m.addthrough_position != nil {
+		*m.addthrough_position += i
+	} else {
+		m.addthrough_position = &i
+	}
+}
+
+// AddedThroughPosition returns the value that was added to the "through_position" field in this mutation.
+func (m *RoomSummaryMutation) AddedThroughPosition() (r int64, exists bool) {
+	v := m.addthrough_position
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetThroughPosition resets all changes to the "through_position" field.
+func (m *RoomSummaryMutation) ResetThroughPosition() {
+	m.through_position = nil
+	m.addthrough_position = nil
+}
+
+// SetSummary sets the "summary" field.
+func (m *RoomSummaryMutation) SetSummary(s string) {
+	m.summary = &s
+}
+
+// Summary returns the value of the "summary" field in the mutation.
+func (m *RoomSummaryMutation) Summary() (r string, exists bool) {
+	v := m.summary
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSummary returns the old "summary" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldSummary(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSummary is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSummary requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSummary: %w", err)
+	}
+	return oldValue.Summary, nil
+}
+
+// ResetSummary resets all changes to the "summary" field.
+func (m *RoomSummaryMutation) ResetSummary() {
+	m.summary = nil
+}
+
+// SetTurns sets the "turns" field.
+func (m *RoomSummaryMutation) SetTurns(i int64) {
+	m.turns = &i
+	m.addturns = nil
+}
+
+// Turns returns the value of the "turns" field in the mutation.
+func (m *RoomSummaryMutation) Turns() (r int64, exists bool) {
+	v := m.turns
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurns returns the old "turns" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldTurns(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurns is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurns requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurns: %w", err)
+	}
+	return oldValue.Turns, nil
+}
+
+// AddTurns adds i to the "turns" field.
+func (m *RoomSummaryMutation) AddTurns(i int64) {
+	if m.addturns != nil {
+		*m.addturns += i
+	} else {
+		m.addturns = &i
+	}
+}
+
+// AddedTurns returns the value that was added to the "turns" field in this mutation.
+func (m *RoomSummaryMutation) AddedTurns() (r int64, exists bool) {
+	v := m.addturns
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetTurns resets all changes to the "turns" field.
+func (m *RoomSummaryMutation) ResetTurns() {
+	m.turns = nil
+	m.addturns = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *RoomSummaryMutation) SetTurnID(u uuid.UUID) {
+	m.turn_id = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *RoomSummaryMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *RoomSummaryMutation) ResetTurnID() {
+	m.turn_id = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *RoomSummaryMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *RoomSummaryMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *RoomSummaryMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// ClearConversation clears the "conversation" edge to the Conversation entity.
+func (m *RoomSummaryMutation) ClearConversation() {
+	m.clearedconversation = true
+	m.clearedFields[roomsummary.FieldConversationID] = struct{}{}
+}
+
+// ConversationCleared reports if the "conversation" edge to the Conversation entity was cleared.
+func (m *RoomSummaryMutation) ConversationCleared() bool {
+	return m.clearedconversation
+}
+
+// ConversationIDs returns the "conversation" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// ConversationID instead. It exists only for internal usage by the builders.
+func (m *RoomSummaryMutation) ConversationIDs() (ids []uuid.UUID) {
+	if id := m.conversation; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetConversation resets all changes to the "conversation" edge.
+func (m *RoomSummaryMutation) ResetConversation() {
+	m.conversation = nil
+	m.clearedconversation = false
+}
+
+// Where appends a list predicates to the RoomSummaryMutation builder.
+func (m *RoomSummaryMutation) Where(ps ...predicate.RoomSummary) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RoomSummaryMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RoomSummaryMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RoomSummary, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RoomSummaryMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RoomSummaryMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RoomSummary).
+func (m *RoomSummaryMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RoomSummaryMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.conversation != nil {
+		fields = append(fields, roomsummary.FieldConversationID)
+	}
+	if m.through_position != nil {
+		fields = append(fields, roomsummary.FieldThroughPosition)
+	}
+	if m.summary != nil {
+		fields = append(fields, roomsummary.FieldSummary)
+	}
+	if m.turns != nil {
+		fields = append(fields, roomsummary.FieldTurns)
+	}
+	if m.turn_id != nil {
+		fields = append(fields, roomsummary.FieldTurnID)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, roomsummary.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RoomSummaryMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case roomsummary.FieldConversationID:
+		return m.ConversationID()
+	case roomsummary.FieldThroughPosition:
+		return m.ThroughPosition()
+	case roomsummary.FieldSummary:
+		return m.Summary()
+	case roomsummary.FieldTurns:
+		return m.Turns()
+	case roomsummary.FieldTurnID:
+		return m.TurnID()
+	case roomsummary.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RoomSummaryMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case roomsummary.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case roomsummary.FieldThroughPosition:
+		return m.OldThroughPosition(ctx)
+	case roomsummary.FieldSummary:
+		return m.OldSummary(ctx)
+	case roomsummary.FieldTurns:
+		return m.OldTurns(ctx)
+	case roomsummary.FieldTurnID:
+		return m.OldTurnID(ctx)
+	case roomsummary.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown RoomSummary field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RoomSummaryMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case roomsummary.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case roomsummary.FieldThroughPosition:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetThroughPosition(v)
+		return nil
+	case roomsummary.FieldSummary:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSummary(v)
+		return nil
+	case roomsummary.FieldTurns:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurns(v)
+		return nil
+	case roomsummary.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	case roomsummary.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RoomSummary field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RoomSummaryMutation) AddedFields() []string {
+	var fields []string
+	if m.addthrough_position != nil {
+		fields = append(fields, roomsummary.FieldThroughPosition)
+	}
+	if m.addturns != nil {
+		fields = append(fields, roomsummary.FieldTurns)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RoomSummaryMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case roomsummary.FieldThroughPosition:
+		return m.AddedThroughPosition()
+	case roomsummary.FieldTurns:
+		return m.AddedTurns()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RoomSummaryMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case roomsummary.FieldThroughPosition:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddThroughPosition(v)
+		return nil
+	case roomsummary.FieldTurns:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddTurns(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RoomSummary numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RoomSummaryMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RoomSummaryMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RoomSummaryMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RoomSummary nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RoomSummaryMutation) ResetField(name string) error {
+	switch name {
+	case roomsummary.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case roomsummary.FieldThroughPosition:
+		m.ResetThroughPosition()
+		return nil
+	case roomsummary.FieldSummary:
+		m.ResetSummary()
+		return nil
+	case roomsummary.FieldTurns:
+		m.ResetTurns()
+		return nil
+	case roomsummary.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	case roomsummary.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomSummary field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RoomSummaryMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.conversation != nil {
+		edges = append(edges, roomsummary.EdgeConversation)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RoomSummaryMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case roomsummary.EdgeConversation:
+		if id := m.conversation; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RoomSummaryMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RoomSummaryMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RoomSummaryMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedconversation {
+		edges = append(edges, roomsummary.EdgeConversation)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RoomSummaryMutation) EdgeCleared(name string) bool {
+	switch name {
+	case roomsummary.EdgeConversation:
+		return m.clearedconversation
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RoomSummaryMutation) ClearEdge(name string) error {
+	switch name {
+	case roomsummary.EdgeConversation:
+		m.ClearConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomSummary unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RoomSummaryMutation) ResetEdge(name string) error {
+	switch name {
+	case roomsummary.EdgeConversation:
+		m.ResetConversation()
+		return nil
+	}
+	return fmt.Errorf("unknown RoomSummary edge %s", name)
+}
+
 // TaskMutation represents an operation that mutates the Task nodes in the graph.
 type TaskMutation struct {
 	config
@@ -13503,6 +15525,9 @@ type TurnMutation struct {
 	approvals              map[uuid.UUID]struct{}
 	removedapprovals       map[uuid.UUID]struct{}
 	clearedapprovals       bool
+	model_calls            map[uuid.UUID]struct{}
+	removedmodel_calls     map[uuid.UUID]struct{}
+	clearedmodel_calls     bool
 	done                   bool
 	oldValue               func(context.Context) (*Turn, error)
 	predicates             []predicate.Turn
@@ -14808,6 +16833,60 @@ func (m *TurnMutation) ResetApprovals() {
 	m.removedapprovals = nil
 }
 
+// AddModelCallIDs adds the "model_calls" edge to the ModelCall entity by ids.
+func (m *TurnMutation) AddModelCallIDs(ids ...uuid.UUID) {
+	if m.model_calls == nil {
+		m.model_calls = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		m.model_calls[ids[i]] = struct{}{}
+	}
+}
+
+// ClearModelCalls clears the "model_calls" edge to the ModelCall entity.
+func (m *TurnMutation) ClearModelCalls() {
+	m.clearedmodel_calls = true
+}
+
+// ModelCallsCleared reports if the "model_calls" edge to the ModelCall entity was cleared.
+func (m *TurnMutation) ModelCallsCleared() bool {
+	return m.clearedmodel_calls
+}
+
+// RemoveModelCallIDs removes the "model_calls" edge to the ModelCall entity by IDs.
+func (m *TurnMutation) RemoveModelCallIDs(ids ...uuid.UUID) {
+	if m.removedmodel_calls == nil {
+		m.removedmodel_calls = make(map[uuid.UUID]struct{})
+	}
+	for i := range ids {
+		delete(m.model_calls, ids[i])
+		m.removedmodel_calls[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedModelCalls returns the removed IDs of the "model_calls" edge to the ModelCall entity.
+func (m *TurnMutation) RemovedModelCallsIDs() (ids []uuid.UUID) {
+	for id := range m.removedmodel_calls {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ModelCallsIDs returns the "model_calls" edge IDs in the mutation.
+func (m *TurnMutation) ModelCallsIDs() (ids []uuid.UUID) {
+	for id := range m.model_calls {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetModelCalls resets all changes to the "model_calls" edge.
+func (m *TurnMutation) ResetModelCalls() {
+	m.model_calls = nil
+	m.clearedmodel_calls = false
+	m.removedmodel_calls = nil
+}
+
 // Where appends a list predicates to the TurnMutation builder.
 func (m *TurnMutation) Where(ps ...predicate.Turn) {
 	m.predicates = append(m.predicates, ps...)
@@ -15377,7 +17456,7 @@ func (m *TurnMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *TurnMutation) AddedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.conversation != nil {
 		edges = append(edges, turn.EdgeConversation)
 	}
@@ -15392,6 +17471,9 @@ func (m *TurnMutation) AddedEdges() []string {
 	}
 	if m.approvals != nil {
 		edges = append(edges, turn.EdgeApprovals)
+	}
+	if m.model_calls != nil {
+		edges = append(edges, turn.EdgeModelCalls)
 	}
 	return edges
 }
@@ -15426,13 +17508,19 @@ func (m *TurnMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case turn.EdgeModelCalls:
+		ids := make([]ent.Value, 0, len(m.model_calls))
+		for id := range m.model_calls {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *TurnMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.removedentries != nil {
 		edges = append(edges, turn.EdgeEntries)
 	}
@@ -15441,6 +17529,9 @@ func (m *TurnMutation) RemovedEdges() []string {
 	}
 	if m.removedapprovals != nil {
 		edges = append(edges, turn.EdgeApprovals)
+	}
+	if m.removedmodel_calls != nil {
+		edges = append(edges, turn.EdgeModelCalls)
 	}
 	return edges
 }
@@ -15467,13 +17558,19 @@ func (m *TurnMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case turn.EdgeModelCalls:
+		ids := make([]ent.Value, 0, len(m.removedmodel_calls))
+		for id := range m.removedmodel_calls {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *TurnMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.clearedconversation {
 		edges = append(edges, turn.EdgeConversation)
 	}
@@ -15488,6 +17585,9 @@ func (m *TurnMutation) ClearedEdges() []string {
 	}
 	if m.clearedapprovals {
 		edges = append(edges, turn.EdgeApprovals)
+	}
+	if m.clearedmodel_calls {
+		edges = append(edges, turn.EdgeModelCalls)
 	}
 	return edges
 }
@@ -15506,6 +17606,8 @@ func (m *TurnMutation) EdgeCleared(name string) bool {
 		return m.clearedcommands
 	case turn.EdgeApprovals:
 		return m.clearedapprovals
+	case turn.EdgeModelCalls:
+		return m.clearedmodel_calls
 	}
 	return false
 }
@@ -15542,6 +17644,9 @@ func (m *TurnMutation) ResetEdge(name string) error {
 		return nil
 	case turn.EdgeApprovals:
 		m.ResetApprovals()
+		return nil
+	case turn.EdgeModelCalls:
+		m.ResetModelCalls()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn edge %s", name)

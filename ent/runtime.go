@@ -19,9 +19,11 @@ import (
 	"github.com/turngate/turngate/ent/memberagentconfig"
 	"github.com/turngate/turngate/ent/membergroup"
 	"github.com/turngate/turngate/ent/memberpermission"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/passage"
 	"github.com/turngate/turngate/ent/roommember"
 	"github.com/turngate/turngate/ent/roomresource"
+	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/schema"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
@@ -324,6 +326,25 @@ func init() {
 	memberpermissionDescID := memberpermissionMixinFields0[0].Descriptor()
 	// memberpermission.DefaultID holds the default value on creation for the id field.
 	memberpermission.DefaultID = memberpermissionDescID.Default.(func() uuid.UUID)
+	modelcallMixin := schema.ModelCall{}.Mixin()
+	modelcallMixinFields0 := modelcallMixin[0].Fields()
+	_ = modelcallMixinFields0
+	modelcallMixinFields1 := modelcallMixin[1].Fields()
+	_ = modelcallMixinFields1
+	modelcallFields := schema.ModelCall{}.Fields()
+	_ = modelcallFields
+	// modelcallDescCreatedAt is the schema descriptor for created_at field.
+	modelcallDescCreatedAt := modelcallMixinFields1[0].Descriptor()
+	// modelcall.DefaultCreatedAt holds the default value on creation for the created_at field.
+	modelcall.DefaultCreatedAt = modelcallDescCreatedAt.Default.(func() time.Time)
+	// modelcallDescError is the schema descriptor for error field.
+	modelcallDescError := modelcallFields[11].Descriptor()
+	// modelcall.DefaultError holds the default value on creation for the error field.
+	modelcall.DefaultError = modelcallDescError.Default.(string)
+	// modelcallDescID is the schema descriptor for id field.
+	modelcallDescID := modelcallMixinFields0[0].Descriptor()
+	// modelcall.DefaultID holds the default value on creation for the id field.
+	modelcall.DefaultID = modelcallDescID.Default.(func() uuid.UUID)
 	passageMixin := schema.Passage{}.Mixin()
 	passageMixinFields0 := passageMixin[0].Fields()
 	_ = passageMixinFields0
@@ -371,6 +392,23 @@ func init() {
 	roomresourceDescID := roomresourceMixinFields0[0].Descriptor()
 	// roomresource.DefaultID holds the default value on creation for the id field.
 	roomresource.DefaultID = roomresourceDescID.Default.(func() uuid.UUID)
+	roomsummaryMixin := schema.RoomSummary{}.Mixin()
+	roomsummaryMixinFields0 := roomsummaryMixin[0].Fields()
+	_ = roomsummaryMixinFields0
+	roomsummaryFields := schema.RoomSummary{}.Fields()
+	_ = roomsummaryFields
+	// roomsummaryDescTurns is the schema descriptor for turns field.
+	roomsummaryDescTurns := roomsummaryFields[3].Descriptor()
+	// roomsummary.DefaultTurns holds the default value on creation for the turns field.
+	roomsummary.DefaultTurns = roomsummaryDescTurns.Default.(int64)
+	// roomsummaryDescUpdatedAt is the schema descriptor for updated_at field.
+	roomsummaryDescUpdatedAt := roomsummaryFields[5].Descriptor()
+	// roomsummary.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	roomsummary.DefaultUpdatedAt = roomsummaryDescUpdatedAt.Default.(func() time.Time)
+	// roomsummaryDescID is the schema descriptor for id field.
+	roomsummaryDescID := roomsummaryMixinFields0[0].Descriptor()
+	// roomsummary.DefaultID holds the default value on creation for the id field.
+	roomsummary.DefaultID = roomsummaryDescID.Default.(func() uuid.UUID)
 	taskMixin := schema.Task{}.Mixin()
 	taskMixinFields0 := taskMixin[0].Fields()
 	_ = taskMixinFields0

@@ -81,9 +81,11 @@ type TurnEdges struct {
 	Commands []*Command `json:"commands,omitempty"`
 	// Approvals holds the value of the approvals edge.
 	Approvals []*Approval `json:"approvals,omitempty"`
+	// ModelCalls holds the value of the model_calls edge.
+	ModelCalls []*ModelCall `json:"model_calls,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [5]bool
+	loadedTypes [6]bool
 }
 
 // ConversationOrErr returns the Conversation value or an error if the edge
@@ -133,6 +135,15 @@ func (e TurnEdges) ApprovalsOrErr() ([]*Approval, error) {
 		return e.Approvals, nil
 	}
 	return nil, &NotLoadedError{edge: "approvals"}
+}
+
+// ModelCallsOrErr returns the ModelCalls value or an error if the edge
+// was not loaded in eager-loading.
+func (e TurnEdges) ModelCallsOrErr() ([]*ModelCall, error) {
+	if e.loadedTypes[5] {
+		return e.ModelCalls, nil
+	}
+	return nil, &NotLoadedError{edge: "model_calls"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -345,6 +356,11 @@ func (_m *Turn) QueryCommands() *CommandQuery {
 // QueryApprovals queries the "approvals" edge of the Turn entity.
 func (_m *Turn) QueryApprovals() *ApprovalQuery {
 	return NewTurnClient(_m.config).QueryApprovals(_m)
+}
+
+// QueryModelCalls queries the "model_calls" edge of the Turn entity.
+func (_m *Turn) QueryModelCalls() *ModelCallQuery {
+	return NewTurnClient(_m.config).QueryModelCalls(_m)
 }
 
 // Update returns a builder for updating this Turn.

@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/turn"
 )
 
@@ -311,6 +312,21 @@ func (_c *TurnCreate) AddApprovals(v ...*Approval) *TurnCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddApprovalIDs(ids...)
+}
+
+// AddModelCallIDs adds the "model_calls" edge to the ModelCall entity by IDs.
+func (_c *TurnCreate) AddModelCallIDs(ids ...uuid.UUID) *TurnCreate {
+	_c.mutation.AddModelCallIDs(ids...)
+	return _c
+}
+
+// AddModelCalls adds the "model_calls" edges to the ModelCall entity.
+func (_c *TurnCreate) AddModelCalls(v ...*ModelCall) *TurnCreate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddModelCallIDs(ids...)
 }
 
 // Mutation returns the TurnMutation object of the builder.
@@ -616,6 +632,22 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.ModelCallsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

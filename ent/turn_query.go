@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/ent/conversation"
 	"github.com/turngate/turngate/ent/journalentry"
 	"github.com/turngate/turngate/ent/member"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/turn"
 )
@@ -35,6 +36,7 @@ type TurnQuery struct {
 	withEntries      *JournalEntryQuery
 	withCommands     *CommandQuery
 	withApprovals    *ApprovalQuery
+	withModelCalls   *ModelCallQuery
 	modifiers        []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -175,6 +177,28 @@ func (_q *TurnQuery) QueryApprovals() *ApprovalQuery {
 			sqlgraph.From(turn.Table, turn.FieldID, selector),
 			sqlgraph.To(approval.Table, approval.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, turn.ApprovalsTable, turn.ApprovalsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryModelCalls chains the current query on the "model_calls" edge.
+func (_q *TurnQuery) QueryModelCalls() *ModelCallQuery {
+	query := (&ModelCallClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(turn.Table, turn.FieldID, selector),
+			sqlgraph.To(modelcall.Table, modelcall.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, turn.ModelCallsTable, turn.ModelCallsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -379,6 +403,7 @@ func (_q *TurnQuery) Clone() *TurnQuery {
 		withEntries:      _q.withEntries.Clone(),
 		withCommands:     _q.withCommands.Clone(),
 		withApprovals:    _q.withApprovals.Clone(),
+		withModelCalls:   _q.withModelCalls.Clone(),
 		// clone intermediate query.
 		sql:  _q.sql.Clone(),
 		path: _q.path,
@@ -437,6 +462,17 @@ func (_q *TurnQuery) WithApprovals(opts ...func(*ApprovalQuery)) *TurnQuery {
 		opt(query)
 	}
 	_q.withApprovals = query
+	return _q
+}
+
+// WithModelCalls tells the query-builder to eager-load the nodes that are connected to
+// the "model_calls" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *TurnQuery) WithModelCalls(opts ...func(*ModelCallQuery)) *TurnQuery {
+	query := (&ModelCallClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withModelCalls = query
 	return _q
 }
 
@@ -518,12 +554,13 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 	var (
 		nodes       = []*Turn{}
 		_spec       = _q.querySpec()
-		loadedTypes = [5]bool{
+		loadedTypes = [6]bool{
 			_q.withConversation != nil,
 			_q.withAuthor != nil,
 			_q.withEntries != nil,
 			_q.withCommands != nil,
 			_q.withApprovals != nil,
+			_q.withModelCalls != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -577,6 +614,13 @@ func (_q *TurnQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*Turn, e
 		if err := _q.loadApprovals(ctx, query, nodes,
 			func(n *Turn) { n.Edges.Approvals = []*Approval{} },
 			func(n *Turn, e *Approval) { n.Edges.Approvals = append(n.Edges.Approvals, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withModelCalls; query != nil {
+		if err := _q.loadModelCalls(ctx, query, nodes,
+			func(n *Turn) { n.Edges.ModelCalls = []*ModelCall{} },
+			func(n *Turn, e *ModelCall) { n.Edges.ModelCalls = append(n.Edges.ModelCalls, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -719,6 +763,36 @@ func (_q *TurnQuery) loadApprovals(ctx context.Context, query *ApprovalQuery, no
 	}
 	query.Where(predicate.Approval(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(turn.ApprovalsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.TurnID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "turn_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *TurnQuery) loadModelCalls(ctx context.Context, query *ModelCallQuery, nodes []*Turn, init func(*Turn), assign func(*Turn, *ModelCall)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[uuid.UUID]*Turn)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(modelcall.FieldTurnID)
+	}
+	query.Where(predicate.ModelCall(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(turn.ModelCallsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

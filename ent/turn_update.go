@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/ent/command"
 	"github.com/turngate/turngate/ent/journalentry"
+	"github.com/turngate/turngate/ent/modelcall"
 	"github.com/turngate/turngate/ent/predicate"
 	"github.com/turngate/turngate/ent/turn"
 )
@@ -291,6 +292,21 @@ func (_u *TurnUpdate) AddApprovals(v ...*Approval) *TurnUpdate {
 	return _u.AddApprovalIDs(ids...)
 }
 
+// AddModelCallIDs adds the "model_calls" edge to the ModelCall entity by IDs.
+func (_u *TurnUpdate) AddModelCallIDs(ids ...uuid.UUID) *TurnUpdate {
+	_u.mutation.AddModelCallIDs(ids...)
+	return _u
+}
+
+// AddModelCalls adds the "model_calls" edges to the ModelCall entity.
+func (_u *TurnUpdate) AddModelCalls(v ...*ModelCall) *TurnUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddModelCallIDs(ids...)
+}
+
 // Mutation returns the TurnMutation object of the builder.
 func (_u *TurnUpdate) Mutation() *TurnMutation {
 	return _u.mutation
@@ -357,6 +373,27 @@ func (_u *TurnUpdate) RemoveApprovals(v ...*Approval) *TurnUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveApprovalIDs(ids...)
+}
+
+// ClearModelCalls clears all "model_calls" edges to the ModelCall entity.
+func (_u *TurnUpdate) ClearModelCalls() *TurnUpdate {
+	_u.mutation.ClearModelCalls()
+	return _u
+}
+
+// RemoveModelCallIDs removes the "model_calls" edge to ModelCall entities by IDs.
+func (_u *TurnUpdate) RemoveModelCallIDs(ids ...uuid.UUID) *TurnUpdate {
+	_u.mutation.RemoveModelCallIDs(ids...)
+	return _u
+}
+
+// RemoveModelCalls removes "model_calls" edges to ModelCall entities.
+func (_u *TurnUpdate) RemoveModelCalls(v ...*ModelCall) *TurnUpdate {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveModelCallIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -618,6 +655,51 @@ func (_u *TurnUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ModelCallsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedModelCallsIDs(); len(nodes) > 0 && !_u.mutation.ModelCallsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ModelCallsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {
@@ -902,6 +984,21 @@ func (_u *TurnUpdateOne) AddApprovals(v ...*Approval) *TurnUpdateOne {
 	return _u.AddApprovalIDs(ids...)
 }
 
+// AddModelCallIDs adds the "model_calls" edge to the ModelCall entity by IDs.
+func (_u *TurnUpdateOne) AddModelCallIDs(ids ...uuid.UUID) *TurnUpdateOne {
+	_u.mutation.AddModelCallIDs(ids...)
+	return _u
+}
+
+// AddModelCalls adds the "model_calls" edges to the ModelCall entity.
+func (_u *TurnUpdateOne) AddModelCalls(v ...*ModelCall) *TurnUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddModelCallIDs(ids...)
+}
+
 // Mutation returns the TurnMutation object of the builder.
 func (_u *TurnUpdateOne) Mutation() *TurnMutation {
 	return _u.mutation
@@ -968,6 +1065,27 @@ func (_u *TurnUpdateOne) RemoveApprovals(v ...*Approval) *TurnUpdateOne {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveApprovalIDs(ids...)
+}
+
+// ClearModelCalls clears all "model_calls" edges to the ModelCall entity.
+func (_u *TurnUpdateOne) ClearModelCalls() *TurnUpdateOne {
+	_u.mutation.ClearModelCalls()
+	return _u
+}
+
+// RemoveModelCallIDs removes the "model_calls" edge to ModelCall entities by IDs.
+func (_u *TurnUpdateOne) RemoveModelCallIDs(ids ...uuid.UUID) *TurnUpdateOne {
+	_u.mutation.RemoveModelCallIDs(ids...)
+	return _u
+}
+
+// RemoveModelCalls removes "model_calls" edges to ModelCall entities.
+func (_u *TurnUpdateOne) RemoveModelCalls(v ...*ModelCall) *TurnUpdateOne {
+	ids := make([]uuid.UUID, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveModelCallIDs(ids...)
 }
 
 // Where appends a list predicates to the TurnUpdate builder.
@@ -1259,6 +1377,51 @@ func (_u *TurnUpdateOne) sqlSave(ctx context.Context) (_node *Turn, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(approval.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.ModelCallsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedModelCallsIDs(); len(nodes) > 0 && !_u.mutation.ModelCallsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.ModelCallsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   turn.ModelCallsTable,
+			Columns: []string{turn.ModelCallsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(modelcall.FieldID, field.TypeUUID),
 			},
 		}
 		for _, k := range nodes {

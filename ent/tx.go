@@ -40,12 +40,16 @@ type Tx struct {
 	MemberGroup *MemberGroupClient
 	// MemberPermission is the client for interacting with the MemberPermission builders.
 	MemberPermission *MemberPermissionClient
+	// ModelCall is the client for interacting with the ModelCall builders.
+	ModelCall *ModelCallClient
 	// Passage is the client for interacting with the Passage builders.
 	Passage *PassageClient
 	// RoomMember is the client for interacting with the RoomMember builders.
 	RoomMember *RoomMemberClient
 	// RoomResource is the client for interacting with the RoomResource builders.
 	RoomResource *RoomResourceClient
+	// RoomSummary is the client for interacting with the RoomSummary builders.
+	RoomSummary *RoomSummaryClient
 	// Task is the client for interacting with the Task builders.
 	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
@@ -194,9 +198,11 @@ func (tx *Tx) init() {
 	tx.MemberAgentConfig = NewMemberAgentConfigClient(tx.config)
 	tx.MemberGroup = NewMemberGroupClient(tx.config)
 	tx.MemberPermission = NewMemberPermissionClient(tx.config)
+	tx.ModelCall = NewModelCallClient(tx.config)
 	tx.Passage = NewPassageClient(tx.config)
 	tx.RoomMember = NewRoomMemberClient(tx.config)
 	tx.RoomResource = NewRoomResourceClient(tx.config)
+	tx.RoomSummary = NewRoomSummaryClient(tx.config)
 	tx.Task = NewTaskClient(tx.config)
 	tx.Turn = NewTurnClient(tx.config)
 }

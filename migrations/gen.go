@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 
 	"ariga.io/atlas/sql/migrate"
+	atlas "ariga.io/atlas/sql/schema"
 	"ariga.io/atlas/sql/sqltool"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/schema"
@@ -83,5 +84,37 @@ func run(ctx context.Context, name, devURL string) error {
 		// The schema is the truth: what it no longer has is dropped.
 		schema.WithDropIndex(true),
 		schema.WithDropColumn(true),
+		schema.WithDiffHook(keepHandWritten),
 	)
+}
+
+// handWrittenIndexes are indexes the ent schema cannot express (over an
+// expression), created by hand-written migrations: the diff keeps them.
+var handWrittenIndexes = map[string]bool{"turn_history_search": true}
+
+// keepHandWritten removes the drop of a hand-written index from a diff.
+func keepHandWritten(next schema.Differ) schema.Differ {
+	return schema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
+		changes, err := next.Diff(current, desired)
+		if err != nil {
+			return nil, err
+		}
+		out := changes[:0]
+		for _, c := range changes {
+			if m, ok := c.(*atlas.ModifyTable); ok {
+				kept := m.Changes[:0]
+				for _, tc := range m.Changes {
+					if d, ok := tc.(*atlas.DropIndex); ok && handWrittenIndexes[d.I.Name] {
+						continue
+					}
+					kept = append(kept, tc)
+				}
+				if m.Changes = kept; len(kept) == 0 {
+					continue
+				}
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	})
 }

@@ -50,6 +50,8 @@ const (
 	EdgeEntries = "entries"
 	// EdgeResources holds the string denoting the resources edge name in mutations.
 	EdgeResources = "resources"
+	// EdgeSummary holds the string denoting the summary edge name in mutations.
+	EdgeSummary = "summary"
 	// Table holds the table name of the conversation in the database.
 	Table = "conversations"
 	// OwnerTable is the table that holds the owner relation/edge.
@@ -101,6 +103,13 @@ const (
 	ResourcesInverseTable = "room_resources"
 	// ResourcesColumn is the table column denoting the resources relation/edge.
 	ResourcesColumn = "conversation_id"
+	// SummaryTable is the table that holds the summary relation/edge.
+	SummaryTable = "room_summaries"
+	// SummaryInverseTable is the table name for the RoomSummary entity.
+	// It exists in this package in order to avoid circular dependency with the "roomsummary" package.
+	SummaryInverseTable = "room_summaries"
+	// SummaryColumn is the table column denoting the summary relation/edge.
+	SummaryColumn = "conversation_id"
 )
 
 // Columns holds all SQL columns for conversation fields.
@@ -302,6 +311,13 @@ func ByResources(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newResourcesStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// BySummaryField orders the results by summary field.
+func BySummaryField(field string, opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newSummaryStep(), sql.OrderByField(field, opts...))
+	}
+}
 func newOwnerStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -349,5 +365,12 @@ func newResourcesStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(ResourcesInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, ResourcesTable, ResourcesColumn),
+	)
+}
+func newSummaryStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(SummaryInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2O, false, SummaryTable, SummaryColumn),
 	)
 }

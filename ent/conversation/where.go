@@ -667,6 +667,29 @@ func HasResourcesWith(preds ...predicate.RoomResource) predicate.Conversation {
 	})
 }
 
+// HasSummary applies the HasEdge predicate on the "summary" edge.
+func HasSummary() predicate.Conversation {
+	return predicate.Conversation(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2O, false, SummaryTable, SummaryColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasSummaryWith applies the HasEdge predicate on the "summary" edge with a given conditions (other predicates).
+func HasSummaryWith(preds ...predicate.RoomSummary) predicate.Conversation {
+	return predicate.Conversation(func(s *sql.Selector) {
+		step := newSummaryStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Conversation) predicate.Conversation {
 	return predicate.Conversation(sql.AndPredicates(predicates...))

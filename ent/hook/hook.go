@@ -165,6 +165,18 @@ func (f MemberPermissionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.MemberPermissionMutation", m)
 }
 
+// The ModelCallFunc type is an adapter to allow the use of ordinary
+// function as ModelCall mutator.
+type ModelCallFunc func(context.Context, *ent.ModelCallMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ModelCallFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ModelCallMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ModelCallMutation", m)
+}
+
 // The PassageFunc type is an adapter to allow the use of ordinary
 // function as Passage mutator.
 type PassageFunc func(context.Context, *ent.PassageMutation) (ent.Value, error)
@@ -199,6 +211,18 @@ func (f RoomResourceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RoomResourceMutation", m)
+}
+
+// The RoomSummaryFunc type is an adapter to allow the use of ordinary
+// function as RoomSummary mutator.
+type RoomSummaryFunc func(context.Context, *ent.RoomSummaryMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RoomSummaryFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RoomSummaryMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RoomSummaryMutation", m)
 }
 
 // The TaskFunc type is an adapter to allow the use of ordinary

@@ -406,6 +406,44 @@ var (
 			},
 		},
 	}
+	// ModelCallsColumns holds the columns for the "model_calls" table.
+	ModelCallsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "conversation_id", Type: field.TypeUUID},
+		{Name: "attempt", Type: field.TypeInt64},
+		{Name: "step", Type: field.TypeInt64},
+		{Name: "purpose", Type: field.TypeString},
+		{Name: "route", Type: field.TypeString},
+		{Name: "request", Type: field.TypeJSON},
+		{Name: "response", Type: field.TypeJSON},
+		{Name: "input_tokens", Type: field.TypeInt64},
+		{Name: "output_tokens", Type: field.TypeInt64},
+		{Name: "duration_ms", Type: field.TypeInt64},
+		{Name: "error", Type: field.TypeString, Default: ""},
+		{Name: "turn_id", Type: field.TypeUUID},
+	}
+	// ModelCallsTable holds the schema information for the "model_calls" table.
+	ModelCallsTable = &schema.Table{
+		Name:       "model_calls",
+		Columns:    ModelCallsColumns,
+		PrimaryKey: []*schema.Column{ModelCallsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "model_calls_turns_model_calls",
+				Columns:    []*schema.Column{ModelCallsColumns[13]},
+				RefColumns: []*schema.Column{TurnsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "modelcall_turn_id_attempt_step",
+				Unique:  true,
+				Columns: []*schema.Column{ModelCallsColumns[13], ModelCallsColumns[3], ModelCallsColumns[4]},
+			},
+		},
+	}
 	// PassagesColumns holds the columns for the "passages" table.
 	PassagesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -516,6 +554,30 @@ var (
 				Name:    "roomresource_conversation_id_artifact_id",
 				Unique:  true,
 				Columns: []*schema.Column{RoomResourcesColumns[5], RoomResourcesColumns[4]},
+			},
+		},
+	}
+	// RoomSummariesColumns holds the columns for the "room_summaries" table.
+	RoomSummariesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "through_position", Type: field.TypeInt64},
+		{Name: "summary", Type: field.TypeString, Size: 2147483647},
+		{Name: "turns", Type: field.TypeInt64, Default: 0},
+		{Name: "turn_id", Type: field.TypeUUID},
+		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "conversation_id", Type: field.TypeUUID, Unique: true},
+	}
+	// RoomSummariesTable holds the schema information for the "room_summaries" table.
+	RoomSummariesTable = &schema.Table{
+		Name:       "room_summaries",
+		Columns:    RoomSummariesColumns,
+		PrimaryKey: []*schema.Column{RoomSummariesColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "room_summaries_conversations_summary",
+				Columns:    []*schema.Column{RoomSummariesColumns[6]},
+				RefColumns: []*schema.Column{ConversationsColumns[0]},
+				OnDelete:   schema.NoAction,
 			},
 		},
 	}
@@ -638,9 +700,11 @@ var (
 		MemberAgentConfigsTable,
 		MemberGroupsTable,
 		MemberPermissionsTable,
+		ModelCallsTable,
 		PassagesTable,
 		RoomMembersTable,
 		RoomResourcesTable,
+		RoomSummariesTable,
 		TasksTable,
 		TurnsTable,
 	}
@@ -684,11 +748,17 @@ func init() {
 		"member_groups_name_form": "name ~ '^[a-z0-9][a-z0-9_.-]{0,63}$'",
 	}
 	MemberPermissionsTable.ForeignKeys[0].RefTable = MembersTable
+	ModelCallsTable.ForeignKeys[0].RefTable = TurnsTable
 	PassagesTable.ForeignKeys[0].RefTable = DocumentsTable
 	RoomMembersTable.ForeignKeys[0].RefTable = ConversationsTable
 	RoomMembersTable.ForeignKeys[1].RefTable = MembersTable
 	RoomResourcesTable.ForeignKeys[0].RefTable = ArtifactsTable
 	RoomResourcesTable.ForeignKeys[1].RefTable = ConversationsTable
+	RoomSummariesTable.ForeignKeys[0].RefTable = ConversationsTable
+	RoomSummariesTable.Annotation = &entsql.Annotation{}
+	RoomSummariesTable.Annotation.Checks = map[string]string{
+		"room_summaries_bounded": "octet_length(summary) <= 65536",
+	}
 	TasksTable.ForeignKeys[0].RefTable = MembersTable
 	TurnsTable.ForeignKeys[0].RefTable = ConversationsTable
 	TurnsTable.ForeignKeys[1].RefTable = MembersTable

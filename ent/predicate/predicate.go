@@ -45,6 +45,9 @@ type MemberGroup func(*sql.Selector)
 // MemberPermission is the predicate function for memberpermission builders.
 type MemberPermission func(*sql.Selector)
 
+// ModelCall is the predicate function for modelcall builders.
+type ModelCall func(*sql.Selector)
+
 // Passage is the predicate function for passage builders.
 type Passage func(*sql.Selector)
 
@@ -53,6 +56,9 @@ type RoomMember func(*sql.Selector)
 
 // RoomResource is the predicate function for roomresource builders.
 type RoomResource func(*sql.Selector)
+
+// RoomSummary is the predicate function for roomsummary builders.
+type RoomSummary func(*sql.Selector)
 
 // Task is the predicate function for task builders.
 type Task func(*sql.Selector)

@@ -38,5 +38,6 @@ func (Conversation) Edges() []ent.Edge {
 		edge.To("turns", Turn.Type),
 		edge.To("entries", JournalEntry.Type),
 		edge.To("resources", RoomResource.Type),
+		edge.To("summary", RoomSummary.Type).Unique(),
 	}
 }

@@ -78,6 +78,7 @@ func (Turn) Edges() []ent.Edge {
 		edge.To("entries", JournalEntry.Type),
 		edge.To("commands", Command.Type),
 		edge.To("approvals", Approval.Type),
+		edge.To("model_calls", ModelCall.Type),
 	}
 }
 

@@ -68,6 +68,8 @@ const (
 	EdgeCommands = "commands"
 	// EdgeApprovals holds the string denoting the approvals edge name in mutations.
 	EdgeApprovals = "approvals"
+	// EdgeModelCalls holds the string denoting the model_calls edge name in mutations.
+	EdgeModelCalls = "model_calls"
 	// Table holds the table name of the turn in the database.
 	Table = "turns"
 	// ConversationTable is the table that holds the conversation relation/edge.
@@ -105,6 +107,13 @@ const (
 	ApprovalsInverseTable = "approvals"
 	// ApprovalsColumn is the table column denoting the approvals relation/edge.
 	ApprovalsColumn = "turn_id"
+	// ModelCallsTable is the table that holds the model_calls relation/edge.
+	ModelCallsTable = "model_calls"
+	// ModelCallsInverseTable is the table name for the ModelCall entity.
+	// It exists in this package in order to avoid circular dependency with the "modelcall" package.
+	ModelCallsInverseTable = "model_calls"
+	// ModelCallsColumn is the table column denoting the model_calls relation/edge.
+	ModelCallsColumn = "turn_id"
 )
 
 // Columns holds all SQL columns for turn fields.
@@ -340,6 +349,20 @@ func ByApprovals(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newApprovalsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByModelCallsCount orders the results by model_calls count.
+func ByModelCallsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newModelCallsStep(), opts...)
+	}
+}
+
+// ByModelCalls orders the results by model_calls terms.
+func ByModelCalls(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newModelCallsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newConversationStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -373,5 +396,12 @@ func newApprovalsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(ApprovalsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, ApprovalsTable, ApprovalsColumn),
+	)
+}
+func newModelCallsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(ModelCallsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, ModelCallsTable, ModelCallsColumn),
 	)
 }

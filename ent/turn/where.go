@@ -1181,6 +1181,29 @@ func HasApprovalsWith(preds ...predicate.Approval) predicate.Turn {
 	})
 }
 
+// HasModelCalls applies the HasEdge predicate on the "model_calls" edge.
+func HasModelCalls() predicate.Turn {
+	return predicate.Turn(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, ModelCallsTable, ModelCallsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasModelCallsWith applies the HasEdge predicate on the "model_calls" edge with a given conditions (other predicates).
+func HasModelCallsWith(preds ...predicate.ModelCall) predicate.Turn {
+	return predicate.Turn(func(s *sql.Selector) {
+		step := newModelCallsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Turn) predicate.Turn {
 	return predicate.Turn(sql.AndPredicates(predicates...))
