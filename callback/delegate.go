@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/guard"
@@ -103,7 +104,10 @@ func (d *delegateHost) Model(ctx context.Context, req runtime.ModelRequest, _ fu
 	if err := h.check(req.Run); err != nil {
 		return runtime.ModelResult{}, err
 	}
-	res, err := h.deps.Gateway.Run(ctx, h.modelStep(req, d.route, d.effort, true), nil)
+	step := h.modelStep(req, d.route, d.effort, true)
+	start := time.Now()
+	res, err := h.deps.Gateway.Run(ctx, step, nil)
+	h.recordCall(ctx, "delegate-"+req.Purpose, d.route, step, res, err, time.Since(start))
 	if err != nil {
 		return runtime.ModelResult{}, err
 	}

@@ -67,7 +67,29 @@ type Host struct {
 	offset int
 	held   string
 	heldAt int
+
+	// history is the room history the contract carries, summary the
+	// room's stored summary at its head (zero when none). roomSummary is
+	// the result of a compaction step this host ran over exactly that
+	// history: the one summary a checkpoint may make the room's. notes
+	// are entries that go out with the run's next journal write.
+	history     []runtime.Message
+	summary     Summary
+	roomSummary *lease.RoomSummary
+	notes       []journal.Draft
+	// calls numbers the attempt's model calls as they are stored.
+	calls int64
 }
+
+// Summary is the room's stored summary a run starts from: the position of
+// the last turn it covers and how many turns that is.
+type Summary struct {
+	Through int64
+	Turns   int64
+}
+
+// maxRoomSummary bounds, in bytes, the summary a room keeps.
+const maxRoomSummary = 32 << 10
 
 var _ runtime.Callbacks = (*Host)(nil)
 
@@ -114,18 +136,59 @@ type Run struct {
 	Bundle  authority.Bundle
 	Version *ent.AgentVersion
 	Tools   map[string]tools.Tool
+	// History is the contract's room history, Summary the room summary at
+	// its head (zero when the room has none).
+	History []runtime.Message
+	Summary Summary
 }
 
 // New returns the host of one run.
 func New(deps Deps, run Run) *Host {
 	av := run.Version
-	return &Host{deps: deps, log: deps.Logger, claim: run.Claim, ref: run.Ref, bundle: run.Bundle,
+	h := &Host{deps: deps, log: deps.Logger, claim: run.Claim, ref: run.Ref, bundle: run.Bundle,
 		route: av.ModelRoute, effort: av.Effort, maxTokens: int(av.Budgets["max_tokens"]),
 		tools: run.Tools, lineage: map[string]tools.Citation{},
 		loop: guard.NewLoopGuard(deps.MaxRepeats, av.Tools),
 		// One snapshot for the whole turn, taken when the run starts, so
 		// every model call of the turn carries the same clock.
-		turnContext: gateway.TurnContext(deps.Now(), run.Bundle.DisplayName)}
+		turnContext: gateway.TurnContext(deps.Now(), run.Bundle.DisplayName),
+		history:     run.History, summary: run.Summary}
+	if run.Summary.Through > 0 {
+		// The run starts from the room's summary: the journal says so.
+		h.notes = append(h.notes, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: run.Claim.Turn.Attempt,
+			Payload: journal.CompactionPayload{Through: run.Summary.Through, Turns: run.Summary.Turns, Reused: true}})
+	}
+	return h
+}
+
+// historyCompaction reports whether a compaction request is of the
+// contract's room history and nothing else (a turn's own tool results
+// never become the room's), and returns the position it covers through
+// and how many turns that is.
+func (h *Host) historyCompaction(req runtime.ModelRequest) (through, turns int64, ok bool) {
+	if req.Purpose != runtime.PurposeCompaction || len(h.history) == 0 {
+		return 0, 0, false
+	}
+	through = h.history[len(h.history)-1].Position
+	want := runtime.HistoryCompaction(h.history)
+	if through <= 0 || len(req.Messages) != len(want) {
+		return 0, 0, false
+	}
+	for i, m := range req.Messages {
+		w := want[i]
+		if m.Role != w.Role || m.Content != w.Content || len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			return 0, 0, false
+		}
+	}
+	turns = h.summary.Turns
+	seen := int64(-1)
+	for _, m := range h.history {
+		if m.Position > h.summary.Through && m.Position != seen {
+			turns++
+			seen = m.Position
+		}
+	}
+	return through, turns, true
 }
 
 // ErrRunMismatch rejects a callback whose run reference is not the run's.
@@ -177,6 +240,7 @@ func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func
 	step := h.modelStep(req, h.route, h.effort, false)
 	var res gateway.Result
 	var err error
+	start := time.Now()
 	// Compaction is the controller's own text and a correction replaces
 	// the answer wholesale (the final turn_answer carries it): neither
 	// streams.
@@ -185,8 +249,15 @@ func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func
 	} else {
 		res, err = h.streamAnswer(ctx, step, onDelta)
 	}
+	h.recordCall(ctx, req.Purpose, h.route, step, res, err, time.Since(start))
 	if err != nil {
 		return runtime.ModelResult{}, err
+	}
+	if through, turns, ok := h.historyCompaction(req); ok {
+		h.mu.Lock()
+		h.roomSummary = &lease.RoomSummary{Through: through, Turns: turns,
+			Text: guard.Bound(runtime.SummaryPrefix+res.Text, maxRoomSummary)}
+		h.mu.Unlock()
 	}
 	return h.settle(res, ""), nil
 }
@@ -303,16 +374,19 @@ func (h *Host) flushHeld(ctx context.Context) error {
 
 // takeHeld returns the held text as an answer_delta draft, if there is
 // any, and forgets it.
+// Notes waiting for the run's next write go out first.
 func (h *Host) takeHeld() []journal.Draft {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	drafts := h.notes
+	h.notes = nil
 	if h.held == "" {
-		return nil
+		return drafts
 	}
 	d := journal.Draft{Kind: journal.KindAnswerDelta, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
 		Payload: journal.DeltaPayload{Text: h.held, Offset: h.heldAt}}
 	h.held = ""
-	return []journal.Draft{d}
+	return append(drafts, d)
 }
 
 func (h *Host) appendDelta(ctx context.Context, text string, offset int) error {

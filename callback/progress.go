@@ -43,13 +43,33 @@ func (h *Host) Checkpoint(ctx context.Context, cp runtime.Checkpoint) error {
 	}
 	c := h.claim
 	drafts := h.takeHeld()
+	var summary *lease.RoomSummary
 	if comp := cp.Compaction; comp != nil {
-		drafts = append(drafts, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
-			Payload: journal.CompactionPayload{Summarised: comp.Summarised, TokensBefore: comp.TokensBefore, TokensAfter: comp.TokensAfter}})
+		p := journal.CompactionPayload{Summarised: comp.Summarised, TokensBefore: comp.TokensBefore, TokensAfter: comp.TokensAfter}
+		summary = h.roomSummaryOf(cp)
+		if summary != nil {
+			p.Through, p.Turns = summary.Through, summary.Turns
+		}
+		drafts = append(drafts, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: c.Turn.Attempt, Payload: p})
 	}
 	drafts = append(drafts, journal.Draft{Kind: journal.KindCheckpoint, TurnID: h.turnID(), Attempt: c.Turn.Attempt,
 		Payload: journal.CheckpointPayload{Steps: cp.Steps, ToolCalls: cp.ToolCalls, Messages: len(cp.Messages)}})
-	return h.deps.Store.Checkpoint(ctx, lease.CheckpointParams{Claim: c, Checkpoint: raw, Drafts: drafts})
+	return h.deps.Store.Checkpoint(ctx, lease.CheckpointParams{Claim: c, Checkpoint: raw, Drafts: drafts, Summary: summary})
+}
+
+// roomSummaryOf is the room summary a compaction checkpoint carries: only
+// the text this host's own compaction step over the room's history
+// returned, claimed for the position that history ends at. Anything else
+// the runtime reports stays the turn's.
+func (h *Host) roomSummaryOf(cp runtime.Checkpoint) *lease.RoomSummary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rs := h.roomSummary
+	if rs == nil || cp.Compaction.Through != rs.Through || cp.Compacted == nil || cp.Compacted.Content != rs.Text {
+		return nil
+	}
+	h.roomSummary = nil
+	return rs
 }
 
 // Steering claims the steer commands waiting for the turn and journals

@@ -125,7 +125,10 @@ func typed(out *model.JournalEntry, e journal.Entry) {
 	case journal.KindCompaction:
 		var p journal.CompactionPayload
 		if decode(&p) {
-			out.Compaction = &model.CompactionRecord{Summarised: int64(p.Summarised), TokensBefore: int64(p.TokensBefore), TokensAfter: int64(p.TokensAfter)}
+			out.Compaction = &model.CompactionRecord{Summarised: int64(p.Summarised), TokensBefore: int64(p.TokensBefore), TokensAfter: int64(p.TokensAfter), Reused: p.Reused}
+			if p.Through > 0 {
+				out.Compaction.Through, out.Compaction.Turns = &p.Through, &p.Turns
+			}
 		}
 	case journal.KindTurnAnswer:
 		var p journal.AnswerPayload

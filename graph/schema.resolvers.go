@@ -759,6 +759,16 @@ func (r *turnResolver) Artifacts(ctx context.Context, obj *model.Turn) ([]*model
 	return toAnswerArtifacts(obj.ID, p.Artifacts), nil
 }
 
+// ModelCalls is the resolver for the modelCalls field.
+func (r *turnResolver) ModelCalls(ctx context.Context, obj *model.Turn, first *int64) ([]*model.ModelCall, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Visible to whoever may see the turn: the turn resolvers checked it.
+	return turnModelCalls(ctx, r.Turns.Client, r.Turns, m.ID, obj, first)
+}
+
 // Artifact returns generated.ArtifactResolver implementation.
 func (r *Resolver) Artifact() generated.ArtifactResolver { return &artifactResolver{r} }
 

@@ -33,11 +33,17 @@ type CheckpointPayload struct {
 }
 
 // CompactionPayload is the payload of a compaction entry: what a
-// controller summarised, not the summary itself.
+// controller summarised, not the summary itself. Through is set when the
+// summary became the room's (it covers the room's turns through that
+// position, Turns of them); Reused marks the entry that records a run
+// starting from the room's stored summary rather than summarising.
 type CompactionPayload struct {
-	Summarised   int `json:"summarised"`
-	TokensBefore int `json:"tokensBefore"`
-	TokensAfter  int `json:"tokensAfter"`
+	Summarised   int   `json:"summarised"`
+	TokensBefore int   `json:"tokensBefore"`
+	TokensAfter  int   `json:"tokensAfter"`
+	Through      int64 `json:"through,omitempty"`
+	Turns        int64 `json:"turns,omitempty"`
+	Reused       bool  `json:"reused,omitempty"`
 }
 
 // SteerDeliveredPayload is the payload of a steer_delivered entry.

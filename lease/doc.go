@@ -52,7 +52,7 @@
 // active_turn_id), recover and release (turn, then the journal head),
 // terminal (turn, then the room's row lock for the audience check, the
 // journal head and the release), checkpoint and steering (turn FOR SHARE,
-// then the journal head), and the fenced journal append (turn FOR SHARE,
+// then the journal head; a checkpoint then the room's summary row), and the fenced journal append (turn FOR SHARE,
 // then the head, in one statement). Acceptance is the one transaction
 // that starts at the conversation's row, to take a position: after it, it
 // may lock only the turn it inserts (ClaimAccepted). Approval decisions

@@ -23,7 +23,28 @@ type CheckpointParams struct {
 	// Drafts are journaled with it (held text, a compaction, the
 	// checkpoint entry itself).
 	Drafts []journal.Draft
+	// Summary, when set, becomes the room's summary, unless the room has
+	// one of a later position already.
+	Summary *RoomSummary
 }
+
+// RoomSummary is a room's durable compaction: the summary of its finished
+// turns through the turn at Through, covering Turns turns.
+type RoomSummary struct {
+	Through int64
+	Turns   int64
+	Text    string
+}
+
+// saveSummary keeps a room's summary, moving only forward: an older
+// position than the stored one changes nothing.
+const saveSummary = `
+INSERT INTO room_summaries (id, conversation_id, through_position, summary, turns, turn_id, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, now())
+ON CONFLICT (conversation_id) DO UPDATE
+SET through_position = EXCLUDED.through_position, summary = EXCLUDED.summary, turns = EXCLUDED.turns,
+    turn_id = EXCLUDED.turn_id, updated_at = now()
+WHERE room_summaries.through_position < EXCLUDED.through_position`
 
 // Checkpoint stores the run's progress on the turn and journals drafts
 // with it, fenced by the lease token: a run that no longer owns the turn
@@ -41,6 +62,11 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) error {
 		}
 		if len(entries) > 0 {
 			head = entries[len(entries)-1].Seq
+		}
+		if sm := p.Summary; sm != nil {
+			if _, err := tx.ExecContext(ctx, saveSummary, uuid.New(), c.Turn.ConversationID, sm.Through, sm.Text, sm.Turns, c.Turn.ID); err != nil {
+				return interpretError(err, ErrFenced, "checkpoint", c.Turn.ID)
+			}
 		}
 		return nil
 	})

@@ -188,7 +188,7 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 	if err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("agent version: %w", err)
 	}
-	history, err := r.history(ctx, c.Turn)
+	history, summary, err := r.history(ctx, c.Turn)
 	if err != nil {
 		return nil, runtime.Contract{}, err
 	}
@@ -200,7 +200,8 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 		offered[s.Name] = t
 		specs = append(specs, runtime.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
-	h := callback.New(r.deps, callback.Run{Claim: c, Ref: ref, Bundle: b, Version: av, Tools: offered})
+	h := callback.New(r.deps, callback.Run{Claim: c, Ref: ref, Bundle: b, Version: av, Tools: offered,
+		History: history, Summary: summary})
 	contract := runtime.Contract{
 		Run:          ref,
 		AgentVersion: av.Version,
@@ -229,35 +230,57 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 	return h, contract, nil
 }
 
+// historyQuery reads the room's summary, when one covers turns before
+// this one, and the finished turns after it, newest first: the summary is
+// the row with a null answer and kind 's'.
 const historyQuery = `
-SELECT input, answer FROM turns
-WHERE conversation_id = $1 AND position < $2 AND state = 'completed'
-ORDER BY position DESC LIMIT $3`
+WITH s AS (
+  SELECT through_position, summary, turns FROM room_summaries
+  WHERE conversation_id = $1 AND through_position < $2)
+(SELECT 's' AS kind, through_position, summary, NULL::text, turns FROM s)
+UNION ALL
+(SELECT 't', position, input, answer, 0 FROM turns
+ WHERE conversation_id = $1 AND position < $2 AND state = 'completed'
+   AND position > coalesce((SELECT through_position FROM s), -1)
+ ORDER BY position DESC LIMIT $3)`
 
-// history is the room's earlier finished turns, oldest first.
-func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, error) {
+// history is what a run sees of the room's earlier finished turns, oldest
+// first: the room's summary, when it has one, then the turns after it,
+// each message with its turn's position.
+func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, callback.Summary, error) {
+	var sum callback.Summary
 	rows, err := r.cfg.Client.QueryContext(ctx, historyQuery, t.ConversationID, t.Position, r.cfg.HistoryTurns)
 	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", t.ID, err)
+		return nil, sum, fmt.Errorf("history of %s: %w", t.ID, err)
 	}
 	defer rows.Close()
 	var prev []runtime.Message // newest first
+	var summary *runtime.Message
 	for rows.Next() {
-		var input string
+		var kind, input string
+		var position, turns int64
 		var answer *string
-		if err := rows.Scan(&input, &answer); err != nil {
-			return nil, err
+		if err := rows.Scan(&kind, &position, &input, &answer, &turns); err != nil {
+			return nil, sum, err
+		}
+		if kind == "s" {
+			summary = &runtime.Message{Role: runtime.RoleSystem, Content: input, Position: position}
+			sum = callback.Summary{Through: position, Turns: turns}
+			continue
 		}
 		if answer != nil {
-			prev = append(prev, runtime.Message{Role: runtime.RoleAssistant, Content: *answer})
+			prev = append(prev, runtime.Message{Role: runtime.RoleAssistant, Content: *answer, Position: position})
 		}
-		prev = append(prev, runtime.Message{Role: runtime.RoleUser, Content: input})
+		prev = append(prev, runtime.Message{Role: runtime.RoleUser, Content: input, Position: position})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("history of %s: %w", t.ID, err)
+		return nil, sum, fmt.Errorf("history of %s: %w", t.ID, err)
+	}
+	if summary != nil {
+		prev = append(prev, *summary)
 	}
 	slices.Reverse(prev)
-	return prev, nil
+	return prev, sum, nil
 }
 
 // maxAttachments bounds the attachment lines a prompt gets.

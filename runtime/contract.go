@@ -37,6 +37,10 @@ type Message struct {
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// ToolCallID names the call a tool message answers.
 	ToolCallID string `json:"toolCallId,omitempty"`
+	// Position is, on a history message, the journal position of the
+	// earlier turn it comes from (of the last turn covered, on the room's
+	// summary). The model never sees it.
+	Position int64 `json:"position,omitempty"`
 }
 
 // OriginTurn marks the member message that started the turn.
@@ -76,14 +80,17 @@ type Budgets struct {
 // Contract is the immutable description of one run, admitted by the
 // backend. The runtime gets nothing else.
 type Contract struct {
-	Run          RunRef     `json:"run"`
-	AgentVersion int        `json:"agentVersion"`
-	Controller   string     `json:"controller"`
-	System       string     `json:"system"`
-	History      []Message  `json:"history"`
-	Message      Message    `json:"message"`
-	Budgets      Budgets    `json:"budgets"`
-	Tools        []ToolSpec `json:"tools"`
+	Run          RunRef `json:"run"`
+	AgentVersion int    `json:"agentVersion"`
+	Controller   string `json:"controller"`
+	System       string `json:"system"`
+	// History is the room's earlier finished turns, oldest first, each
+	// message with its turn's Position: the room's summary first when it
+	// has one (a system message), then the turns after it.
+	History []Message  `json:"history"`
+	Message Message    `json:"message"`
+	Budgets Budgets    `json:"budgets"`
+	Tools   []ToolSpec `json:"tools"`
 	// Resume is the last durable checkpoint of an earlier attempt of the
 	// same turn; a controller continues from it rather than starting over.
 	Resume *Checkpoint `json:"resume,omitempty"`
@@ -147,6 +154,11 @@ type Compaction struct {
 	Summarised   int `json:"summarised"`
 	TokensBefore int `json:"tokensBefore"`
 	TokensAfter  int `json:"tokensAfter"`
+	// Through is set when the summary is of the contract's whole history
+	// and nothing else: the position of its last message. The backend
+	// then keeps the summary as the room's, which later turns read in
+	// place of those turns and extend from there.
+	Through int64 `json:"through,omitempty"`
 }
 
 // Checkpoint is a controller's durable progress: enough to resume the run

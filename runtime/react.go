@@ -149,10 +149,28 @@ func complete(ctx context.Context, cb Callbacks, run RunRef, msgs []Message, ans
 	return cb.Complete(ctx, Completion{Run: run, Answer: res.Text})
 }
 
-// compact asks for a summary of everything before the last tool round
-// (the earlier turns and older rounds of this one) and replaces it. The
-// turn's own message is never summarised.
+// compact asks for a summary of the room's history first — of it alone,
+// so the backend may keep it for the room's later turns — and, when the
+// prompt is still too long, of everything before the last tool round (the
+// summary and older rounds of this turn), replacing what it summarised.
+// The turn's own message is never summarised.
 func (s *reactState) compact(ctx context.Context, cb Callbacks) error {
+	if s.compacted == nil && len(s.c.History) > 0 {
+		before := EstimateTokens(s.prompt())
+		res, err := cb.Model(ctx, ModelRequest{Run: s.c.Run, Purpose: PurposeCompaction, Messages: HistoryCompaction(s.c.History)}, nil)
+		if err != nil {
+			return err
+		}
+		through := s.c.History[len(s.c.History)-1].Position
+		s.compacted = &Message{Role: RoleSystem, Content: SummaryPrefix + res.Text, Position: through}
+		comp := &Compaction{Summarised: len(s.c.History), TokensBefore: before, TokensAfter: EstimateTokens(s.prompt()), Through: through}
+		if err := cb.Checkpoint(ctx, s.checkpoint(comp)); err != nil {
+			return err
+		}
+		if comp.TokensAfter <= s.c.Budgets.ContextTokens {
+			return nil
+		}
+	}
 	keep := 0
 	for i, m := range s.messages {
 		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
@@ -170,16 +188,27 @@ func (s *reactState) compact(ctx context.Context, cb Callbacks) error {
 		return nil // nothing new that may be summarised
 	}
 	before := EstimateTokens(s.prompt())
-	res, err := cb.Model(ctx, ModelRequest{Run: s.c.Run, Purpose: PurposeCompaction, Messages: []Message{
-		{Role: RoleSystem, Content: CompactionPrompt},
-		{Role: RoleUser, Content: Transcript(old)},
-	}}, nil)
+	res, err := cb.Model(ctx, ModelRequest{Run: s.c.Run, Purpose: PurposeCompaction, Messages: HistoryCompaction(old)}, nil)
 	if err != nil {
 		return err
 	}
-	s.compacted = &Message{Role: RoleSystem, Content: "Summary of the earlier conversation: " + res.Text}
+	s.compacted = &Message{Role: RoleSystem, Content: SummaryPrefix + res.Text}
 	s.messages = append([]Message(nil), s.messages[keep:]...)
 	return cb.Checkpoint(ctx, s.checkpoint(&Compaction{Summarised: len(old), TokensBefore: before, TokensAfter: EstimateTokens(s.prompt())}))
+}
+
+// SummaryPrefix begins the system message that stands for summarised
+// messages; the room's stored summary is that message's text.
+const SummaryPrefix = "Summary of the earlier conversation: "
+
+// HistoryCompaction is the request of a compaction step over msgs: the
+// instruction and their transcript. The backend recognises a summary of
+// the room's history by it.
+func HistoryCompaction(msgs []Message) []Message {
+	return []Message{
+		{Role: RoleSystem, Content: CompactionPrompt},
+		{Role: RoleUser, Content: Transcript(msgs)},
+	}
 }
 
 // Transcript renders messages as plain text, one per paragraph.

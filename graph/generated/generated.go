@@ -156,9 +156,12 @@ type ComplexityRoot struct {
 	}
 
 	CompactionRecord struct {
+		Reused       func(childComplexity int) int
 		Summarised   func(childComplexity int) int
+		Through      func(childComplexity int) int
 		TokensAfter  func(childComplexity int) int
 		TokensBefore func(childComplexity int) int
+		Turns        func(childComplexity int) int
 	}
 
 	Conversation struct {
@@ -241,6 +244,40 @@ type ComplexityRoot struct {
 	MembershipChange struct {
 		AudienceVersion func(childComplexity int) int
 		MemberID        func(childComplexity int) int
+	}
+
+	ModelCall struct {
+		At              func(childComplexity int) int
+		Attempt         func(childComplexity int) int
+		DurationMs      func(childComplexity int) int
+		Error           func(childComplexity int) int
+		FinishReason    func(childComplexity int) int
+		ID              func(childComplexity int) int
+		InputTokens     func(childComplexity int) int
+		Messages        func(childComplexity int) int
+		OmittedMessages func(childComplexity int) int
+		OutputTokens    func(childComplexity int) int
+		Purpose         func(childComplexity int) int
+		Route           func(childComplexity int) int
+		Step            func(childComplexity int) int
+		Text            func(childComplexity int) int
+		ToolCalls       func(childComplexity int) int
+		Tools           func(childComplexity int) int
+		Truncated       func(childComplexity int) int
+	}
+
+	ModelMessage struct {
+		Content    func(childComplexity int) int
+		Role       func(childComplexity int) int
+		ToolCallID func(childComplexity int) int
+		ToolCalls  func(childComplexity int) int
+		Withheld   func(childComplexity int) int
+	}
+
+	ModelToolCall struct {
+		Arguments func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Name      func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -333,6 +370,7 @@ type ComplexityRoot struct {
 		ID             func(childComplexity int) int
 		IdempotencyKey func(childComplexity int) int
 		Input          func(childComplexity int) int
+		ModelCalls     func(childComplexity int, first *int64) int
 		Position       func(childComplexity int) int
 		StartedAt      func(childComplexity int) int
 		State          func(childComplexity int) int
@@ -429,6 +467,7 @@ type TurnResolver interface {
 	Approvals(ctx context.Context, obj *model.Turn) ([]*model.Approval, error)
 	Citations(ctx context.Context, obj *model.Turn) ([]*model.Citation, error)
 	Artifacts(ctx context.Context, obj *model.Turn) ([]*model.AnswerArtifact, error)
+	ModelCalls(ctx context.Context, obj *model.Turn, first *int64) ([]*model.ModelCall, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -895,12 +934,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Citation.Source(childComplexity), true
 
+	case "CompactionRecord.reused":
+		if e.ComplexityRoot.CompactionRecord.Reused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.Reused(childComplexity), true
 	case "CompactionRecord.summarised":
 		if e.ComplexityRoot.CompactionRecord.Summarised == nil {
 			break
 		}
 
 		return e.ComplexityRoot.CompactionRecord.Summarised(childComplexity), true
+	case "CompactionRecord.through":
+		if e.ComplexityRoot.CompactionRecord.Through == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.Through(childComplexity), true
 	case "CompactionRecord.tokensAfter":
 		if e.ComplexityRoot.CompactionRecord.TokensAfter == nil {
 			break
@@ -913,6 +964,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.CompactionRecord.TokensBefore(childComplexity), true
+	case "CompactionRecord.turns":
+		if e.ComplexityRoot.CompactionRecord.Turns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CompactionRecord.Turns(childComplexity), true
 
 	case "Conversation.activeTurn":
 		if e.ComplexityRoot.Conversation.ActiveTurn == nil {
@@ -1235,6 +1292,159 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MembershipChange.MemberID(childComplexity), true
+
+	case "ModelCall.at":
+		if e.ComplexityRoot.ModelCall.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.At(childComplexity), true
+	case "ModelCall.attempt":
+		if e.ComplexityRoot.ModelCall.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Attempt(childComplexity), true
+	case "ModelCall.durationMs":
+		if e.ComplexityRoot.ModelCall.DurationMs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.DurationMs(childComplexity), true
+	case "ModelCall.error":
+		if e.ComplexityRoot.ModelCall.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Error(childComplexity), true
+	case "ModelCall.finishReason":
+		if e.ComplexityRoot.ModelCall.FinishReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.FinishReason(childComplexity), true
+	case "ModelCall.id":
+		if e.ComplexityRoot.ModelCall.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.ID(childComplexity), true
+	case "ModelCall.inputTokens":
+		if e.ComplexityRoot.ModelCall.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.InputTokens(childComplexity), true
+	case "ModelCall.messages":
+		if e.ComplexityRoot.ModelCall.Messages == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Messages(childComplexity), true
+	case "ModelCall.omittedMessages":
+		if e.ComplexityRoot.ModelCall.OmittedMessages == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.OmittedMessages(childComplexity), true
+	case "ModelCall.outputTokens":
+		if e.ComplexityRoot.ModelCall.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.OutputTokens(childComplexity), true
+	case "ModelCall.purpose":
+		if e.ComplexityRoot.ModelCall.Purpose == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Purpose(childComplexity), true
+	case "ModelCall.route":
+		if e.ComplexityRoot.ModelCall.Route == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Route(childComplexity), true
+	case "ModelCall.step":
+		if e.ComplexityRoot.ModelCall.Step == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Step(childComplexity), true
+	case "ModelCall.text":
+		if e.ComplexityRoot.ModelCall.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Text(childComplexity), true
+	case "ModelCall.toolCalls":
+		if e.ComplexityRoot.ModelCall.ToolCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.ToolCalls(childComplexity), true
+	case "ModelCall.tools":
+		if e.ComplexityRoot.ModelCall.Tools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Tools(childComplexity), true
+	case "ModelCall.truncated":
+		if e.ComplexityRoot.ModelCall.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelCall.Truncated(childComplexity), true
+
+	case "ModelMessage.content":
+		if e.ComplexityRoot.ModelMessage.Content == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelMessage.Content(childComplexity), true
+	case "ModelMessage.role":
+		if e.ComplexityRoot.ModelMessage.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelMessage.Role(childComplexity), true
+	case "ModelMessage.toolCallId":
+		if e.ComplexityRoot.ModelMessage.ToolCallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelMessage.ToolCallID(childComplexity), true
+	case "ModelMessage.toolCalls":
+		if e.ComplexityRoot.ModelMessage.ToolCalls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelMessage.ToolCalls(childComplexity), true
+	case "ModelMessage.withheld":
+		if e.ComplexityRoot.ModelMessage.Withheld == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelMessage.Withheld(childComplexity), true
+
+	case "ModelToolCall.arguments":
+		if e.ComplexityRoot.ModelToolCall.Arguments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelToolCall.Arguments(childComplexity), true
+	case "ModelToolCall.id":
+		if e.ComplexityRoot.ModelToolCall.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelToolCall.ID(childComplexity), true
+	case "ModelToolCall.name":
+		if e.ComplexityRoot.ModelToolCall.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ModelToolCall.Name(childComplexity), true
 
 	case "Mutation.addAgentVersion":
 		if e.ComplexityRoot.Mutation.AddAgentVersion == nil {
@@ -1785,6 +1995,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Turn.Input(childComplexity), true
+	case "Turn.modelCalls":
+		if e.ComplexityRoot.Turn.ModelCalls == nil {
+			break
+		}
+
+		args, err := ec.field_Turn_modelCalls_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Turn.ModelCalls(childComplexity, args["first"].(*int64)), true
 	case "Turn.position":
 		if e.ComplexityRoot.Turn.Position == nil {
 			break
@@ -2424,6 +2645,80 @@ type Turn {
   citations: [Citation!]!
   "The artifacts the turn's answer references; empty until it has one."
   artifacts: [AnswerArtifact!]!
+  """
+  The turn's replay for audit: every model request its runs made and the
+  response, in order (attempt, then step), after redaction and bounded in
+  size. The turn's author reads all of it; another member of the room reads
+  it with tool results withheld (they were gathered with the author's
+  permissions), and with no text at all when the turn's answer was withheld.
+  At most ` + "`" + `first` + "`" + ` calls (default 50, at most 200).
+  """
+  modelCalls(
+    "How many calls, from the first (1 to 200)."
+    first: Int = 50
+  ): [ModelCall!]!
+}
+
+"One model request of a turn's run and its response (turn replay)."
+type ModelCall {
+  "` + "`" + `<turn id>/<attempt>/<step>` + "`" + `."
+  id: ID!
+  "The run attempt that made it."
+  attempt: Int!
+  "Its place among the attempt's model calls, from 1."
+  step: Int!
+  "What it was for: step, synthesis, compaction or correction (delegate-… for a specialist's)."
+  purpose: String!
+  "The model route it went to."
+  route: String!
+  "The messages sent, redacted, each clipped to 8 KiB; the turn's runtime context (clock, name) is never stored."
+  messages: [ModelMessage!]!
+  "Messages left out of the middle of a request longer than 64."
+  omittedMessages: Int!
+  "The names of the tools offered."
+  tools: [String!]!
+  "The response text, redacted and clipped."
+  text: String!
+  "The tools the response asked for."
+  toolCalls: [ModelToolCall!]!
+  "Why the model stopped: stop, tool_calls, length or content_filter; empty when the call failed."
+  finishReason: String!
+  "Tokens read."
+  inputTokens: Int!
+  "Tokens written."
+  outputTokens: Int!
+  "How long it took."
+  durationMs: Int!
+  "Why the call failed; null when it did not."
+  error: String
+  "True when something in it was clipped to its bound."
+  truncated: Boolean!
+  "When it ended."
+  at: Time!
+}
+
+"A message of a model request."
+type ModelMessage {
+  "system, user, assistant or tool."
+  role: String!
+  "Its text; a tool result a viewer may not read is replaced by a notice."
+  content: String!
+  "The tool call a tool message answers."
+  toolCallId: String
+  "The calls an assistant message asked for."
+  toolCalls: [ModelToolCall!]!
+  "True when its content was withheld from the viewer."
+  withheld: Boolean!
+}
+
+"A tool call in a model request or response."
+type ModelToolCall {
+  "The call's id."
+  id: String!
+  "The tool's name."
+  name: String!
+  "Its arguments (JSON), redacted and clipped."
+  arguments: String!
 }
 
 "Where an approval stands."
@@ -2711,6 +3006,12 @@ type CompactionRecord {
   tokensBefore: Int!
   "Context tokens after."
   tokensAfter: Int!
+  "Set when the summary is the room's: the journal position of the last turn it covers. Later turns read it in place of those turns and extend it from there."
+  through: Int
+  "How many of the room's turns the room's summary covers (with through)."
+  turns: Int
+  "True on the entry that records a run starting from the room's stored summary (nothing was summarised)."
+  reused: Boolean!
 }
 
 "A turn's final answer."
@@ -3373,6 +3674,12 @@ func (ec *executionContext) childFields_CompactionRecord(ctx context.Context, fi
 		return ec.fieldContext_CompactionRecord_tokensBefore(ctx, field)
 	case "tokensAfter":
 		return ec.fieldContext_CompactionRecord_tokensAfter(ctx, field)
+	case "through":
+		return ec.fieldContext_CompactionRecord_through(ctx, field)
+	case "turns":
+		return ec.fieldContext_CompactionRecord_turns(ctx, field)
+	case "reused":
+		return ec.fieldContext_CompactionRecord_reused(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type CompactionRecord", field.Name)
 }
@@ -3541,6 +3848,74 @@ func (ec *executionContext) childFields_MembershipChange(ctx context.Context, fi
 	return nil, fmt.Errorf("no field named %q was found under type MembershipChange", field.Name)
 }
 
+func (ec *executionContext) childFields_ModelCall(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ModelCall_id(ctx, field)
+	case "attempt":
+		return ec.fieldContext_ModelCall_attempt(ctx, field)
+	case "step":
+		return ec.fieldContext_ModelCall_step(ctx, field)
+	case "purpose":
+		return ec.fieldContext_ModelCall_purpose(ctx, field)
+	case "route":
+		return ec.fieldContext_ModelCall_route(ctx, field)
+	case "messages":
+		return ec.fieldContext_ModelCall_messages(ctx, field)
+	case "omittedMessages":
+		return ec.fieldContext_ModelCall_omittedMessages(ctx, field)
+	case "tools":
+		return ec.fieldContext_ModelCall_tools(ctx, field)
+	case "text":
+		return ec.fieldContext_ModelCall_text(ctx, field)
+	case "toolCalls":
+		return ec.fieldContext_ModelCall_toolCalls(ctx, field)
+	case "finishReason":
+		return ec.fieldContext_ModelCall_finishReason(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_ModelCall_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_ModelCall_outputTokens(ctx, field)
+	case "durationMs":
+		return ec.fieldContext_ModelCall_durationMs(ctx, field)
+	case "error":
+		return ec.fieldContext_ModelCall_error(ctx, field)
+	case "truncated":
+		return ec.fieldContext_ModelCall_truncated(ctx, field)
+	case "at":
+		return ec.fieldContext_ModelCall_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ModelCall", field.Name)
+}
+
+func (ec *executionContext) childFields_ModelMessage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "role":
+		return ec.fieldContext_ModelMessage_role(ctx, field)
+	case "content":
+		return ec.fieldContext_ModelMessage_content(ctx, field)
+	case "toolCallId":
+		return ec.fieldContext_ModelMessage_toolCallId(ctx, field)
+	case "toolCalls":
+		return ec.fieldContext_ModelMessage_toolCalls(ctx, field)
+	case "withheld":
+		return ec.fieldContext_ModelMessage_withheld(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ModelMessage", field.Name)
+}
+
+func (ec *executionContext) childFields_ModelToolCall(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ModelToolCall_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ModelToolCall_name(ctx, field)
+	case "arguments":
+		return ec.fieldContext_ModelToolCall_arguments(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ModelToolCall", field.Name)
+}
+
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "hasNextPage":
@@ -3651,6 +4026,8 @@ func (ec *executionContext) childFields_Turn(ctx context.Context, field graphql.
 		return ec.fieldContext_Turn_citations(ctx, field)
 	case "artifacts":
 		return ec.fieldContext_Turn_artifacts(ctx, field)
+	case "modelCalls":
+		return ec.fieldContext_Turn_modelCalls(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Turn", field.Name)
 }
@@ -4340,6 +4717,20 @@ func (ec *executionContext) field_Subscription_tokens_args(ctx context.Context, 
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Turn_modelCalls_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -6187,6 +6578,75 @@ func (ec *executionContext) fieldContext_CompactionRecord_tokensAfter(_ context.
 	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
 }
 
+func (ec *executionContext) _CompactionRecord_through(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_through(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Through, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_through(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionRecord_turns(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_turns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Turns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_turns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Int")
+}
+
+func (ec *executionContext) _CompactionRecord_reused(ctx context.Context, field graphql.CollectedField, obj *model.CompactionRecord) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CompactionRecord_reused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_CompactionRecord_reused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CompactionRecord", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7579,6 +8039,608 @@ func (ec *executionContext) _MembershipChange_audienceVersion(ctx context.Contex
 }
 func (ec *executionContext) fieldContext_MembershipChange_audienceVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MembershipChange", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_id(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ModelCall_attempt(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_step(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_step(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Step, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_purpose(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_purpose(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Purpose, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_purpose(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_route(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_route(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Route, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_route(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_messages(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Messages, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ModelMessage) graphql.Marshaler {
+			return ec.marshalNModelMessage2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelMessageᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_messages(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ModelCall",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ModelCall_omittedMessages(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_omittedMessages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OmittedMessages, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_omittedMessages(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_tools(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_tools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_tools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_text(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_toolCalls(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_toolCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCalls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ModelToolCall) graphql.Marshaler {
+			return ec.marshalNModelToolCall2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelToolCallᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_toolCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ModelCall",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelToolCall(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ModelCall_finishReason(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_finishReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_finishReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_inputTokens(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_outputTokens(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_durationMs(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_durationMs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DurationMs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_durationMs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ModelCall_error(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelCall_truncated(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ModelCall_at(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelCall_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelCall_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelCall", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ModelMessage_role(ctx context.Context, field graphql.CollectedField, obj *model.ModelMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelMessage_role(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Role, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelMessage_role(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelMessage_content(ctx context.Context, field graphql.CollectedField, obj *model.ModelMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelMessage_content(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Content, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelMessage_content(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelMessage_toolCallId(ctx context.Context, field graphql.CollectedField, obj *model.ModelMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelMessage_toolCallId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ModelMessage_toolCallId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelMessage", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelMessage_toolCalls(ctx context.Context, field graphql.CollectedField, obj *model.ModelMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelMessage_toolCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ToolCalls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ModelToolCall) graphql.Marshaler {
+			return ec.marshalNModelToolCall2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelToolCallᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelMessage_toolCalls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ModelMessage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelToolCall(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ModelMessage_withheld(ctx context.Context, field graphql.CollectedField, obj *model.ModelMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelMessage_withheld(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Withheld, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelMessage_withheld(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelMessage", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ModelToolCall_id(ctx context.Context, field graphql.CollectedField, obj *model.ModelToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelToolCall_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelToolCall_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelToolCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelToolCall_name(ctx context.Context, field graphql.CollectedField, obj *model.ModelToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelToolCall_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelToolCall_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelToolCall", field, false, false, "String")
+}
+
+func (ec *executionContext) _ModelToolCall_arguments(ctx context.Context, field graphql.CollectedField, obj *model.ModelToolCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ModelToolCall_arguments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Arguments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ModelToolCall_arguments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ModelToolCall", field, false, false, "String")
 }
 
 func (ec *executionContext) _Mutation_createConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -10006,6 +11068,50 @@ func (ec *executionContext) fieldContext_Turn_artifacts(_ context.Context, field
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_AnswerArtifact(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Turn_modelCalls(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Turn_modelCalls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Turn().ModelCalls(ctx, obj, fc.Args["first"].(*int64))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ModelCall) graphql.Marshaler {
+			return ec.marshalNModelCall2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelCallᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Turn_modelCalls(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Turn",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ModelCall(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Turn_modelCalls_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -13134,6 +14240,21 @@ func (ec *executionContext) _CompactionRecord(ctx context.Context, sel ast.Selec
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "through":
+			out.Values[i] = ec._CompactionRecord_through(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "turns":
+			out.Values[i] = ec._CompactionRecord_turns(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "reused":
+			out.Values[i] = ec._CompactionRecord_reused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -13674,6 +14795,215 @@ func (ec *executionContext) _MembershipChange(ctx context.Context, sel ast.Selec
 			}
 		case "audienceVersion":
 			out.Values[i] = ec._MembershipChange_audienceVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var modelCallImplementors = []string{"ModelCall"}
+
+func (ec *executionContext) _ModelCall(ctx context.Context, sel ast.SelectionSet, obj *model.ModelCall) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, modelCallImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ModelCall")
+		case "id":
+			out.Values[i] = ec._ModelCall_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._ModelCall_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "step":
+			out.Values[i] = ec._ModelCall_step(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "purpose":
+			out.Values[i] = ec._ModelCall_purpose(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "route":
+			out.Values[i] = ec._ModelCall_route(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "messages":
+			out.Values[i] = ec._ModelCall_messages(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "omittedMessages":
+			out.Values[i] = ec._ModelCall_omittedMessages(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tools":
+			out.Values[i] = ec._ModelCall_tools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._ModelCall_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCalls":
+			out.Values[i] = ec._ModelCall_toolCalls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "finishReason":
+			out.Values[i] = ec._ModelCall_finishReason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inputTokens":
+			out.Values[i] = ec._ModelCall_inputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokens":
+			out.Values[i] = ec._ModelCall_outputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "durationMs":
+			out.Values[i] = ec._ModelCall_durationMs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._ModelCall_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "truncated":
+			out.Values[i] = ec._ModelCall_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._ModelCall_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var modelMessageImplementors = []string{"ModelMessage"}
+
+func (ec *executionContext) _ModelMessage(ctx context.Context, sel ast.SelectionSet, obj *model.ModelMessage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, modelMessageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ModelMessage")
+		case "role":
+			out.Values[i] = ec._ModelMessage_role(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "content":
+			out.Values[i] = ec._ModelMessage_content(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "toolCallId":
+			out.Values[i] = ec._ModelMessage_toolCallId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "toolCalls":
+			out.Values[i] = ec._ModelMessage_toolCalls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "withheld":
+			out.Values[i] = ec._ModelMessage_withheld(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var modelToolCallImplementors = []string{"ModelToolCall"}
+
+func (ec *executionContext) _ModelToolCall(ctx context.Context, sel ast.SelectionSet, obj *model.ModelToolCall) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, modelToolCallImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ModelToolCall")
+		case "id":
+			out.Values[i] = ec._ModelToolCall_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ModelToolCall_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "arguments":
+			out.Values[i] = ec._ModelToolCall_arguments(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -14351,6 +15681,12 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Turn_artifacts(ctx, field, obj)
+				})
+		case "modelCalls":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Turn_modelCalls(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -15423,6 +16759,78 @@ func (ec *executionContext) marshalNMember2ᚖgithubᚗcomᚋturngateᚋturngate
 func (ec *executionContext) unmarshalNMemberRosterInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMemberRosterInput(ctx context.Context, v any) (model.MemberRosterInput, error) {
 	res, err := ec.unmarshalInputMemberRosterInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNModelCall2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelCallᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ModelCall) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNModelCall2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelCall(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNModelCall2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelCall(ctx context.Context, sel ast.SelectionSet, v *model.ModelCall) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ModelCall!")
+		return graphql.Null
+	}
+	return ec._ModelCall(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNModelMessage2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelMessageᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ModelMessage) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNModelMessage2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelMessage(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNModelMessage2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelMessage(ctx context.Context, sel ast.SelectionSet, v *model.ModelMessage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ModelMessage!")
+		return graphql.Null
+	}
+	return ec._ModelMessage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNModelToolCall2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelToolCallᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ModelToolCall) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNModelToolCall2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelToolCall(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNModelToolCall2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐModelToolCall(ctx context.Context, sel ast.SelectionSet, v *model.ModelToolCall) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ModelToolCall!")
+		return graphql.Null
+	}
+	return ec._ModelToolCall(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {

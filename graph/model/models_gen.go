@@ -247,6 +247,12 @@ type CompactionRecord struct {
 	TokensBefore int64 `json:"tokensBefore"`
 	// Context tokens after.
 	TokensAfter int64 `json:"tokensAfter"`
+	// Set when the summary is the room's: the journal position of the last turn it covers. Later turns read it in place of those turns and extend it from there.
+	Through *int64 `json:"through,omitempty"`
+	// How many of the room's turns the room's summary covers (with through).
+	Turns *int64 `json:"turns,omitempty"`
+	// True on the entry that records a run starting from the room's stored summary (nothing was summarised).
+	Reused bool `json:"reused"`
 }
 
 // A page of conversations (a Relay connection).
@@ -419,6 +425,68 @@ type MembershipChange struct {
 	MemberID string `json:"memberId"`
 	// The room's audience version after the change.
 	AudienceVersion int64 `json:"audienceVersion"`
+}
+
+// One model request of a turn's run and its response (turn replay).
+type ModelCall struct {
+	// `<turn id>/<attempt>/<step>`.
+	ID string `json:"id"`
+	// The run attempt that made it.
+	Attempt int64 `json:"attempt"`
+	// Its place among the attempt's model calls, from 1.
+	Step int64 `json:"step"`
+	// What it was for: step, synthesis, compaction or correction (delegate-… for a specialist's).
+	Purpose string `json:"purpose"`
+	// The model route it went to.
+	Route string `json:"route"`
+	// The messages sent, redacted, each clipped to 8 KiB; the turn's runtime context (clock, name) is never stored.
+	Messages []*ModelMessage `json:"messages"`
+	// Messages left out of the middle of a request longer than 64.
+	OmittedMessages int64 `json:"omittedMessages"`
+	// The names of the tools offered.
+	Tools []string `json:"tools"`
+	// The response text, redacted and clipped.
+	Text string `json:"text"`
+	// The tools the response asked for.
+	ToolCalls []*ModelToolCall `json:"toolCalls"`
+	// Why the model stopped: stop, tool_calls, length or content_filter; empty when the call failed.
+	FinishReason string `json:"finishReason"`
+	// Tokens read.
+	InputTokens int64 `json:"inputTokens"`
+	// Tokens written.
+	OutputTokens int64 `json:"outputTokens"`
+	// How long it took.
+	DurationMs int64 `json:"durationMs"`
+	// Why the call failed; null when it did not.
+	Error *string `json:"error,omitempty"`
+	// True when something in it was clipped to its bound.
+	Truncated bool `json:"truncated"`
+	// When it ended.
+	At time.Time `json:"at"`
+}
+
+// A message of a model request.
+type ModelMessage struct {
+	// system, user, assistant or tool.
+	Role string `json:"role"`
+	// Its text; a tool result a viewer may not read is replaced by a notice.
+	Content string `json:"content"`
+	// The tool call a tool message answers.
+	ToolCallID *string `json:"toolCallId,omitempty"`
+	// The calls an assistant message asked for.
+	ToolCalls []*ModelToolCall `json:"toolCalls"`
+	// True when its content was withheld from the viewer.
+	Withheld bool `json:"withheld"`
+}
+
+// A tool call in a model request or response.
+type ModelToolCall struct {
+	// The call's id.
+	ID string `json:"id"`
+	// The tool's name.
+	Name string `json:"name"`
+	// Its arguments (JSON), redacted and clipped.
+	Arguments string `json:"arguments"`
 }
 
 // The writes. Each is safe to retry: submitMessage by its idempotencyKey,

@@ -1,0 +1,121 @@
+package callback
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/guard"
+)
+
+// Bounds of a stored model call (turn replay): each message's content and
+// the response text are clipped to maxCallContent bytes, and a request of
+// more than maxCallMessages messages keeps its first and last ones. A run
+// makes at most its step budget's model calls, each stored once.
+const (
+	maxCallContent  = 8 << 10
+	maxCallMessages = 64
+)
+
+// StoredRequest is what a stored model call keeps of its request: the
+// messages after redaction (without the turn's runtime context, which is
+// never stored) and the names of the tools offered.
+type StoredRequest struct {
+	Messages []gateway.Message `json:"messages"`
+	Tools    []string          `json:"tools,omitempty"`
+	// Omitted is how many messages from the middle were not kept.
+	Omitted   int  `json:"omitted,omitempty"`
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// StoredResponse is what a stored model call keeps of its response.
+type StoredResponse struct {
+	Text         string             `json:"text"`
+	ToolCalls    []gateway.ToolCall `json:"toolCalls,omitempty"`
+	FinishReason string             `json:"finishReason,omitempty"`
+	Truncated    bool               `json:"truncated,omitempty"`
+}
+
+// recordCall stores one model call of the run, fenced by its lease token:
+// a run that no longer owns the turn stores nothing. A call that cannot be
+// stored is logged, not fatal: the run's own writes will fail the same way.
+func (h *Host) recordCall(ctx context.Context, purpose, route string, step gateway.Step, res gateway.Result, callErr error, took time.Duration) {
+	h.mu.Lock()
+	h.calls++
+	n := h.calls
+	h.mu.Unlock()
+	req, resp := h.storedCall(step.Request, res)
+	if callErr != nil {
+		resp = StoredResponse{}
+	}
+	rawReq, err := json.Marshal(req)
+	if err != nil {
+		h.log.Warn("encode model call", "turn", h.claim.Turn.ID, "err", err)
+		return
+	}
+	rawResp, err := json.Marshal(resp)
+	if err != nil {
+		h.log.Warn("encode model call", "turn", h.claim.Turn.ID, "err", err)
+		return
+	}
+	errText := ""
+	if callErr != nil {
+		errText = guard.Bound(callErr.Error(), 1024)
+	}
+	t := h.claim.Turn
+	if _, err := h.deps.Client.ExecContext(context.WithoutCancel(ctx), insertCall, uuid.New(), t.ConversationID, t.ID, t.Attempt, n,
+		purpose, route, rawReq, rawResp, res.Usage.InputTokens, res.Usage.OutputTokens, took.Milliseconds(), errText,
+		h.claim.Fence.LeaseToken); err != nil {
+		h.log.Warn("store model call", "turn", t.ID, "step", n, "err", err)
+	}
+}
+
+const insertCall = `
+INSERT INTO model_calls (id, conversation_id, turn_id, attempt, step, purpose, route, request, response,
+  input_tokens, output_tokens, duration_ms, error)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
+WHERE EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $14 AND state = 'running')`
+
+// storedCall is the redacted, bounded form of one call.
+func (h *Host) storedCall(greq gateway.Request, res gateway.Result) (StoredRequest, StoredResponse) {
+	var req StoredRequest
+	msgs := greq.Messages
+	if len(msgs) > maxCallMessages {
+		head := maxCallMessages / 4
+		req.Omitted = len(msgs) - maxCallMessages
+		msgs = append(append([]gateway.Message(nil), msgs[:head]...), msgs[len(msgs)-(maxCallMessages-head):]...)
+	}
+	for _, m := range msgs {
+		c, cut := h.clip(m.Content)
+		req.Truncated = req.Truncated || cut
+		out := gateway.Message{Role: m.Role, Content: c, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			out.ToolCalls = append(out.ToolCalls, h.storedToolCall(tc))
+		}
+		req.Messages = append(req.Messages, out)
+	}
+	for _, t := range greq.Tools {
+		req.Tools = append(req.Tools, t.Name)
+	}
+	text, cut := h.clip(res.Text)
+	resp := StoredResponse{Text: text, FinishReason: res.FinishReason, Truncated: cut}
+	for _, tc := range res.ToolCalls {
+		resp.ToolCalls = append(resp.ToolCalls, h.storedToolCall(tc))
+	}
+	return req, resp
+}
+
+func (h *Host) storedToolCall(tc gateway.ToolCall) gateway.ToolCall {
+	args, _ := h.clip(tc.Arguments)
+	return gateway.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
+}
+
+// clip redacts s and bounds it, reporting whether it was cut.
+func (h *Host) clip(s string) (string, bool) {
+	s, _ = h.deps.Redactor.Redact(s)
+	b := guard.Bound(s, maxCallContent)
+	return b, len(b) < len(s)
+}

@@ -1,0 +1,193 @@
+package turn_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/testkit"
+	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/runner"
+	"github.com/turngate/turngate/runtime"
+)
+
+type storedSummary struct {
+	through, turns int64
+	text           string
+}
+
+func roomSummary(t *testing.T, env *testkit.Env, room uuid.UUID) (storedSummary, bool) {
+	t.Helper()
+	var s storedSummary
+	err := env.DB.QueryRow(`SELECT through_position, turns, summary FROM room_summaries WHERE conversation_id = $1`, room).Scan(&s.through, &s.turns, &s.text)
+	if err != nil {
+		return s, false
+	}
+	return s, true
+}
+
+func compactionsOf(t *testing.T, env *testkit.Env, room, turnID uuid.UUID) []journal.CompactionPayload {
+	t.Helper()
+	var out []journal.CompactionPayload
+	for _, e := range entriesOf(t, env, room, turnID, journal.KindCompaction) {
+		var p journal.CompactionPayload
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func completed(t *testing.T, env *testkit.Env, text string) *ent.Turn {
+	t.Helper()
+	tt := env.Submit(t, env.Alice, env.Shared.ID, text)
+	done := env.WaitTerminal(t, tt.ID)
+	if done.State != "completed" {
+		t.Fatalf("turn %q ended %s (%v)", text, done.State, done.TerminalReason)
+	}
+	return done
+}
+
+// A room's compaction is kept for the room with the position it covers:
+// the next turn starts from it (a reused compaction entry) instead of the
+// turns it covers, and the next compaction extends it with the turns
+// after that position only — never the room from its start.
+func TestRoomSummaryIsStoredReusedAndExtended(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	model := &scriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	for i := range 3 {
+		completed(t, env, fmt.Sprintf("note %d: %s", i, strings.Repeat("lorem ipsum ", 30)))
+	}
+	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 200})
+	first := completed(t, env, "sum it up")
+	s1, ok := roomSummary(t, env, env.Shared.ID)
+	if !ok {
+		t.Fatal("the compaction was not kept for the room")
+	}
+	third := earlierPositions(t, env, first.Position)
+	if s1.through != third || s1.turns != 3 || !strings.HasPrefix(s1.text, runtime.SummaryPrefix) || !strings.Contains(s1.text, "note 0") {
+		t.Fatalf("room summary = %+v, want through %d (the third note), 3 turns", s1, third)
+	}
+	if cs := compactionsOf(t, env, env.Shared.ID, first.ID); len(cs) != 1 || cs[0].Through != s1.through || cs[0].Turns != 3 || cs[0].Reused {
+		t.Fatalf("compaction entries of the first turn = %+v", cs)
+	}
+
+	// The next turn reads the summary and the one turn after it: under
+	// a budget that fits them, it summarises nothing.
+	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 1000})
+	before := len(model.requests())
+	second := completed(t, env, "and now?")
+	reqs := model.requests()[before:]
+	if len(reqs) != 1 || reqs[0].Purpose != runtime.PurposeStep {
+		t.Fatalf("second turn made %d model calls (%v), want one step", len(reqs), purposes(reqs))
+	}
+	var sawSummary bool
+	for _, m := range reqs[0].Messages {
+		if strings.Contains(m.Content, "note 1: lorem") && !strings.HasPrefix(m.Content, runtime.SummaryPrefix) {
+			t.Fatalf("the step carries a summarised turn verbatim: %.80q", m.Content)
+		}
+		sawSummary = sawSummary || m.Content == s1.text
+	}
+	if !sawSummary {
+		t.Fatal("the step does not carry the room's summary")
+	}
+	if cs := compactionsOf(t, env, env.Shared.ID, second.ID); len(cs) != 1 || !cs[0].Reused || cs[0].Through != s1.through || cs[0].Turns != 3 {
+		t.Fatalf("compaction entries of the second turn = %+v, want one reused entry", cs)
+	}
+
+	// New turns over a tighter budget again: the compaction summarises
+	// the summary and the turns after it, nothing older.
+	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 200})
+	for i := range 2 {
+		completed(t, env, fmt.Sprintf("later %d: %s", i, strings.Repeat("dolor sit ", 30)))
+	}
+	s2, _ := roomSummary(t, env, env.Shared.ID)
+	if s2.through <= s1.through || s2.turns <= s1.turns {
+		t.Fatalf("the summary did not move forward: %+v after %+v", s2, s1)
+	}
+	for _, r := range model.requests()[before:] {
+		if r.Purpose != runtime.PurposeCompaction {
+			continue
+		}
+		transcript := r.Messages[len(r.Messages)-1].Content
+		// A turn's own message opens a paragraph of the transcript; in the
+		// summary it is a quoted line.
+		verbatim := strings.HasPrefix(transcript, "user: note 0") || strings.Contains(transcript, "\n\nuser: note ")
+		if verbatim || !strings.Contains(transcript, runtime.SummaryPrefix) {
+			t.Fatalf("a later compaction re-read the room from its start: %.200q", transcript)
+		}
+	}
+}
+
+// A compaction that covers a turn's own tool results stays the turn's:
+// the room keeps only a summary of its history. (A member's private
+// document read by one turn never reaches another member's turn through
+// the room's summary.)
+func TestTurnToolResultsNeverBecomeTheRoomSummary(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	secret := "the vault code is 4417"
+	model := &scriptModel{script: func(_ context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+		if req.Purpose == runtime.PurposeCompaction {
+			return &gateway.Result{Text: "summary: " + req.Messages[len(req.Messages)-1].Content, FinishReason: "stop"}, nil
+		}
+		var rounds int
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				rounds++
+			}
+		}
+		if len(req.Tools) > 0 && rounds < 3 {
+			return &gateway.Result{ToolCalls: []gateway.ToolCall{{ID: fmt.Sprintf("c%d", n), Name: "history_search",
+				Arguments: fmt.Sprintf(`{"query":"%s %d"}`, secret, n)}}, FinishReason: "tool_calls"}, nil
+		}
+		return nil, nil
+	}}
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	completed(t, env, "an earlier question "+strings.Repeat("lorem ", 40))
+	env.Agent(t, "react", []string{"history_search"}, map[string]int64{"context_tokens": 120})
+	tt := completed(t, env, "look it up")
+	cs := compactionsOf(t, env, env.Shared.ID, tt.ID)
+	if len(cs) < 2 {
+		t.Fatalf("compactions = %+v, want the history's and then the turn's own", cs)
+	}
+	s, ok := roomSummary(t, env, env.Shared.ID)
+	if !ok || s.through != cs[0].Through || s.through == 0 {
+		t.Fatalf("room summary %+v (%v), want the history's compaction %+v", s, ok, cs[0])
+	}
+	if strings.Contains(s.text, "vault") {
+		t.Fatalf("the room summary carries the turn's tool results: %q", s.text)
+	}
+	for _, c := range cs[1:] {
+		if c.Through != 0 {
+			t.Fatalf("the turn's own compaction was made the room's: %+v", c)
+		}
+	}
+}
+
+func earlierPositions(t *testing.T, env *testkit.Env, before int64) int64 {
+	t.Helper()
+	var p int64
+	if err := env.DB.QueryRow(`SELECT max(position) FROM turns WHERE conversation_id = $1 AND position < $2 AND state = 'completed'`,
+		env.Shared.ID, before).Scan(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func purposes(reqs []gateway.Request) []string {
+	var out []string
+	for _, r := range reqs {
+		out = append(out, r.Purpose)
+	}
+	return out
+}
