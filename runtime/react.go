@@ -103,6 +103,9 @@ func (react) Run(ctx context.Context, c Contract, cb Callbacks) error {
 				return err
 			}
 			if len(steers) == 0 {
+				if err := s.compactAhead(ctx, cb, res.Text); err != nil {
+					return err
+				}
 				return complete(ctx, cb, c.Run, s.prompt(), res.Text)
 			}
 			s.messages = append(s.messages, Message{Role: RoleAssistant, Content: res.Text})
@@ -149,6 +152,36 @@ func complete(ctx context.Context, cb Callbacks, run RunRef, msgs []Message, ans
 	return cb.Complete(ctx, Completion{Run: run, Answer: res.Text})
 }
 
+// compactAhead summarises the room's history once the answer has
+// streamed, before the turn completes, when the next turn would otherwise
+// start with more than half the context budget of history: the room's
+// next turn then starts from the summary, and no member waits for a
+// compaction before its first token.
+func (s *reactState) compactAhead(ctx context.Context, cb Callbacks, answer string) error {
+	if s.compacted != nil || len(s.c.History) == 0 || s.c.Budgets.ContextTokens <= 0 {
+		return nil
+	}
+	next := append(slices.Clip(s.c.History), s.c.Message, Message{Role: RoleAssistant, Content: answer})
+	if 2*EstimateTokens(next) <= s.c.Budgets.ContextTokens {
+		return nil
+	}
+	return s.compactHistory(ctx, cb)
+}
+
+// compactHistory replaces the contract's history with its summary, which
+// the backend keeps as the room's.
+func (s *reactState) compactHistory(ctx context.Context, cb Callbacks) error {
+	before := EstimateTokens(s.prompt())
+	res, err := cb.Model(ctx, ModelRequest{Run: s.c.Run, Purpose: PurposeCompaction, Messages: HistoryCompaction(s.c.History)}, nil)
+	if err != nil {
+		return err
+	}
+	through := s.c.History[len(s.c.History)-1].Position
+	s.compacted = &Message{Role: RoleSystem, Content: SummaryPrefix + res.Text, Position: through}
+	comp := &Compaction{Summarised: len(s.c.History), TokensBefore: before, TokensAfter: EstimateTokens(s.prompt()), Through: through}
+	return cb.Checkpoint(ctx, s.checkpoint(comp))
+}
+
 // compact asks for a summary of the room's history first — of it alone,
 // so the backend may keep it for the room's later turns — and, when the
 // prompt is still too long, of everything before the last tool round (the
@@ -156,18 +189,10 @@ func complete(ctx context.Context, cb Callbacks, run RunRef, msgs []Message, ans
 // The turn's own message is never summarised.
 func (s *reactState) compact(ctx context.Context, cb Callbacks) error {
 	if s.compacted == nil && len(s.c.History) > 0 {
-		before := EstimateTokens(s.prompt())
-		res, err := cb.Model(ctx, ModelRequest{Run: s.c.Run, Purpose: PurposeCompaction, Messages: HistoryCompaction(s.c.History)}, nil)
-		if err != nil {
+		if err := s.compactHistory(ctx, cb); err != nil {
 			return err
 		}
-		through := s.c.History[len(s.c.History)-1].Position
-		s.compacted = &Message{Role: RoleSystem, Content: SummaryPrefix + res.Text, Position: through}
-		comp := &Compaction{Summarised: len(s.c.History), TokensBefore: before, TokensAfter: EstimateTokens(s.prompt()), Through: through}
-		if err := cb.Checkpoint(ctx, s.checkpoint(comp)); err != nil {
-			return err
-		}
-		if comp.TokensAfter <= s.c.Budgets.ContextTokens {
+		if EstimateTokens(s.prompt()) <= s.c.Budgets.ContextTokens {
 			return nil
 		}
 	}

@@ -191,3 +191,44 @@ func purposes(reqs []gateway.Request) []string {
 	}
 	return out
 }
+
+// When the next turn would start with more than half the context budget
+// of history, the run summarises it after its answer has streamed and
+// before it completes: the next turn starts from the summary, with no
+// compaction before its first token.
+func TestHistoryIsCompactedAheadAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	env := testkit.New(t)
+	model := &scriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	completed(t, env, "note: "+strings.Repeat("lorem ipsum ", 20))
+	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 300})
+	tt := completed(t, env, "what now?")
+	var kinds []journal.Kind
+	for _, e := range env.Entries(t, env.Shared.ID) {
+		if e.TurnID.UUID == tt.ID {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	iDelta, iComp, iAnswer := slicesIndex(kinds, journal.KindAnswerDelta), slicesIndex(kinds, journal.KindCompaction), slicesIndex(kinds, journal.KindTurnAnswer)
+	if iDelta < 0 || iComp < iDelta || iAnswer < iComp {
+		t.Fatalf("entries of the turn %v: want the answer streamed, then the compaction, then the answer committed", kinds)
+	}
+	if _, ok := roomSummary(t, env, env.Shared.ID); !ok {
+		t.Fatal("the compaction ahead was not kept for the room")
+	}
+	before := len(model.requests())
+	completed(t, env, "and then?")
+	if got := purposes(model.requests()[before:]); len(got) == 0 || got[0] != runtime.PurposeStep {
+		t.Fatalf("the next turn's model calls = %v, want the step first", got)
+	}
+}
+
+func slicesIndex(kinds []journal.Kind, k journal.Kind) int {
+	for i, x := range kinds {
+		if x == k {
+			return i
+		}
+	}
+	return -1
+}
