@@ -14,7 +14,7 @@ import (
 
 // HistorySearch searches the finished turns of the conversations the
 // member is a current member of — nothing else — by Postgres full-text
-// search, best match first.
+// search, best match first among the newest matches.
 type HistorySearch struct{}
 
 // HistorySearchName is the tool's name.
@@ -35,15 +35,31 @@ func (HistorySearch) Permission() string { return "" }
 
 const historyLimit = 5
 
+// historyCandidates bounds the ranking: the best matches are chosen from
+// the newest historyCandidates turns that match, so a query of common
+// words ranks a few hundred turns, not every turn of a long room.
+const historyCandidates = 200
+
+// searchHistory first settles the rooms the search may read — the
+// member's rooms now, and in a shared room only those every member of its
+// audience is in too — then finds the matching finished turns in them by
+// the full-text index, newest first, and ranks those.
 var searchHistory = `
-SELECT t.id, c.title, t.input, coalesce(t.answer, '')
-FROM turns t
-JOIN conversations c ON c.id = t.conversation_id
-WHERE ` + authority.MemberSQL("t.conversation_id", "$1") + `
-  AND ($5::uuid IS NULL OR ` + authority.AudienceSharesRoomSQL("$5", "t.conversation_id") + `)
-  AND t.state = 'completed' AND t.id <> $3
-  AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
-ORDER BY ts_rank(to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')), websearch_to_tsquery('simple', $2)) DESC, t.created_at DESC
+WITH rooms AS (
+  SELECT rm.conversation_id FROM room_members rm
+  WHERE rm.member_id = $1
+    AND ($5::uuid IS NULL OR ` + authority.AudienceSharesRoomSQL("$5", "rm.conversation_id") + `)),
+hits AS (
+  SELECT t.id, t.conversation_id, t.input, t.answer, t.created_at
+  FROM turns t
+  WHERE t.conversation_id = ANY (ARRAY(SELECT conversation_id FROM rooms))
+    AND t.state = 'completed' AND t.id <> $3
+    AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
+  ORDER BY t.created_at DESC
+  LIMIT ` + fmt.Sprint(historyCandidates) + `)
+SELECT h.id, c.title, h.input, coalesce(h.answer, '')
+FROM hits h JOIN conversations c ON c.id = h.conversation_id
+ORDER BY ts_rank(to_tsvector('simple', h.input || ' ' || coalesce(h.answer, '')), websearch_to_tsquery('simple', $2)) DESC, h.created_at DESC
 LIMIT $4`
 
 // Run implements Tool.
