@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -185,7 +186,11 @@ func drive(workers int, d time.Duration, op func(worker, i int) error) ([]time.D
 			for i := 0; time.Now().Before(deadline); i++ {
 				start := time.Now()
 				if err := op(w, i); err != nil {
-					errs.Add(1)
+					// Every failure is told, the first few in full: a
+					// benchmark that fails says why.
+					if n := errs.Add(1); n <= maxToldFailures {
+						fmt.Fprintf(os.Stderr, "bench: worker %d, op %d failed: %v\n", w, i, err)
+					}
 					continue
 				}
 				mine = append(mine, time.Since(start))
@@ -196,8 +201,14 @@ func drive(workers int, d time.Duration, op func(worker, i int) error) ([]time.D
 		}()
 	}
 	wg.Wait()
+	if n := errs.Load(); n > maxToldFailures {
+		fmt.Fprintf(os.Stderr, "bench: %d more failures\n", n-maxToldFailures)
+	}
 	return all, len(all), int(errs.Load())
 }
+
+// maxToldFailures is how many of a run's failures drive prints in full.
+const maxToldFailures = 10
 
 func percentile(lat []time.Duration, p int) time.Duration {
 	if len(lat) == 0 {

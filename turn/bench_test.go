@@ -236,6 +236,9 @@ func (f modelFunc) Stream(ctx context.Context, req gateway.Request, emit func(ga
 func BenchmarkOrchestration(b *testing.B) {
 	const rooms, perRoom = 32, 30
 	env := testkit.New(b)
+	// As a replica's pool does (server/app.go): idle connections are
+	// kept, not closed and reopened under load.
+	env.DB.SetMaxIdleConns(40)
 	env.Agent(b, "react", []string{"echo"}, nil)
 	for i := range rooms {
 		c, err := env.Rooms.Create(context.Background(), env.Alice, room.NewInput{Title: fmt.Sprintf("bench %d", i), Kind: "private"})
