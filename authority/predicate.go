@@ -49,8 +49,40 @@ func DocumentReadableSQL(document, principal string) string {
 	// The principals are one array, computed once per statement (the
 	// subquery depends on the principal only): each document is then one
 	// probe of the (document_id, principal) index, as with emails alone.
-	return fmt.Sprintf(`EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %[1]s AND acl.principal = ANY(
-    ARRAY[%[2]s::text] || ARRAY(SELECT '`+GroupPrefix+`' || g.name FROM member_groups g JOIN members gm ON gm.id = g.member_id WHERE gm.email = %[2]s::text)))`, document, principal)
+	return DocumentReadableByAnySQL(document, fmt.Sprintf(`ARRAY[%[1]s::text] || ARRAY(SELECT '`+GroupPrefix+`' || g.name
+    FROM member_groups g JOIN members gm ON gm.id = g.member_id WHERE gm.email = %[1]s::text)`, principal))
+}
+
+// DocumentReadableByAnySQL is the document ACL over principals already
+// resolved (an SQL text[]: the email and its groups, see Principals): true
+// when the ACL of document names any of them. A statement given the array
+// as a parameter is planned knowing which principals it holds, so the
+// planner can tell a member who reads a few hundred documents from one
+// who reads most; DocumentReadableSQL's array is computed in the plan.
+func DocumentReadableByAnySQL(document, principals string) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM document_acls acl WHERE acl.document_id = %s AND acl.principal = ANY(%s))`, document, principals)
+}
+
+// Principals is what a document ACL may name to admit principal now: the
+// principal itself and a group:<name> for each group its member is in.
+// Pass it to a statement that uses DocumentReadableByAnySQL right away:
+// groups are read at the moment the documents are.
+func Principals(ctx context.Context, q pg.Querier, principal string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT '`+GroupPrefix+`' || g.name FROM member_groups g JOIN members gm ON gm.id = g.member_id
+WHERE gm.email = $1::text ORDER BY g.name`, principal)
+	if err != nil {
+		return nil, fmt.Errorf("principals of %s: %w", principal, err)
+	}
+	defer rows.Close()
+	out := []string{principal}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // GroupPrefix marks a document-ACL principal that names a group.

@@ -37,11 +37,12 @@ func (Retrieval) Spec() Spec {
 func (Retrieval) Permission() string { return authority.PermissionDocumentsRead }
 
 // visible is the condition a document must meet for the actor: the ACL
-// holds the email ($1) and the manifest pins it — the listed documents
+// names one of the actor's principals ($1: the email and its groups, read
+// just before) and the manifest pins it — the listed documents
 // ($2) when there is a selection, else those that existed when the turn
 // was accepted ($3) — and, in a shared room ($4), every member of the room
 // may read it now.
-var visible = authority.DocumentReadableSQL("d.id", "$1") + `
+var visible = authority.DocumentReadableByAnySQL("d.id", "$1::text[]") + `
   AND ($2::uuid[] IS NULL OR d.id = ANY($2))
   AND ($3::timestamptz IS NULL OR d.created_at <= $3)
   AND ($4::uuid IS NULL OR ` + authority.AudienceReadableSQL("d.id", "$4") + `)`
@@ -54,8 +55,13 @@ WHERE p.tsv @@ q AND ` + visible + `
 ORDER BY ts_rank(p.tsv, q) DESC, p.document_id, p.ordinal
 LIMIT $6`
 
-// manifestArgs are the visibility arguments $1–$4 for an actor.
-func manifestArgs(a Actor) []any {
+// manifestArgs are the visibility arguments $1–$4 for an actor, its
+// principals read now.
+func manifestArgs(ctx context.Context, db pg.Querier, a Actor) ([]any, error) {
+	principals, err := authority.Principals(ctx, db, authority.Principal(a.Email))
+	if err != nil {
+		return nil, err
+	}
 	var docs any // NULL: no explicit selection, so the cut-off decides
 	if len(a.Manifest.Documents) > 0 {
 		ids := make([]string, len(a.Manifest.Documents))
@@ -68,7 +74,7 @@ func manifestArgs(a Actor) []any {
 	if a.Manifest.DocumentsBefore != nil {
 		before = *a.Manifest.DocumentsBefore
 	}
-	return []any{authority.Principal(a.Email), docs, before, a.audience()}
+	return []any{pq.StringArray(principals), docs, before, a.audience()}, nil
 }
 
 // Run implements Tool.
@@ -88,7 +94,11 @@ func (Retrieval) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	// Any of the words may match; the best matches rank first.
 	query := strings.Join(strings.FieldsFunc(args.Query, notWordRune), " or ")
-	rows, err := call.DB.QueryContext(ctx, searchPassages, append(manifestArgs(call.Actor), query, args.Limit)...)
+	margs, err := manifestArgs(ctx, call.DB, call.Actor)
+	if err != nil {
+		return Result{}, fmt.Errorf("retrieval: %w", err)
+	}
+	rows, err := call.DB.QueryContext(ctx, searchPassages, append(margs, query, args.Limit)...)
 	if err != nil {
 		return Result{}, fmt.Errorf("retrieval: %w", err)
 	}
@@ -153,7 +163,11 @@ func (ReadDocument) Run(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("%w: id is not a document id", ErrBadArguments)
 	}
 	var title, digest, body string
-	err = pg.QueryRow(ctx, call.DB, readDocument, append(manifestArgs(call.Actor), id), &title, &digest, &body)
+	margs, err := manifestArgs(ctx, call.DB, call.Actor)
+	if err != nil {
+		return Result{}, fmt.Errorf("read document: %w", err)
+	}
+	err = pg.QueryRow(ctx, call.DB, readDocument, append(margs, id), &title, &digest, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		// A document the member may not read reads as one that does not
 		// exist.

@@ -67,6 +67,7 @@ func (m *pacedModel) Stream(ctx context.Context, req gateway.Request, emit func(
 func BenchmarkTokenPath(b *testing.B) {
 	const rooms, turnsPerRoom, tokens = 4, 3, 200
 	env := testkit.New(b)
+	env.DB.SetMaxIdleConns(40) // as a replica's pool: idle connections are kept
 	env.Agent(b, "single", nil, nil)
 	model := &pacedModel{tokens: tokens, every: time.Second / 200, emitted: map[string][]time.Time{}}
 	r := env.Runner(b, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": model})})

@@ -37,6 +37,7 @@ func (p *pacedBuiltin) Stream(ctx context.Context, req gateway.Request, emit fun
 func BenchmarkLongRoom(b *testing.B) {
 	const earlier, measured = 1000, 20
 	env := testkit.New(b)
+	env.DB.SetMaxIdleConns(40) // as a replica's pool: idle connections are kept
 	env.Agent(b, "react", nil, map[string]int64{"context_tokens": 1000})
 	model := &pacedBuiltin{}
 	r := env.Runner(b, runner.Config{Gateway: gateway.New(map[string]gateway.Provider{"builtin": model})})
