@@ -48,12 +48,11 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 			initTimeout:      lim.WSInitTimeout,
 			maxSubscriptions: lim.MaxSubscriptions,
 			open:             a.wsOpen,
+			// The wsConn pings (a timer, not gqlgen's goroutine per
+			// connection): gqlgen's PingPongInterval stays zero.
+			ping: lim.WSPing,
 		},
-		// graphql-transport-ws keep-alive is ping/pong; KeepAlivePingInterval
-		// only serves the legacy protocol.
-		PingPongInterval:      lim.WSPing,
-		KeepAlivePingInterval: lim.WSPing,
-		PayloadReadLimit:      &lim.MaxBody,
+		PayloadReadLimit: &lim.MaxBody,
 		InitFunc: func(ctx context.Context, _ transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 			// The connection_init payload never carries identity: the
 			// upgrade request's envelope header already put it in ctx.

@@ -58,6 +58,8 @@ const (
 	wsSubscribe   = "subscribe"
 	wsComplete    = "complete"
 	wsError       = "error"
+	wsPing        = "ping"
+	wsPong        = "pong"
 )
 
 // Close codes of graphql-transport-ws the wsConn sends itself.
@@ -68,6 +70,7 @@ const (
 	wsCloseInitTimeout     = 4408 // "Connection initialisation timeout"
 	wsCloseSubscriberExist = 4409 // "Subscriber for <id> already exists"
 	wsCloseTooManyInits    = 4429 // a second connection_init
+	wsCloseGoingAway       = 1001 // two pings went unanswered
 )
 
 // wsLimits is the transport.WebsocketImplementation of /graphql: gqlgen's
@@ -82,6 +85,9 @@ type wsLimits struct {
 	maxSubscriptions int
 	// open are the connections open now, which an orderly stop closes.
 	open *wsOpen
+	// ping is how often the server pings an initialised connection
+	// (Limits.WSPing); two pings without a pong close it.
+	ping time.Duration
 }
 
 // wsOpen is the set of open graphql-transport-ws connections.
@@ -142,6 +148,7 @@ func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		byClient: map[string]*wsOp{},
 		byServer: map[string]*wsOp{},
 		open:     l.open,
+		every:    l.ping,
 	}
 	if l.open != nil {
 		l.open.add(c)
@@ -183,6 +190,13 @@ type wsConn struct {
 	initTimer *time.Timer
 	// expiryTimer closes the connection when its envelope expires.
 	expiryTimer *time.Timer
+	// pingTimer pings the client every `every` once it is initialised; a
+	// timer rather than a goroutine per connection, whose stack ten
+	// thousand idle subscribers would pay for. unanswered counts the
+	// pings sent since the last pong.
+	every      time.Duration
+	pingTimer  *time.Timer
+	unanswered int
 	// open is the registry the connection is in until Close.
 	open *wsOpen
 
@@ -257,6 +271,11 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 				return 0, nil, errWSClosed
 			}
 			c.initTimer.Stop()
+			c.startPings()
+		case wsPong:
+			c.mu.Lock()
+			c.unanswered = 0
+			c.mu.Unlock()
 		case wsSubscribe:
 			c.mu.Lock()
 			early := !c.initialised
@@ -292,6 +311,43 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return typ, bytes.NewReader(raw), nil
 	}
+}
+
+// startPings arms the connection's ping timer.
+func (c *wsConn) startPings() {
+	if c.every <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pingTimer == nil && !c.closed {
+		c.pingTimer = time.AfterFunc(c.every, c.pingNow)
+	}
+}
+
+// pingNow sends a ping, or closes a connection whose last two pings went
+// unanswered (1001: the peer is gone), and re-arms the timer.
+func (c *wsConn) pingNow() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	dead := c.unanswered >= 2
+	c.unanswered++
+	c.mu.Unlock()
+	if dead {
+		c.closeWith(wsCloseGoingAway, "no pong")
+		return
+	}
+	if err := c.inner.WriteJSON(wsMessage{Type: wsPing}); err != nil {
+		return // the socket is gone; gqlgen's read ends the connection
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.pingTimer.Reset(c.every)
+	}
+	c.mu.Unlock()
 }
 
 // subscribe applies the protocol's and this server's rules to a subscribe
@@ -424,6 +480,11 @@ func (c *wsConn) Close() error {
 	if c.expiryTimer != nil {
 		c.expiryTimer.Stop()
 	}
+	c.mu.Lock()
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+	c.mu.Unlock()
 	return c.inner.Close()
 }
 

@@ -589,3 +589,51 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 		t.Fatalf("WebSocket entry seq %d, want > %d", e.Seq, room.Head)
 	}
 }
+
+// TestSilentClientIsClosedAfterUnansweredPings: the server pings every
+// WSPing; a client that answers keeps its connection across many pings,
+// and one that stops answering is closed (1001) after two pings without
+// a pong.
+func TestSilentClientIsClosedAfterUnansweredPings(t *testing.T) {
+	t.Parallel()
+	const every = 50 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.Limits.WSPing = every })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	polite := dialRaw(t, ctx, h, alice)
+	polite.init(ctx)
+	pings := 0
+	for pings < 6 {
+		var m gqlclient.Message
+		if err := wsjson.Read(ctx, polite.ws, &m); err != nil {
+			t.Fatalf("a client answering pings lost its connection after %d: %v", pings, err)
+		}
+		if m.Type == "ping" {
+			pings++
+			polite.send(ctx, gqlclient.Message{Type: "pong"})
+		}
+	}
+
+	silent := dialRaw(t, ctx, h, alice)
+	silent.init(ctx)
+	seen := 0
+	for {
+		_, data, err := silent.ws.Read(ctx)
+		if err == nil {
+			var m gqlclient.Message
+			if json.Unmarshal(data, &m) == nil && m.Type == "ping" {
+				seen++
+			}
+			continue
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway {
+			t.Fatalf("silent client's socket ended with %v, want close 1001", err)
+		}
+		if seen < 2 {
+			t.Fatalf("closed after %d pings, want at least 2 unanswered", seen)
+		}
+		return
+	}
+}
