@@ -72,8 +72,11 @@ check-web:
 # bench prints the benchmarks' figures: durable acceptance (and its ratio to
 # a raw transaction), turns against River, recovery after kill -9, the token
 # path (provider to subscriber), per-turn orchestration overhead, retrieval
-# over 100,000 documents with ACLs, run_code's start-to-result overhead and
-# the fan-out to 10,000 journal subscribers (TURNGATE_FANOUT_SUBSCRIBERS).
+# over 100,000 documents with ACLs, run_code's start-to-result overhead, the
+# fan-out to 10,000 journal subscribers (TURNGATE_FANOUT_SUBSCRIBERS) and to
+# 1,000 SSE streams, long rooms (1,000 earlier turns against an empty room)
+# and history search over 100,000 messages. Each goal prints one
+# "goal P<n> ...: ... ok|short" line.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./turn ./tools ./sandbox
 

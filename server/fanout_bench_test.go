@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -134,7 +136,10 @@ func BenchmarkFanOut(b *testing.B) {
 	for _, layout := range []struct {
 		name  string
 		rooms []string
-	}{{"one room", []string{team}}, {"100 rooms", spread}} {
+		sse   bool // SSE streams instead of graphql-transport-ws
+		n     int
+	}{{"one room", []string{team}, false, n}, {"100 rooms", spread, false, n}, {"SSE, one room", []string{team}, true, min(n, 1000)}} {
+		n := layout.n
 		// A fresh replica per layout, so its memory is this layout's.
 		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), env...)
 		pid := r.cmd.Process.Pid
@@ -152,6 +157,17 @@ func BenchmarkFanOut(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
+				req := gqlclient.Request{
+					Query:     `subscription($c: ID!, $a: Int) { journal(conversationId: $c, after: $a) { seq kind createdAt } }`,
+					Variables: map[string]any{"c": layout.rooms[i%len(layout.rooms)], "a": 0},
+				}
+				if layout.sse {
+					var err error
+					if streams[i], err = sseSubscribe(ctx, r.base+"/graphql", hdr, req); err != nil {
+						b.Error(err)
+					}
+					return
+				}
 				conn, err := gqlclient.Dial(ctx, r.base+"/graphql", hdr, nil)
 				if err != nil {
 					b.Error(err)
@@ -159,10 +175,7 @@ func BenchmarkFanOut(b *testing.B) {
 				}
 				conns[i] = conn
 				// From a position ahead of the history: only what comes next.
-				streams[i], err = conn.Subscribe(ctx, "j", gqlclient.Request{
-					Query:     `subscription($c: ID!, $a: Int) { journal(conversationId: $c, after: $a) { seq kind createdAt } }`,
-					Variables: map[string]any{"c": layout.rooms[i%len(layout.rooms)], "a": 0},
-				})
+				streams[i], err = conn.Subscribe(ctx, "j", req)
 				if err != nil {
 					b.Error(err)
 				}
@@ -237,7 +250,9 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		got.Wait()
 		for _, conn := range conns {
-			conn.Close()
+			if conn != nil {
+				conn.Close()
+			}
 		}
 		r.stop()
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -263,3 +278,56 @@ func submitTurn(ctx context.Context, c *gqlclient.Client, room, text string) (st
 	err := c.Do(ctx, submit, map[string]any{"c": room, "t": text, "k": "fanout-" + strconv.FormatInt(time.Now().UnixNano(), 36)}, &out)
 	return out.SubmitMessage.ID, err
 }
+
+// sseSubscribe opens one subscription over SSE (gqlgen's transport: a
+// POST answered with text/event-stream) and delivers each `next` event's
+// data as a message, as a graphql-transport-ws subscription would. The
+// stream ends with ctx.
+func sseSubscribe(ctx context.Context, url string, hdr http.Header, r gqlclient.Request) (<-chan gqlclient.Message, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = hdr.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := sseClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		return nil, fmt.Errorf("SSE subscribe: HTTP %d", res.StatusCode)
+	}
+	out := make(chan gqlclient.Message, 64)
+	go func() {
+		defer close(out)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 0, 4096), 1<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "next":
+				select {
+				case out <- gqlclient.Message{Type: "next", Payload: json.RawMessage(strings.TrimPrefix(line, "data: "))}:
+				case <-ctx.Done():
+					return
+				}
+			case line == "":
+				event = ""
+			}
+		}
+	}()
+	return out, nil
+}
+
+// sseClient keeps a connection per stream: SSE holds each one open.
+var sseClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0}}
