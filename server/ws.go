@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -408,16 +409,18 @@ func (c *wsConn) WriteJSON(v any) error {
 		// that would tell the client its subscription is over.
 		return errWSClosed
 	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var m wsMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return err
+	m, ok := outgoing(v)
+	if !ok {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &m); err != nil {
+			return err
+		}
 	}
 	if m.ID == "" {
-		return c.inner.WriteJSON(json.RawMessage(data))
+		return c.inner.WriteJSON(m)
 	}
 	c.mu.Lock()
 	op := c.byServer[m.ID]
@@ -446,6 +449,25 @@ func (c *wsConn) WriteJSON(v any) error {
 	}
 	m.ID = op.client
 	return c.inner.WriteJSON(m)
+}
+
+// outgoing reads a message gqlgen writes — its graphql-transport-ws
+// message struct, with exported ID, Type and Payload — without encoding
+// and decoding it again: with ten thousand subscribers every delta is
+// written ten thousand times, and each JSON pass over it counts. Any
+// other value reports false.
+func outgoing(v any) (wsMessage, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return wsMessage{}, false
+	}
+	rv = rv.Elem()
+	id, typ, payload := rv.FieldByName("ID"), rv.FieldByName("Type"), rv.FieldByName("Payload")
+	if !id.IsValid() || id.Kind() != reflect.String || !typ.IsValid() || typ.Kind() != reflect.String ||
+		!payload.IsValid() || payload.Type() != reflect.TypeOf(json.RawMessage(nil)) {
+		return wsMessage{}, false
+	}
+	return wsMessage{ID: id.String(), Type: typ.String(), Payload: payload.Interface().(json.RawMessage)}, true
 }
 
 // closeWith starts the close handshake with code, once; gqlgen's own

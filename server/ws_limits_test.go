@@ -637,3 +637,25 @@ func TestSilentClientIsClosedAfterUnansweredPings(t *testing.T) {
 		return
 	}
 }
+
+// TestOutgoingReadsGqlgensMessageShape: outgoing reads a pointer to a
+// struct shaped as gqlgen's graphql-transport-ws message (exported ID,
+// Type of a string kind, Payload json.RawMessage) without encoding it,
+// and declines anything else, which WriteJSON then encodes and decodes.
+func TestOutgoingReadsGqlgensMessageShape(t *testing.T) {
+	type kind string
+	type shaped struct {
+		Payload json.RawMessage `json:"payload,omitempty"`
+		ID      string          `json:"id,omitempty"`
+		Type    kind            `json:"type"`
+	}
+	m, ok := outgoing(&shaped{Payload: json.RawMessage(`{"data":1}`), ID: "7", Type: "next"})
+	if !ok || m.ID != "7" || m.Type != "next" || string(m.Payload) != `{"data":1}` {
+		t.Fatalf("outgoing(shaped) = %+v, %v", m, ok)
+	}
+	for _, v := range []any{map[string]any{"type": "ping"}, shaped{}, (*shaped)(nil), &struct{ ID, Type string }{}} {
+		if _, ok := outgoing(v); ok {
+			t.Fatalf("outgoing(%T) read a value of another shape", v)
+		}
+	}
+}
