@@ -631,17 +631,9 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 			// stream lives).
 			defer r.Runs.Hold(ctx, c.ID)()
 		}
-		read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
-			entries, err := r.Log.Read(ctx, c.ID, after, journal.FollowBatch)
-			if err != nil {
-				return nil, err
-			}
-			return blankWithheld(ctx, r.Turns, entries)
-		}
 		// One read per new position serves every watcher of the room on
-		// this replica (the room's shared tail); blankWithheld is not per
-		// viewer, so the shared read applies it once.
-		return r.Log.FollowShared(ctx, c.ID, p.After, read, func(e journal.Entry) error {
+		// this replica (the room's shared tail).
+		return r.Log.FollowShared(ctx, c.ID, p.After, r.roomRead(c.ID), func(e journal.Entry) error {
 			if e.Kind == journal.KindMemberLeft {
 				// The audience changed: re-authorise the viewer. A member
 				// who has left sees nothing of the room from here on.
@@ -683,31 +675,35 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 	if err != nil {
 		return nil, err
 	}
-	read := func(ctx context.Context, after int64) ([]journal.Entry, error) {
-		entries, err := r.Log.ReadTurn(ctx, tid, after, journal.FollowBatch, journal.KindAnswerDelta, journal.KindTurnTerminal)
-		if err != nil || len(entries) == 0 {
-			return entries, err
-		}
-		if entries, err = blankWithheld(ctx, r.Turns, entries); err != nil {
-			return nil, err
-		}
-		// Re-authorise the viewer before each batch goes out: a member
-		// who has left the room gets no more of its text.
-		ok, err := r.Rooms.IsMember(ctx, t.ConversationID, m.ID)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errStreamEnded
-		}
-		return entries, nil
-	}
+	// The turn's entries all follow its acceptance: a stream from
+	// before it starts there.
+	from := max(p.After, t.Position-1)
 	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
-		return r.Log.Follow(ctx, t.ConversationID, p.After, read, func(e journal.Entry) error {
-			if e.Kind == journal.KindTurnTerminal {
-				return errStreamEnded // the answer is complete
+		// The room's shared tail on this replica, as the journal stream
+		// reads it: one read per new position for every stream of the
+		// room, tokens and journal alike.
+		return r.Log.FollowShared(ctx, t.ConversationID, from, r.roomRead(t.ConversationID), func(e journal.Entry) error {
+			if e.Kind == journal.KindMemberLeft {
+				// Re-authorise the viewer: a member who has left the room
+				// gets no more of its text.
+				still, err := r.Rooms.IsMember(ctx, t.ConversationID, m.ID)
+				if err != nil {
+					return err
+				}
+				if !still {
+					return errStreamEnded
+				}
 			}
-			return emit(toDelta(e))
+			if !e.TurnID.Valid || e.TurnID.UUID != tid {
+				return nil
+			}
+			switch e.Kind {
+			case journal.KindTurnTerminal:
+				return errStreamEnded // the answer is complete
+			case journal.KindAnswerDelta:
+				return emit(toDelta(e))
+			}
+			return nil
 		})
 	}), nil
 }
