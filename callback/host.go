@@ -9,6 +9,7 @@ import (
 
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/metrics"
 
 	"github.com/google/uuid"
 
@@ -125,6 +126,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// AgentVersion reads an agent version (a delegation's specialist).
 	AgentVersion func(ctx context.Context, id uuid.UUID) (*ent.AgentVersion, error)
+	// Metrics counts model steps and tool calls; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Run is what one host serves: the claimed turn, its run reference, its

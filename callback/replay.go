@@ -43,6 +43,7 @@ type StoredResponse struct {
 // a run that no longer owns the turn stores nothing. A call that cannot be
 // stored is logged, not fatal: the run's own writes will fail the same way.
 func (h *Host) recordCall(ctx context.Context, purpose, route string, step gateway.Step, res gateway.Result, callErr error, took time.Duration) {
+	h.deps.Metrics.ModelStep(route, purpose, took, res.Usage.InputTokens, res.Usage.OutputTokens, callErr != nil)
 	h.mu.Lock()
 	h.calls++
 	n := h.calls

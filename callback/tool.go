@@ -48,6 +48,13 @@ func (h *Host) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolR
 	}
 
 	status, res := h.execute(ctx, call)
+	// A tool the contract does not offer is counted as "other": the
+	// model chooses names, and a label set must stay bounded.
+	name := "other"
+	if _, ok := h.tools[call.Name]; ok {
+		name = call.Name
+	}
+	h.deps.Metrics.ToolCall(name, status)
 	h.mu.Lock()
 	h.usage.ToolCalls++
 	h.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -72,8 +73,15 @@ type Claimed struct {
 // Store is the turns' state machine over Postgres. After a transition
 // commits, it tells the hub, so the room's readers and the runners wake.
 type Store struct {
-	client *ent.Client
-	hub    *journal.Hub
+	client  *ent.Client
+	hub     *journal.Hub
+	metrics *metrics.Metrics
+}
+
+// WithMetrics is the store counting the terminals it commits in m.
+func (s *Store) WithMetrics(m *metrics.Metrics) *Store {
+	s.metrics = m
+	return s
 }
 
 // NewStore returns the store over client, waking hub on commits.

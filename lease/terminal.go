@@ -206,6 +206,7 @@ func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
 		return err
 	}
 	s.hub.Committed(room, head)
+	s.metrics.Ended(string(p.State), p.Reason)
 	return nil
 }
 

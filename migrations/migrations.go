@@ -95,3 +95,18 @@ func ApplyDB(ctx context.Context, db *sql.DB) error {
 	}
 	return nil
 }
+
+// Applied is the schema version the database is at (golang-migrate's
+// schema_migrations). A database left dirty by a failed migration is an
+// error: it is at no version.
+func Applied(ctx context.Context, db *sql.DB) (uint, error) {
+	var v int64
+	var dirty bool
+	if err := db.QueryRowContext(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&v, &dirty); err != nil {
+		return 0, fmt.Errorf("schema version: %w", err)
+	}
+	if dirty {
+		return 0, fmt.Errorf("schema version %d is dirty: a migration failed", v)
+	}
+	return uint(v), nil
+}

@@ -35,6 +35,11 @@ var errSuperseded = errors.New("superseded by a takeover of its turn")
 // run drives one claimed turn to its terminal, or hands it back.
 func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	log := r.log.With("turn", c.Turn.ID, "attempt", c.Turn.Attempt)
+	var waited time.Duration
+	if c.Turn.StartedAt != nil {
+		waited = c.Turn.StartedAt.Sub(c.Turn.CreatedAt)
+	}
+	r.cfg.Metrics.Started(c.Turn.Attempt, waited)
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
 		r.fail(c, lease.ReasonRecoveryExhausted, log)

@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/internal/startstop"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/tools"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// Owner names this runner in leases; unique per process.
 	Owner string
+	// Metrics counts runs, model steps and tool calls; nil counts
+	// nothing.
+	Metrics *metrics.Metrics
 	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
 	LeaseTTL time.Duration
 	// Heartbeat is how often a run renews its lease. Default LeaseTTL/3.
@@ -164,13 +168,13 @@ func New(cfg Config) *Runner {
 		claiming: make(map[uuid.UUID]bool),
 		active:   make(map[uuid.UUID]*activeRun),
 		watchers: make(map[uuid.UUID]*roomWatch),
-		store:    lease.NewStore(cfg.Client, cfg.Hub),
+		store:    lease.NewStore(cfg.Client, cfg.Hub).WithMetrics(cfg.Metrics),
 	}
 	r.deps = callback.Deps{
 		Client: cfg.Client, Store: r.store, Hub: cfg.Hub, Gateway: cfg.Gateway, Redactor: cfg.Redactor,
 		MaxToolResult: cfg.MaxToolResult, ToolTimeout: cfg.ToolTimeout, ApprovalTimeout: cfg.ApprovalTimeout,
 		Poll: cfg.Poll, DeltaWindow: cfg.DeltaWindow, DeltaTokens: cfg.DeltaTokens, MaxRepeats: cfg.MaxRepeats,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: r.log, AgentVersion: r.agentVersion,
+		Owner: cfg.Owner, Now: cfg.Now, Logger: r.log, AgentVersion: r.agentVersion, Metrics: cfg.Metrics,
 	}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -23,6 +24,7 @@ import (
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
@@ -50,11 +52,15 @@ type App struct {
 	// resources is the artifact and document store the API and the
 	// download route read through.
 	resources *resource.Store
-	streams   *graph.Streams    // the subscriptions' goroutines
-	wsOpen    *wsOpen           // the open WebSockets, which an orderly stop closes
-	signer    *authority.Signer // dev mode only
-	sandbox   *sandbox.Pool     // run_code's worker processes; nil with NoRunner
-	handler   http.Handler
+	streams   *graph.Streams   // the subscriptions' goroutines
+	wsOpen    *wsOpen          // the open WebSockets, which an orderly stop closes
+	metrics   *metrics.Metrics // this replica's Prometheus series
+	// draining is set when an orderly stop begins: /readyz answers 503
+	// from then on, before the server stops accepting.
+	draining atomic.Bool
+	signer   *authority.Signer // dev mode only
+	sandbox  *sandbox.Pool     // run_code's worker processes; nil with NoRunner
+	handler  http.Handler
 
 	ln        net.Listener
 	srv       *http.Server
@@ -111,10 +117,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		return nil, err
 	}
 
+	a.metrics = metrics.New(a.db)
 	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
 	a.members = &authority.Members{Client: a.client}
 	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
-	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub}
+	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub, Metrics: a.metrics}
 	providers := map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
 		providers["openai"] = gateway.NewOpenAI(cfg.OpenAI)
@@ -136,7 +143,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.runner = runner.New(runner.Config{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, ApprovalTimeout: cfg.ApprovalTimeout,
 		Tools: toolset, LeaseTTL: cfg.LeaseTTL, Logger: log,
-		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain,
+		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain, Metrics: a.metrics,
 	})
 	if !cfg.NoRunner {
 		a.turns.Runner = a.runner
@@ -263,13 +270,37 @@ func (a *App) Serve(ctx context.Context) error {
 		// itself, so that clients resume instead of taking them for done.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- a.srv.Serve(a.ln) }()
+	if a.cfg.MetricsAddr != "" {
+		// /metrics (and the probes) on a listener of their own, for a
+		// scraper that should not reach the API.
+		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.metricsHandler())
+		mux.HandleFunc("GET /healthz", a.healthz)
+		mux.HandleFunc("GET /readyz", a.readyz)
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeaderTimeout}
+		defer msrv.Close()
+		go func() {
+			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		a.log.Info("metrics", "addr", mln.Addr().String())
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	// Not ready from here on: a load balancer stops sending new work
+	// while the streams move and runs in flight finish.
+	a.draining.Store(true)
+	a.log.Info("draining: closing streams, then letting runs in flight finish", "drain", a.cfg.Drain)
 	// Streams first: WebSockets close with 1012 (service restart) and
 	// every subscription ends with a retryable UNAVAILABLE, so clients
 	// reconnect to another replica and resume after their last position.

@@ -18,6 +18,9 @@ import (
 type Config struct {
 	// Addr is the HTTP listen address (TURNGATE_ADDR).
 	Addr string
+	// MetricsAddr, when set, serves /metrics on a listener of its own
+	// instead of on Addr (TURNGATE_METRICS_ADDR).
+	MetricsAddr string
 	// DataDir holds the embedded Postgres and the dev signing key
 	// (TURNGATE_DATA).
 	DataDir string
@@ -299,6 +302,7 @@ const DefaultDBMaxConns = 64
 func ConfigFromEnv() (Config, error) {
 	c := Config{
 		Addr:            env("TURNGATE_ADDR", "127.0.0.1:8080"),
+		MetricsAddr:     os.Getenv("TURNGATE_METRICS_ADDR"),
 		DataDir:         env("TURNGATE_DATA", ".turngate"),
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		IdentityHeader:  env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/turngate/turngate/authority"
@@ -22,6 +24,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
+	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/web"
 )
@@ -84,8 +87,14 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	mux := http.NewServeMux()
 	// Each member's WebSockets and SSE subscriptions on this replica are
 	// bounded together; identity is in the context by then.
-	mux.Handle("/graphql", newStreamSlots(lim.MaxStreams).Wrap(gql))
+	slots := newStreamSlots(lim.MaxStreams)
+	slots.metrics = a.metrics
+	mux.Handle("/graphql", slots.Wrap(gql))
 	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("GET /metrics", a.metricsHandler())
+	}
 	mux.HandleFunc("GET /artifacts/{id}", a.downloadArtifact)
 	explorer := web.Config{Endpoint: "/graphql", Title: "turngate"}
 	app := web.AppConfig{Endpoint: "/graphql", Header: a.cfg.IdentityHeader, Title: "turngate"}
@@ -163,14 +172,40 @@ func loopbackHost(hostport string) bool {
 
 // healthz answers 200 when the database answers.
 func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the replica should get traffic: the database
+// answers, its schema is at this binary's latest migration, and no
+// orderly stop has begun. Otherwise 503, saying which.
+func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if a.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
 	if err := a.db.PingContext(ctx); err != nil {
 		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Write([]byte("ok\n"))
+	applied, err := migrations.Applied(ctx, a.db)
+	if err != nil {
+		http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if latest, err := migrations.Latest(); err != nil || applied != latest {
+		http.Error(w, fmt.Sprintf("schema at migration %d, this binary needs %d", applied, latest), http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// metricsHandler serves the replica's Prometheus series.
+func (a *App) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{})
 }
 
 // downloadArtifact serves an artifact's content to a caller who may read

@@ -19,6 +19,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/metrics"
 )
 
 // This file holds what gqlgen's WebSocket transport leaves out of the
@@ -551,8 +552,9 @@ func closeReason(s string) string {
 type streamSlots struct {
 	max int
 
-	mu   sync.Mutex
-	open map[string]int // by identity subject; "" for no identity
+	mu      sync.Mutex
+	open    map[string]int   // by identity subject; "" for no identity
+	metrics *metrics.Metrics // counts the open streams by transport
 }
 
 func newStreamSlots(max int) *streamSlots {
@@ -575,6 +577,10 @@ func (s *streamSlots) Wrap(next http.Handler) http.Handler {
 		if id, ok := authority.IdentityFromContext(r.Context()); ok {
 			key = id.Subject
 		}
+		transportName := "ws"
+		if !(transport.Websocket{}).Supports(r) {
+			transportName = "sse"
+		}
 		if !s.acquire(key) {
 			msg := "too many open streams: at most %d WebSockets and SSE subscriptions per member; close one first"
 			if key == "" {
@@ -584,6 +590,7 @@ func (s *streamSlots) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		defer s.release(key)
+		defer s.metrics.StreamOpened(transportName)()
 		next.ServeHTTP(w, r)
 	})
 }

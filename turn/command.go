@@ -97,5 +97,6 @@ ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 		return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
 	}
 	s.Hub.Committed(roomID, entries[len(entries)-1].Seq)
+	s.Metrics.Ended(entturn.StateCancelled.String(), lease.ReasonCancelled)
 	return s.Get(ctx, turnID)
 }

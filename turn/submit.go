@@ -18,13 +18,17 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/resource"
 )
 
 // Service accepts turns and answers questions about them.
 type Service struct {
-	Client *ent.Client
+	// Metrics counts acceptances and the terminals the service commits;
+	// nil counts nothing.
+	Metrics *metrics.Metrics
+	Client  *ent.Client
 	// DB is the handle under Client. Acceptance is the hot path: its two
 	// statements are prepared once per connection rather than parsed and
 	// planned on every submission.
@@ -216,6 +220,7 @@ const maxSubmitAttempts = 3
 
 // submit is one acceptance attempt.
 func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) {
+	start := time.Now()
 	take, accept, err := s.prepare(ctx)
 	if err != nil {
 		return nil, err
@@ -327,6 +332,7 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		return nil, fmt.Errorf("submit: commit: %w", err)
 	}
 	s.Hub.Committed(in.ConversationID, head)
+	s.Metrics.Accepted(time.Since(start))
 	if claimed != nil {
 		running := *claimed.Turn // a copy: the run owns its own
 		s.Runner.StartClaimed(claimed)
@@ -405,4 +411,4 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (*ent.Turn, error) {
 }
 
 // store is the lease store over the service's handles.
-func (s *Service) store() *lease.Store { return lease.NewStore(s.Client, s.Hub) }
+func (s *Service) store() *lease.Store { return lease.NewStore(s.Client, s.Hub).WithMetrics(s.Metrics) }

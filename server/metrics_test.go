@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads url's Prometheus text exposition.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: HTTP %d", url, res.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+// sum is the total of a family's counters, gauges or histogram counts
+// whose labels include want.
+func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	var total float64
+	for _, m := range mfs[name].GetMetric() {
+		match := true
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				found = found || (l.GetName() == k && l.GetValue() == v)
+			}
+			match = match && found
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			total += m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			total += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return total
+}
+
+// TestMetricsMoveWithATurn: /metrics is Prometheus text; after one turn
+// that searches and answers, the series of acceptance, start, the end by
+// outcome, model steps and tokens by route, tool calls by tool and the
+// database pool have moved, and no series is labelled with a room, turn
+// or member id.
+func TestMetricsMoveWithATurn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	room := rooms(t, a)["Team room"].ID
+	before := scrape(t, h.base+"/metrics")
+	id := submitAs(t, ctx, a, room, "When is the launch?", "metrics-1")
+	if done := awaitTurnEnd(t, ctx, a, id); done.State != "COMPLETED" {
+		t.Fatalf("turn ended %s", done.State)
+	}
+	after := scrape(t, h.base+"/metrics")
+	moved := []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"turngate_turns_accepted_total", nil},
+		{"turngate_accept_seconds", nil},
+		{"turngate_turns_started_total", map[string]string{"attempt": "first"}},
+		{"turngate_accept_to_start_seconds", nil},
+		{"turngate_turns_ended_total", map[string]string{"outcome": "completed"}},
+		{"turngate_model_step_seconds", map[string]string{"route": "builtin", "purpose": "step", "outcome": "ok"}},
+		{"turngate_model_tokens_total", map[string]string{"route": "builtin", "direction": "out"}},
+		{"turngate_tool_calls_total", map[string]string{"tool": "retrieval", "outcome": "ok"}},
+	}
+	for _, m := range moved {
+		if b, a := sum(before, m.name, m.labels), sum(after, m.name, m.labels); a <= b {
+			t.Errorf("%s%v did not move: %v then %v", m.name, m.labels, b, a)
+		}
+	}
+	for _, name := range []string{"go_sql_max_open_connections", "go_sql_in_use_connections", "go_sql_idle_connections", "go_sql_wait_count_total", "turngate_lane_queued_turns",
+		"turngate_approvals_pending", "turngate_streams_open", "go_goroutines"} {
+		if after[name] == nil {
+			t.Errorf("no %s series", name)
+		}
+	}
+	for name, mf := range after {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == room || l.GetValue() == id {
+					t.Errorf("%s is labelled with an id: %s=%s", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
+
+// TestReadyzAnswersForTheReplica: /healthz says the process lives;
+// /readyz is 200 while the database answers at this binary's schema, and
+// 503 once an orderly stop has begun (before the server stops
+// accepting).
+func TestReadyzAnswersForTheReplica(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	get := func(path string) int {
+		res, err := http.Get(h.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if c := get("/healthz"); c != http.StatusOK {
+		t.Fatalf("/healthz: HTTP %d", c)
+	}
+	if c := get("/readyz"); c != http.StatusOK {
+		t.Fatalf("/readyz: HTTP %d, want 200", c)
+	}
+	h.app.draining.Store(true)
+	if c := get("/readyz"); c != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while draining: HTTP %d, want 503", c)
+	}
+	if c := get("/healthz"); c != http.StatusOK {
+		t.Fatalf("/healthz while draining: HTTP %d, want 200", c)
+	}
+}
