@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	goruntime "runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -24,7 +26,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			return // --help printed the usage it asked for
 		}
 		var code exitCode
 		if errors.As(err, &code) {
@@ -35,8 +37,34 @@ func main() {
 	}
 }
 
+// usage is `turngate help`.
+const usage = `turngate is a durable chat-turn server for AI agents.
+
+Usage:
+  turngate [serve] [flags]   run the server (the default command)
+  turngate migrate           apply the database migrations and exit
+  turngate token --email E   print a dev identity envelope for E (dev mode)
+  turngate chat [flags]      chat in a terminal, against a running server
+  turngate admin ...         documents, members and agents (admin permissions)
+  turngate version           print the version (also --version)
+  turngate help              print this
+
+Each command takes --help. Settings come from the environment; the
+README's Configuration table lists every one.
+`
+
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	cmd := "serve"
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage)
+			return nil
+		case "version", "-version", "--version":
+			fmt.Fprintln(stdout, version())
+			return nil
+		}
+	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
@@ -57,7 +85,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "admin":
 		return adminCmd(ctx, cfg, args, stdout, os.Stderr)
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, token, chat or admin)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, token, chat, admin, version or help; see turngate help)", cmd)
 	}
 }
 
@@ -147,3 +175,34 @@ func mintDev(s *authority.Signer, email string, ttl time.Duration) (string, erro
 }
 
 func embeddedDir(cfg Config) string { return cfg.DataDir + "/postgres" }
+
+// version is the binary's version from its build information: the module
+// version (a tagged release, or "(devel)"), the commit and whether the
+// tree was modified, and the Go release.
+func version() string {
+	v, rev, modified := "(devel)", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	out := "turngate " + v
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if modified {
+			rev += "+modified"
+		}
+		out += " " + rev
+	}
+	return out + " " + goruntime.Version()
+}

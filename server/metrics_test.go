@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +142,32 @@ func TestReadyzAnswersForTheReplica(t *testing.T) {
 	}
 	if c := get("/healthz"); c != http.StatusOK {
 		t.Fatalf("/healthz while draining: HTTP %d, want 200", c)
+	}
+}
+
+// TestHelpAndVersion: `turngate help` lists the commands, --version names
+// the binary, every command answers --help without running, and an
+// unknown command or flag is a clear error.
+func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var out strings.Builder
+	if err := run(ctx, []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "turngate migrate") {
+		t.Fatalf("help: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"--version"}, &out); err != nil || !strings.HasPrefix(out.String(), "turngate ") {
+		t.Fatalf("--version: %v %q", err, out.String())
+	}
+	for _, cmd := range []string{"serve", "migrate", "token", "chat"} {
+		if err := run(ctx, []string{cmd, "--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s --help = %v, want the usage (flag.ErrHelp)", cmd, err)
+		}
+	}
+	if err := run(ctx, []string{"serve", "--no-such-flag"}, io.Discard); err == nil || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("an unknown flag = %v", err)
+	}
+	if err := run(ctx, []string{"frobnicate"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Errorf("an unknown command = %v", err)
 	}
 }
