@@ -34,7 +34,7 @@ var errSuperseded = errors.New("superseded by a takeover of its turn")
 
 // run drives one claimed turn to its terminal, or hands it back.
 func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
-	log := r.log.With("turn", c.Turn.ID, "attempt", c.Turn.Attempt)
+	log := r.log.With("room", c.Turn.ConversationID, "turn", c.Turn.ID, "attempt", c.Turn.Attempt)
 	var waited time.Duration
 	if c.Turn.StartedAt != nil {
 		waited = c.Turn.StartedAt.Sub(c.Turn.CreatedAt)

@@ -21,6 +21,10 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on a listener of its own
 	// instead of on Addr (TURNGATE_METRICS_ADDR).
 	MetricsAddr string
+	// LogLevel is the least level logged: debug, info, warn or error
+	// (TURNGATE_LOG_LEVEL, info). LogFormat is json or text
+	// (TURNGATE_LOG_FORMAT; json outside dev mode, text in it).
+	LogLevel, LogFormat string
 	// DataDir holds the embedded Postgres and the dev signing key
 	// (TURNGATE_DATA).
 	DataDir string
@@ -303,6 +307,8 @@ func ConfigFromEnv() (Config, error) {
 	c := Config{
 		Addr:            env("TURNGATE_ADDR", "127.0.0.1:8080"),
 		MetricsAddr:     os.Getenv("TURNGATE_METRICS_ADDR"),
+		LogLevel:        env("TURNGATE_LOG_LEVEL", "info"),
+		LogFormat:       os.Getenv("TURNGATE_LOG_FORMAT"),
 		DataDir:         env("TURNGATE_DATA", ".turngate"),
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		IdentityHeader:  env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),

@@ -72,7 +72,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, err := newLogger(cfg, os.Stderr)
+	if err != nil {
+		return err
+	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, cfg, args, stdout, log)
@@ -205,4 +208,30 @@ func version() string {
 		out += " " + rev
 	}
 	return out + " " + goruntime.Version()
+}
+
+// newLogger is the server's structured log: JSON lines (one object per
+// line, for a log pipeline) outside dev mode, text in dev mode, at
+// TURNGATE_LOG_LEVEL (debug, info, warn, error; default info);
+// TURNGATE_LOG_FORMAT (json, text) overrides the format.
+func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("TURNGATE_LOG_LEVEL: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if cfg.Dev() {
+			format = "text"
+		}
+	}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("TURNGATE_LOG_FORMAT: %q is neither json nor text", format)
 }

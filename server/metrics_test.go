@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -169,5 +171,40 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	if err := run(ctx, []string{"frobnicate"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
 		t.Errorf("an unknown command = %v", err)
+	}
+}
+
+// TestLogsAreJSONOutsideDevMode: outside dev mode each log line is one
+// JSON object, at the configured level; dev mode logs text; a level or
+// format that is not one is refused at start.
+func TestLogsAreJSONOutsideDevMode(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	prod := Config{LogLevel: "warn", EnvelopeKeyFile: "platform.pem"}
+	log, err := newLogger(prod, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("not at this level")
+	log.Warn("lease renewal failed", "room", "r1", "turn", "t1", "attempt", 2)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("log output is not one JSON object: %v\n%s", err, buf.String())
+	}
+	if line["msg"] != "lease renewal failed" || line["level"] != "WARN" || line["turn"] != "t1" || line["attempt"] != float64(2) {
+		t.Fatalf("log line = %v", line)
+	}
+	buf.Reset()
+	if log, err = newLogger(Config{LogLevel: "info"}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("dev")
+	if strings.HasPrefix(buf.String(), "{") {
+		t.Fatalf("dev mode logs JSON: %s", buf.String())
+	}
+	for _, bad := range []Config{{LogLevel: "loud"}, {LogLevel: "info", LogFormat: "xml"}} {
+		if _, err := newLogger(bad, io.Discard); err == nil {
+			t.Errorf("newLogger(%+v) accepted it", bad)
+		}
 	}
 }
