@@ -359,6 +359,23 @@ func ConfigFromEnv() (Config, error) {
 			return c, fmt.Errorf("TURNGATE_APPROVAL_TIMEOUT: %w", err)
 		}
 	}
+	if v := os.Getenv("TURNGATE_OPENAI_MAX_RETRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("TURNGATE_OPENAI_MAX_RETRIES: want a count of 0 or more, got %q", v)
+		}
+		// The gateway reads zero as its default and a negative count as
+		// none.
+		c.OpenAI.MaxRetries = n
+		if n == 0 {
+			c.OpenAI.MaxRetries = -1
+		}
+	}
+	if v := os.Getenv("TURNGATE_OPENAI_IDLE_TIMEOUT"); v != "" {
+		if c.OpenAI.IdleTimeout, err = time.ParseDuration(v); err != nil || c.OpenAI.IdleTimeout <= 0 {
+			return c, fmt.Errorf("TURNGATE_OPENAI_IDLE_TIMEOUT: want a positive duration, got %q", v)
+		}
+	}
 	if v := os.Getenv("TURNGATE_OPENAI_EFFORT"); v != "" {
 		if c.OpenAI.Effort, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_OPENAI_EFFORT: %w", err)
@@ -423,4 +440,27 @@ func env(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// Check refuses a configuration a server could start with but not work
+// under, naming what to set: a model route no provider serves (every turn
+// would fail runtime_failed, explained only in the log). serve runs it
+// before anything starts; the database and the envelope key are checked
+// as they are opened.
+func (c Config) Check() error {
+	route := c.AgentRoute
+	if route == "" || route == "builtin" {
+		return nil
+	}
+	name, model, _ := strings.Cut(route, ":")
+	if name != "openai" {
+		return fmt.Errorf("TURNGATE_AGENT_ROUTE %q: want builtin, openai or openai:<model>", route)
+	}
+	if c.OpenAI.BaseURL == "" && c.OpenAI.APIKey == "" {
+		return fmt.Errorf("TURNGATE_AGENT_ROUTE %q needs an endpoint: set TURNGATE_OPENAI_BASE_URL (a compatible server) or TURNGATE_OPENAI_API_KEY (OpenAI)", route)
+	}
+	if model == "" && c.OpenAI.Model == "" {
+		return fmt.Errorf("TURNGATE_AGENT_ROUTE %q names no model: set TURNGATE_OPENAI_MODEL or use openai:<model>", route)
+	}
+	return nil
 }

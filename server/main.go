@@ -102,6 +102,9 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	if cfg.DBMaxConns != 0 && cfg.DBMaxConns < 2 {
 		return fmt.Errorf("--db-max-conns: want at least 2, got %d", cfg.DBMaxConns)
 	}
+	if err := cfg.Check(); err != nil {
+		return err
+	}
 	app, err := New(ctx, cfg, log)
 	if err != nil {
 		return err

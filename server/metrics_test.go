@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/turngate/turngate/gateway"
 )
 
 // scrape reads url's Prometheus text exposition.
@@ -205,6 +208,36 @@ func TestLogsAreJSONOutsideDevMode(t *testing.T) {
 	for _, bad := range []Config{{LogLevel: "loud"}, {LogLevel: "info", LogFormat: "xml"}} {
 		if _, err := newLogger(bad, io.Discard); err == nil {
 			t.Errorf("newLogger(%+v) accepted it", bad)
+		}
+	}
+}
+
+// TestServeRefusesAModelRouteItCannotServe: an openai route without an
+// endpoint or without a model refuses to start, saying what to set; a
+// complete one, and the builtin, pass the check.
+func TestServeRefusesAModelRouteItCannotServe(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{AgentRoute: "openai"}, "TURNGATE_OPENAI_BASE_URL"},
+		{Config{AgentRoute: "openai", OpenAI: gateway.OpenAIConfig{BaseURL: "http://127.0.0.1:1/v1"}}, "TURNGATE_OPENAI_MODEL"},
+		{Config{AgentRoute: "anthropic"}, "want builtin, openai"},
+	} {
+		err := tc.cfg.Check()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Check(%q) = %v, want an error naming %s", tc.cfg.AgentRoute, err, tc.want)
+		}
+		// serve refuses before it starts anything (no database, no port).
+		if err := serve(context.Background(), tc.cfg, nil, io.Discard, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve with route %q = %v, want the refusal", tc.cfg.AgentRoute, err)
+		}
+	}
+	for _, ok := range []Config{{}, {AgentRoute: "builtin"}, {AgentRoute: "openai:llama3", OpenAI: gateway.OpenAIConfig{BaseURL: "http://127.0.0.1:1/v1"}},
+		{AgentRoute: "openai", OpenAI: gateway.OpenAIConfig{APIKey: "k", Model: "gpt"}}} {
+		if err := ok.Check(); err != nil {
+			t.Errorf("Check(%q) = %v", ok.AgentRoute, err)
 		}
 	}
 }
