@@ -22,8 +22,13 @@ type VerifierConfig struct {
 	Issuer    string
 	Audience  string
 	PublicKey ed25519.PublicKey // EdDSA envelopes
-	Leeway    time.Duration     // clock skew allowance, at most MaxLeeway
-	Now       func() time.Time  // for tests; nil = time.Now
+	// Keys, instead of PublicKey, picks the key of each envelope from an
+	// identity provider's key set (JWKS: by kid, refreshed when a kid is
+	// unknown; see JWKS). Envelopes may then be EdDSA, RS256 or ES256,
+	// each under a key of its own type; HMAC and none never.
+	Keys   jwt.Keyfunc
+	Leeway time.Duration    // clock skew allowance, at most MaxLeeway
+	Now    func() time.Time // for tests; nil = time.Now
 }
 
 // Verifier checks identity envelopes. It is safe for concurrent use.
@@ -31,6 +36,7 @@ type Verifier struct {
 	issuer   string
 	audience string
 	key      ed25519.PublicKey
+	keys     jwt.Keyfunc
 	leeway   time.Duration
 	now      func() time.Time
 	parser   *jwt.Parser
@@ -60,7 +66,7 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		return nil, errors.New("authority: verifier needs an issuer")
 	case cfg.Audience == "":
 		return nil, errors.New("authority: verifier needs an audience")
-	case len(cfg.PublicKey) != ed25519.PublicKeySize:
+	case cfg.Keys == nil && len(cfg.PublicKey) != ed25519.PublicKeySize:
 		return nil, fmt.Errorf("authority: verifier needs an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.PublicKey))
 	case cfg.Leeway < 0 || cfg.Leeway > MaxLeeway:
 		return nil, fmt.Errorf("authority: leeway %v outside [0, %v]", cfg.Leeway, MaxLeeway)
@@ -69,16 +75,21 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if now == nil {
 		now = time.Now
 	}
+	methods := []string{jwt.SigningMethodEdDSA.Alg()}
+	if cfg.Keys != nil {
+		methods = append(methods, jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg())
+	}
 	return &Verifier{
 		issuer:   cfg.Issuer,
 		audience: cfg.Audience,
 		key:      append(ed25519.PublicKey(nil), cfg.PublicKey...),
+		keys:     cfg.Keys,
 		leeway:   cfg.Leeway,
 		now:      now,
 		// The library checks the algorithm and the signature; the claims
 		// are checked in Verify, each failure with its own reason.
 		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithValidMethods(methods),
 			jwt.WithStrictDecoding(),
 			jwt.WithoutClaimsValidation(),
 		),
@@ -144,6 +155,11 @@ func (v *Verifier) VerifyUntil(token string) (Identity, time.Time, error) {
 func (v *Verifier) verify(token string) (Identity, time.Time, error) {
 	var c envelopeClaims
 	tok, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		if v.keys != nil {
+			// The key set's key for the envelope's kid; the library
+			// checks it is of the type the alg names.
+			return v.keys(t)
+		}
 		// WithValidMethods has checked the alg name; insist on the
 		// implementation too.
 		if _, ok := t.Method.(*jwt.SigningMethodEd25519); !ok {

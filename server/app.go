@@ -54,6 +54,7 @@ type App struct {
 	resources *resource.Store
 	streams   *graph.Streams   // the subscriptions' goroutines
 	wsOpen    *wsOpen          // the open WebSockets, which an orderly stop closes
+	stopJWKS  func()           // ends the key set's refreshing; nil without one
 	metrics   *metrics.Metrics // this replica's Prometheus series
 	// draining is set when an orderly stop begins: /readyz answers 503
 	// from then on, before the server stops accepting.
@@ -112,7 +113,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	a.client = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
 
-	verifier, err := a.verifier()
+	verifier, err := a.verifier(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -186,24 +187,34 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 // verifier builds the envelope verifier: the platform's public key in
 // production, the dev key in the data folder otherwise.
-func (a *App) verifier() (*authority.Verifier, error) {
-	var pub ed25519.PublicKey
-	if a.cfg.Dev() {
+func (a *App) verifier(ctx context.Context) (*authority.Verifier, error) {
+	vc := authority.VerifierConfig{Issuer: a.cfg.EnvelopeIssuer, Audience: a.cfg.EnvelopeAud, Leeway: 30 * time.Second}
+	switch {
+	case a.cfg.Dev():
 		key, err := authority.LoadOrCreateDevKey(a.cfg.DataDir)
 		if err != nil {
 			return nil, fmt.Errorf("dev signing key: %w", err)
 		}
-		pub = key.Public().(ed25519.PublicKey)
+		vc.PublicKey = key.Public().(ed25519.PublicKey)
 		a.signer = authority.NewSigner(a.cfg.EnvelopeIssuer, a.cfg.EnvelopeAud, key)
-	} else {
-		var err error
-		if pub, err = authority.LoadPublicKeyPEM(a.cfg.EnvelopeKeyFile); err != nil {
+	case a.cfg.EnvelopeJWKSURL != "":
+		// The key set is read now (a replica that cannot verify anyone
+		// does not start) and refreshed until the app closes.
+		jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		a.stopJWKS = cancel
+		keys, err := authority.JWKS(jctx, authority.JWKSConfig{URL: a.cfg.EnvelopeJWKSURL})
+		if err != nil {
+			return nil, err
+		}
+		vc.Keys = keys
+	default:
+		pub, err := authority.LoadPublicKeyPEM(a.cfg.EnvelopeKeyFile)
+		if err != nil {
 			return nil, fmt.Errorf("envelope public key: %w", err)
 		}
+		vc.PublicKey = pub
 	}
-	return authority.NewVerifier(authority.VerifierConfig{
-		Issuer: a.cfg.EnvelopeIssuer, Audience: a.cfg.EnvelopeAud, PublicKey: pub, Leeway: 30 * time.Second,
-	})
+	return authority.NewVerifier(vc)
 }
 
 // ensureDatabase creates database name on the server at adminURL if missing.
@@ -321,6 +332,9 @@ func (a *App) Serve(ctx context.Context) error {
 // embedded Postgres. Safe to call twice.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
+		if a.stopJWKS != nil {
+			a.stopJWKS()
+		}
 		if a.streams != nil {
 			a.streams.Stop() // first: they read the hub and the database
 		}

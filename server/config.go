@@ -44,6 +44,10 @@ type Config struct {
 	// envelopes (TURNGATE_ENVELOPE_PUBLIC_KEY). Empty: dev mode, with a
 	// signing key kept in DataDir.
 	EnvelopeKeyFile string
+	// EnvelopeJWKSURL is an identity provider's key set (JWKS), instead
+	// of one key: envelopes name their key by kid
+	// (TURNGATE_ENVELOPE_JWKS_URL).
+	EnvelopeJWKSURL string
 	EnvelopeIssuer  string // TURNGATE_ENVELOPE_ISSUER
 	EnvelopeAud     string // TURNGATE_ENVELOPE_AUDIENCE
 	// Demo seeds demo members, an agent and rooms (TURNGATE_DEMO; default
@@ -292,7 +296,7 @@ func parseBytes(s string) (int64, error) {
 }
 
 // Dev reports whether envelopes are verified with the dev key.
-func (c Config) Dev() bool { return c.EnvelopeKeyFile == "" }
+func (c Config) Dev() bool { return c.EnvelopeKeyFile == "" && c.EnvelopeJWKSURL == "" }
 
 const (
 	devIssuer   = "turngate-dev"
@@ -313,6 +317,7 @@ func ConfigFromEnv() (Config, error) {
 		DatabaseURL:     os.Getenv("DATABASE_URL"),
 		IdentityHeader:  env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
 		EnvelopeKeyFile: os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
+		EnvelopeJWKSURL: os.Getenv("TURNGATE_ENVELOPE_JWKS_URL"),
 		EnvelopeIssuer:  env("TURNGATE_ENVELOPE_ISSUER", devIssuer),
 		EnvelopeAud:     env("TURNGATE_ENVELOPE_AUDIENCE", devAudience),
 		MaxTextLen:      16000,

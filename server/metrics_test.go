@@ -3,21 +3,27 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/gqlclient"
 )
 
 // scrape reads url's Prometheus text exposition.
@@ -239,5 +245,42 @@ func TestServeRefusesAModelRouteItCannotServe(t *testing.T) {
 		if err := ok.Check(); err != nil {
 			t.Errorf("Check(%q) = %v", ok.AgentRoute, err)
 		}
+	}
+}
+
+// TestEnvelopesFromAnIdentityProviderKeySet: with
+// TURNGATE_ENVELOPE_JWKS_URL the server verifies envelopes with the
+// provider's published key of their kid (a standard OIDC provider can
+// issue them); the dev key no longer counts.
+func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
+	t.Parallel()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","use":"sig","kid":"idp-1","x":%q}]}`,
+			base64.RawURLEncoding.EncodeToString(pub))
+	}))
+	defer jwks.Close()
+	h := newHarness(t, func(c *Config) {
+		c.EnvelopeJWKSURL, c.EnvelopeIssuer, c.EnvelopeAud = jwks.URL, "https://idp.example", "turngate"
+	})
+	now := time.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://idp.example", "aud": "turngate",
+		"sub": "idp|ada", "email": "ada@example.com", "email_verified": true, "name": "Ada", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	tok.Header["kid"] = "idp-1"
+	signed, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var me struct{ Me struct{ Email string } }
+	if err := h.clientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me); err != nil || me.Me.Email != "ada@example.com" {
+		t.Fatalf("an envelope of the provider's key: %+v, %v", me, err)
+	}
+	if err := h.client(t, alice).Do(ctx, `{ me { email } }`, nil, &me); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
+		t.Fatalf("a dev envelope under a key set: %v, want UNAUTHENTICATED", err)
 	}
 }
