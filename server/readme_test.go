@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestEverySettingIsInTheREADME: each environment variable the binary
+// reads (every TURNGATE_* name in its sources, and DATABASE_URL) has a
+// row in the README's Configuration table or, for a bound, its Limits
+// table, so those stay the list an operator reads.
+func TestEverySettingIsInTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table string
+	for _, section := range []string{"## Limits and errors", "## Configuration"} {
+		_, rest, ok := strings.Cut(string(readme), section)
+		if !ok {
+			t.Fatalf("README has no %q section", section)
+		}
+		body, _, _ := strings.Cut(rest, "\n## ")
+		table += body
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`"(TURNGATE_[A-Z0-9_]+|DATABASE_URL)"`)
+	seen := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range name.FindAllStringSubmatch(string(src), -1) {
+			seen[m[1]] = true
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("found only %d settings in the sources: the pattern is wrong", len(seen))
+	}
+	for env := range seen {
+		if !strings.Contains(table, "`"+env+"`") {
+			t.Errorf("%s is read by the binary but has no row in the README's Configuration or Limits table", env)
+		}
+	}
+}
