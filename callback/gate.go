@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	entapproval "github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/guard"
@@ -17,6 +19,7 @@ import (
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/tracing"
 )
 
 // Approval statuses a tool call can end with besides ToolOK.
@@ -58,6 +61,8 @@ const readApproval = `SELECT id, state, expires_at, executed_at IS NOT NULL, COA
 // to the configured bound, and on approval executes the tool exactly once,
 // keyed by the approval's id. The assistant proposes; it never authorises.
 func (h *Host) gate(ctx context.Context, call runtime.ToolCall, t tools.Tool) (string, tools.Result, error) {
+	ctx, span := tracing.Or(h.deps.Tracer).Start(ctx, "approval.gate", trace.WithAttributes(attribute.String("turngate.tool", call.Name)))
+	defer span.End()
 	c := h.claim
 	key := approvalKey(call.Name, call.Arguments)
 	// What the approver is shown and what the effect sends are the same

@@ -7,9 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/metrics"
+	"github.com/turngate/turngate/tracing"
 
 	"github.com/google/uuid"
 
@@ -128,6 +133,10 @@ type Deps struct {
 	AgentVersion func(ctx context.Context, id uuid.UUID) (*ent.AgentVersion, error)
 	// Metrics counts model steps and tool calls; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Tracer traces model steps, tool calls, approvals and the terminal
+	// as children of the run's span (tracing.Or: never nil in a runner's
+	// deps).
+	Tracer trace.Tracer
 }
 
 // Run is what one host serves: the claimed turn, its run reference, its
@@ -240,6 +249,9 @@ func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func
 	if err := h.check(req.Run); err != nil {
 		return runtime.ModelResult{}, err
 	}
+	ctx, span := tracing.Or(h.deps.Tracer).Start(ctx, "model.step", trace.WithAttributes(
+		attribute.String("turngate.route", h.route), attribute.String("turngate.purpose", req.Purpose)))
+	defer span.End()
 	step := h.modelStep(req, h.route, h.effort, false)
 	var res gateway.Result
 	var err error
@@ -253,7 +265,10 @@ func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func
 		res, err = h.streamAnswer(ctx, step, onDelta)
 	}
 	h.recordCall(ctx, req.Purpose, h.route, step, res, err, time.Since(start))
+	span.SetAttributes(attribute.Int("turngate.tokens_in", res.Usage.InputTokens), attribute.Int("turngate.tokens_out", res.Usage.OutputTokens))
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "model step failed")
 		return runtime.ModelResult{}, err
 	}
 	if through, turns, ok := h.historyCompaction(req); ok {
@@ -414,10 +429,17 @@ func (h *Host) append(ctx context.Context, drafts ...journal.Draft) error {
 // Complete commits the run's answer and its completed terminal, with the
 // turn's usage, after one final renewal of the lease in the same
 // transaction, so the terminal write keeps the authority the run held.
-func (h *Host) Complete(ctx context.Context, comp runtime.Completion) error {
+func (h *Host) Complete(ctx context.Context, comp runtime.Completion) (err error) {
 	if err := h.check(comp.Run); err != nil {
 		return err
 	}
+	ctx, span := tracing.Or(h.deps.Tracer).Start(ctx, "turn.terminal")
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+		}
+		span.End()
+	}()
 	c := h.claim
 	// Citation discipline: only sources retrieved in this turn may be
 	// cited; an answer that cites none of the evidence gathered gets one

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turngate/turngate/authority"
 	entconv "github.com/turngate/turngate/ent/conversation"
@@ -16,6 +18,7 @@ import (
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/tracing"
 )
 
 // Tool statuses.
@@ -41,6 +44,8 @@ func (h *Host) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolR
 		return runtime.ToolResult{}, err
 	}
 	call := req.Call
+	ctx, span := tracing.Or(h.deps.Tracer).Start(ctx, "tool.call", trace.WithAttributes(attribute.String("turngate.tool.call", call.ID)))
+	defer span.End()
 	drafts := append(h.takeHeld(), journal.Draft{Kind: journal.KindToolRequested, TurnID: h.turnID(), Attempt: h.claim.Turn.Attempt,
 		Payload: journal.ToolRequestedPayload{CallID: call.ID, Name: call.Name, Arguments: guard.Bound(call.Arguments, maxArgumentsShown)}})
 	if err := h.append(ctx, drafts...); err != nil {
@@ -55,6 +60,12 @@ func (h *Host) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolR
 		name = call.Name
 	}
 	h.deps.Metrics.ToolCall(name, status)
+	// The permission was read again for this call (execute): the span
+	// says which and how it went.
+	span.SetAttributes(attribute.String("turngate.tool", name), attribute.String("turngate.tool.status", status))
+	if t, ok := h.tools[call.Name]; ok && t.Permission() != "" {
+		span.SetAttributes(attribute.String("turngate.tool.permission", t.Permission()))
+	}
 	h.mu.Lock()
 	h.usage.ToolCalls++
 	h.mu.Unlock()

@@ -15511,6 +15511,7 @@ type TurnMutation struct {
 	specialist             *string
 	usage                  *json.RawMessage
 	appendusage            json.RawMessage
+	trace_parent           *string
 	clearedFields          map[string]struct{}
 	conversation           *uuid.UUID
 	clearedconversation    bool
@@ -16617,6 +16618,55 @@ func (m *TurnMutation) ResetUsage() {
 	delete(m.clearedFields, turn.FieldUsage)
 }
 
+// SetTraceParent sets the "trace_parent" field.
+func (m *TurnMutation) SetTraceParent(s string) {
+	m.trace_parent = &s
+}
+
+// TraceParent returns the value of the "trace_parent" field in the mutation.
+func (m *TurnMutation) TraceParent() (r string, exists bool) {
+	v := m.trace_parent
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTraceParent returns the old "trace_parent" field's value of the Turn entity.
+// If the Turn object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnMutation) OldTraceParent(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTraceParent is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTraceParent requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTraceParent: %w", err)
+	}
+	return oldValue.TraceParent, nil
+}
+
+// ClearTraceParent clears the value of the "trace_parent" field.
+func (m *TurnMutation) ClearTraceParent() {
+	m.trace_parent = nil
+	m.clearedFields[turn.FieldTraceParent] = struct{}{}
+}
+
+// TraceParentCleared returns if the "trace_parent" field was cleared in this mutation.
+func (m *TurnMutation) TraceParentCleared() bool {
+	_, ok := m.clearedFields[turn.FieldTraceParent]
+	return ok
+}
+
+// ResetTraceParent resets all changes to the "trace_parent" field.
+func (m *TurnMutation) ResetTraceParent() {
+	m.trace_parent = nil
+	delete(m.clearedFields, turn.FieldTraceParent)
+}
+
 // ClearConversation clears the "conversation" edge to the Conversation entity.
 func (m *TurnMutation) ClearConversation() {
 	m.clearedconversation = true
@@ -16921,7 +16971,7 @@ func (m *TurnMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TurnMutation) Fields() []string {
-	fields := make([]string, 0, 21)
+	fields := make([]string, 0, 22)
 	if m.created_at != nil {
 		fields = append(fields, turn.FieldCreatedAt)
 	}
@@ -16985,6 +17035,9 @@ func (m *TurnMutation) Fields() []string {
 	if m.usage != nil {
 		fields = append(fields, turn.FieldUsage)
 	}
+	if m.trace_parent != nil {
+		fields = append(fields, turn.FieldTraceParent)
+	}
 	return fields
 }
 
@@ -17035,6 +17088,8 @@ func (m *TurnMutation) Field(name string) (ent.Value, bool) {
 		return m.Specialist()
 	case turn.FieldUsage:
 		return m.Usage()
+	case turn.FieldTraceParent:
+		return m.TraceParent()
 	}
 	return nil, false
 }
@@ -17086,6 +17141,8 @@ func (m *TurnMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldSpecialist(ctx)
 	case turn.FieldUsage:
 		return m.OldUsage(ctx)
+	case turn.FieldTraceParent:
+		return m.OldTraceParent(ctx)
 	}
 	return nil, fmt.Errorf("unknown Turn field %s", name)
 }
@@ -17242,6 +17299,13 @@ func (m *TurnMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetUsage(v)
 		return nil
+	case turn.FieldTraceParent:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTraceParent(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Turn field %s", name)
 }
@@ -17338,6 +17402,9 @@ func (m *TurnMutation) ClearedFields() []string {
 	if m.FieldCleared(turn.FieldUsage) {
 		fields = append(fields, turn.FieldUsage)
 	}
+	if m.FieldCleared(turn.FieldTraceParent) {
+		fields = append(fields, turn.FieldTraceParent)
+	}
 	return fields
 }
 
@@ -17378,6 +17445,9 @@ func (m *TurnMutation) ClearField(name string) error {
 		return nil
 	case turn.FieldUsage:
 		m.ClearUsage()
+		return nil
+	case turn.FieldTraceParent:
+		m.ClearTraceParent()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn nullable field %s", name)
@@ -17449,6 +17519,9 @@ func (m *TurnMutation) ResetField(name string) error {
 		return nil
 	case turn.FieldUsage:
 		m.ResetUsage()
+		return nil
+	case turn.FieldTraceParent:
+		m.ResetTraceParent()
 		return nil
 	}
 	return fmt.Errorf("unknown Turn field %s", name)

@@ -63,6 +63,8 @@ type Turn struct {
 	Specialist string `json:"specialist,omitempty"`
 	// Usage holds the value of the "usage" field.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// TraceParent holds the value of the "trace_parent" field.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the TurnQuery when eager-loading is set.
 	Edges        TurnEdges `json:"edges"`
@@ -155,7 +157,7 @@ func (*Turn) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case turn.FieldPosition, turn.FieldLeaseToken, turn.FieldAttempt:
 			values[i] = new(sql.NullInt64)
-		case turn.FieldIdempotencyKey, turn.FieldInput, turn.FieldState, turn.FieldAuthorityDigest, turn.FieldLeaseOwner, turn.FieldTerminalReason, turn.FieldAnswer, turn.FieldSpecialist:
+		case turn.FieldIdempotencyKey, turn.FieldInput, turn.FieldState, turn.FieldAuthorityDigest, turn.FieldLeaseOwner, turn.FieldTerminalReason, turn.FieldAnswer, turn.FieldSpecialist, turn.FieldTraceParent:
 			values[i] = new(sql.NullString)
 		case turn.FieldCreatedAt, turn.FieldLeaseExpiresAt, turn.FieldStartedAt, turn.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
@@ -320,6 +322,12 @@ func (_m *Turn) assignValues(columns []string, values []any) error {
 					return fmt.Errorf("unmarshal field usage: %w", err)
 				}
 			}
+		case turn.FieldTraceParent:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field trace_parent", values[i])
+			} else if value.Valid {
+				_m.TraceParent = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -460,6 +468,9 @@ func (_m *Turn) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("usage=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Usage))
+	builder.WriteString(", ")
+	builder.WriteString("trace_parent=")
+	builder.WriteString(_m.TraceParent)
 	builder.WriteByte(')')
 	return builder.String()
 }

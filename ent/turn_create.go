@@ -245,6 +245,20 @@ func (_c *TurnCreate) SetUsage(v json.RawMessage) *TurnCreate {
 	return _c
 }
 
+// SetTraceParent sets the "trace_parent" field.
+func (_c *TurnCreate) SetTraceParent(v string) *TurnCreate {
+	_c.mutation.SetTraceParent(v)
+	return _c
+}
+
+// SetNillableTraceParent sets the "trace_parent" field if the given value is not nil.
+func (_c *TurnCreate) SetNillableTraceParent(v *string) *TurnCreate {
+	if v != nil {
+		_c.SetTraceParent(*v)
+	}
+	return _c
+}
+
 // SetID sets the "id" field.
 func (_c *TurnCreate) SetID(v uuid.UUID) *TurnCreate {
 	_c.mutation.SetID(v)
@@ -556,6 +570,10 @@ func (_c *TurnCreate) createSpec() (*Turn, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Usage(); ok {
 		_spec.SetField(turn.FieldUsage, field.TypeJSON, value)
 		_node.Usage = value
+	}
+	if value, ok := _c.mutation.TraceParent(); ok {
+		_spec.SetField(turn.FieldTraceParent, field.TypeString, value)
+		_node.TraceParent = value
 	}
 	if nodes := _c.mutation.ConversationIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -945,6 +963,9 @@ func (u *TurnUpsertOne) UpdateNewValues() *TurnUpsertOne {
 		}
 		if _, exists := u.create.mutation.Specialist(); exists {
 			s.SetIgnore(turn.FieldSpecialist)
+		}
+		if _, exists := u.create.mutation.TraceParent(); exists {
+			s.SetIgnore(turn.FieldTraceParent)
 		}
 	}))
 	return u
@@ -1413,6 +1434,9 @@ func (u *TurnUpsertBulk) UpdateNewValues() *TurnUpsertBulk {
 			}
 			if _, exists := b.mutation.Specialist(); exists {
 				s.SetIgnore(turn.FieldSpecialist)
+			}
+			if _, exists := b.mutation.TraceParent(); exists {
+				s.SetIgnore(turn.FieldTraceParent)
 			}
 		}
 	}))

@@ -527,6 +527,9 @@ func (_u *TurnUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.UsageCleared() {
 		_spec.ClearField(turn.FieldUsage, field.TypeJSON)
 	}
+	if _u.mutation.TraceParentCleared() {
+		_spec.ClearField(turn.FieldTraceParent, field.TypeString)
+	}
 	if _u.mutation.EntriesCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -1248,6 +1251,9 @@ func (_u *TurnUpdateOne) sqlSave(ctx context.Context) (_node *Turn, err error) {
 	}
 	if _u.mutation.UsageCleared() {
 		_spec.ClearField(turn.FieldUsage, field.TypeJSON)
+	}
+	if _u.mutation.TraceParentCleared() {
+		_spec.ClearField(turn.FieldTraceParent, field.TypeString)
 	}
 	if _u.mutation.EntriesCleared() {
 		edge := &sqlgraph.EdgeSpec{

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/callback"
@@ -22,6 +25,7 @@ import (
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/tracing"
 )
 
 // errDetached is the cause of a run's cancellation when its runner stops.
@@ -40,6 +44,12 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		waited = c.Turn.StartedAt.Sub(c.Turn.CreatedAt)
 	}
 	r.cfg.Metrics.Started(c.Turn.Attempt, waited)
+	// The attempt continues the turn's trace from its acceptance, on
+	// whichever replica that was.
+	ctx, span := tracing.Or(r.cfg.Tracer).Start(tracing.WithParent(ctx, c.Turn.TraceParent), "turn.run", trace.WithAttributes(
+		attribute.String("turngate.room", c.Turn.ConversationID.String()), attribute.String("turngate.turn", c.Turn.ID.String()),
+		attribute.Int("turngate.attempt", c.Turn.Attempt), attribute.String("turngate.runner", r.cfg.Owner)))
+	defer span.End()
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
 		r.fail(c, lease.ReasonRecoveryExhausted, log)
@@ -77,6 +87,10 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	err = runtime.Run(runCtx, contract, host)
 	cancel(nil)
 	watchers.Wait()
+	if cause := context.Cause(runCtx); err != nil && !host.Committed() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, fmt.Sprint(cause))
+	}
 
 	var cancelled errCancelRequested
 	switch cause := context.Cause(runCtx); {

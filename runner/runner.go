@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/ent"
@@ -19,6 +20,7 @@ import (
 	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/tracing"
 )
 
 // Config configures a Runner.
@@ -47,6 +49,9 @@ type Config struct {
 	// Metrics counts runs, model steps and tool calls; nil counts
 	// nothing.
 	Metrics *metrics.Metrics
+	// Tracer traces runs, model steps, tool calls and terminals, each
+	// run in its turn's trace; nil traces nothing.
+	Tracer trace.Tracer
 	// LeaseTTL is how long a claim lasts without renewal. Default 30s.
 	LeaseTTL time.Duration
 	// Heartbeat is how often a run renews its lease. Default LeaseTTL/3.
@@ -175,6 +180,7 @@ func New(cfg Config) *Runner {
 		MaxToolResult: cfg.MaxToolResult, ToolTimeout: cfg.ToolTimeout, ApprovalTimeout: cfg.ApprovalTimeout,
 		Poll: cfg.Poll, DeltaWindow: cfg.DeltaWindow, DeltaTokens: cfg.DeltaTokens, MaxRepeats: cfg.MaxRepeats,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: r.log, AgentVersion: r.agentVersion, Metrics: cfg.Metrics,
+		Tracer: tracing.Or(cfg.Tracer),
 	}
 	return r
 }

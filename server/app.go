@@ -32,6 +32,7 @@ import (
 	"github.com/turngate/turngate/sandbox"
 	"github.com/turngate/turngate/server/pgembed"
 	"github.com/turngate/turngate/tools"
+	"github.com/turngate/turngate/tracing"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -52,10 +53,13 @@ type App struct {
 	// resources is the artifact and document store the API and the
 	// download route read through.
 	resources *resource.Store
-	streams   *graph.Streams   // the subscriptions' goroutines
-	wsOpen    *wsOpen          // the open WebSockets, which an orderly stop closes
-	stopJWKS  func()           // ends the key set's refreshing; nil without one
-	metrics   *metrics.Metrics // this replica's Prometheus series
+	streams   *graph.Streams // the subscriptions' goroutines
+	wsOpen    *wsOpen        // the open WebSockets, which an orderly stop closes
+	stopJWKS  func()         // ends the key set's refreshing; nil without one
+	// stopTracing flushes and stops the OTEL exporter; nil when a test
+	// supplied the provider.
+	stopTracing func(context.Context) error
+	metrics     *metrics.Metrics // this replica's Prometheus series
 	// draining is set when an orderly stop begins: /readyz answers 503
 	// from then on, before the server stops accepting.
 	draining atomic.Bool
@@ -119,10 +123,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 
 	a.metrics = metrics.New(a.db)
+	tp := cfg.TracerProvider
+	if tp == nil {
+		var shutdown func(context.Context) error
+		if tp, shutdown, err = tracing.FromEnv(ctx); err != nil {
+			return nil, fmt.Errorf("tracing (OTEL_*): %w", err)
+		}
+		a.stopTracing = shutdown
+	}
+	tracer := tracing.Tracer(tp)
 	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
 	a.members = &authority.Members{Client: a.client}
 	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
-	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub, Metrics: a.metrics}
+	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub, Metrics: a.metrics, Tracer: tracer}
 	providers := map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
 		providers["openai"] = gateway.NewOpenAI(cfg.OpenAI)
@@ -144,7 +157,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.runner = runner.New(runner.Config{
 		Client: a.client, Hub: a.hub, Gateway: gw, Owner: cfg.Replica, ApprovalTimeout: cfg.ApprovalTimeout,
 		Tools: toolset, LeaseTTL: cfg.LeaseTTL, Logger: log,
-		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain, Metrics: a.metrics,
+		Poll: min(time.Second, cfg.LeaseTTL/4), Drain: cfg.Drain, Metrics: a.metrics, Tracer: tracer,
 	})
 	if !cfg.NoRunner {
 		a.turns.Runner = a.runner
@@ -334,6 +347,11 @@ func (a *App) Close() {
 	a.closeOnce.Do(func() {
 		if a.stopJWKS != nil {
 			a.stopJWKS()
+		}
+		if a.stopTracing != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			a.stopTracing(ctx)
+			cancel()
 		}
 		if a.streams != nil {
 			a.streams.Stop() // first: they read the hub and the database

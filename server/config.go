@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
@@ -25,6 +27,9 @@ type Config struct {
 	// (TURNGATE_LOG_LEVEL, info). LogFormat is json or text
 	// (TURNGATE_LOG_FORMAT; json outside dev mode, text in it).
 	LogLevel, LogFormat string
+	// TracerProvider, when set, replaces the one the OTEL_* variables
+	// describe (tests use an in-memory exporter).
+	TracerProvider trace.TracerProvider
 	// DataDir holds the embedded Postgres and the dev signing key
 	// (TURNGATE_DATA).
 	DataDir string

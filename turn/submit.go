@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
@@ -21,6 +24,7 @@ import (
 	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/resource"
+	"github.com/turngate/turngate/tracing"
 )
 
 // Service accepts turns and answers questions about them.
@@ -28,7 +32,11 @@ type Service struct {
 	// Metrics counts acceptances and the terminals the service commits;
 	// nil counts nothing.
 	Metrics *metrics.Metrics
-	Client  *ent.Client
+	// Tracer traces acceptances; the turn keeps the acceptance's span
+	// context, and every run of it continues that trace. Nil traces
+	// nothing.
+	Tracer trace.Tracer
+	Client *ent.Client
 	// DB is the handle under Client. Acceptance is the hot path: its two
 	// statements are prepared once per connection rather than parsed and
 	// planned on every submission.
@@ -123,8 +131,8 @@ FROM room
 // both out, and the caller rolls back the position it took.
 const acceptTurn = `
 WITH t AS (
-  INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest, specialist)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($11, ''))
+  INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest, specialist, trace_parent)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($11, ''), NULLIF($12, ''))
   ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
   RETURNING id, conversation_id, position
 )
@@ -197,7 +205,18 @@ func uniq(ids []uuid.UUID) []uuid.UUID {
 // only after the turn and its turn_accepted entry are committed. A retry
 // with the same idempotency key returns the same turn; the same key with
 // other text is a CONFLICT; a room the member is not in is NOT_FOUND.
-func (s *Service) Submit(ctx context.Context, in Submission) (*ent.Turn, error) {
+func (s *Service) Submit(ctx context.Context, in Submission) (t *ent.Turn, err error) {
+	ctx, span := tracing.Or(s.Tracer).Start(ctx, "turn.submit", trace.WithAttributes(
+		attribute.String("turngate.room", in.ConversationID.String()), attribute.String("turngate.member", in.Member.ID.String())))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "submit failed")
+		} else if t != nil {
+			span.SetAttributes(attribute.String("turngate.turn", t.ID.String()), attribute.Int64("turngate.position", t.Position))
+		}
+		span.End()
+	}()
 	for attempt := 1; ; attempt++ {
 		t, err := s.submit(ctx, in)
 		if err == nil || !pg.IsTransient(err) || attempt == maxSubmitAttempts {
@@ -281,8 +300,9 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		return nil, err
 	}
 	id := uuid.New()
+	traceParent := tracing.Parent(ctx)
 	rows, err = tx.StmtContext(ctx, accept).QueryContext(ctx, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos,
-		agentVerID, string(raw), digest, string(payload), b.Specialist)
+		agentVerID, string(raw), digest, string(payload), b.Specialist, traceParent)
 	if err != nil {
 		return nil, fmt.Errorf("submit: accept turn: %w", err)
 	}
@@ -308,7 +328,7 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	t := &ent.Turn{
 		ID: id, ConversationID: in.ConversationID, AuthorID: in.Member.ID, IdempotencyKey: in.IdempotencyKey,
 		Input: in.Text, Position: pos, State: entturn.StateQueued, AgentVersionID: agentVerID,
-		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created,
+		AuthorityBundle: raw, AuthorityDigest: digest, CreatedAt: created, TraceParent: traceParent,
 	}
 	head := pos
 	var claimed *lease.Claimed

@@ -634,6 +634,7 @@ var (
 		{Name: "checkpoint", Type: field.TypeJSON, Nullable: true},
 		{Name: "specialist", Type: field.TypeString, Nullable: true},
 		{Name: "usage", Type: field.TypeJSON, Nullable: true},
+		{Name: "trace_parent", Type: field.TypeString, Nullable: true},
 		{Name: "conversation_id", Type: field.TypeUUID},
 		{Name: "author_id", Type: field.TypeUUID},
 	}
@@ -645,13 +646,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "turns_conversations_turns",
-				Columns:    []*schema.Column{TurnsColumns[20]},
+				Columns:    []*schema.Column{TurnsColumns[21]},
 				RefColumns: []*schema.Column{ConversationsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
 			{
 				Symbol:     "turns_members_turns",
-				Columns:    []*schema.Column{TurnsColumns[21]},
+				Columns:    []*schema.Column{TurnsColumns[22]},
 				RefColumns: []*schema.Column{MembersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -660,12 +661,12 @@ var (
 			{
 				Name:    "turn_conversation_id_author_id_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[20], TurnsColumns[21], TurnsColumns[2]},
+				Columns: []*schema.Column{TurnsColumns[21], TurnsColumns[22], TurnsColumns[2]},
 			},
 			{
 				Name:    "turn_one_running_per_room",
 				Unique:  true,
-				Columns: []*schema.Column{TurnsColumns[20]},
+				Columns: []*schema.Column{TurnsColumns[21]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "state = 'running'",
 				},
@@ -673,7 +674,7 @@ var (
 			{
 				Name:    "turn_conversation_id_position",
 				Unique:  false,
-				Columns: []*schema.Column{TurnsColumns[20], TurnsColumns[4]},
+				Columns: []*schema.Column{TurnsColumns[21], TurnsColumns[4]},
 			},
 			{
 				Name:    "turn_running_lease_expiry",

@@ -58,6 +58,10 @@ func (Turn) Fields() []ent.Field {
 		field.String("specialist").Optional().Immutable(),
 		// usage is settled once, in the terminal's transaction.
 		field.JSON("usage", json.RawMessage{}).Optional(),
+		// trace_parent is the W3C traceparent of the acceptance's span:
+		// every attempt's run, on whichever replica claims it, continues
+		// the turn's one trace from it. Empty when tracing is off.
+		field.String("trace_parent").Optional().Immutable(),
 	}
 }
 

@@ -58,6 +58,8 @@ const (
 	FieldSpecialist = "specialist"
 	// FieldUsage holds the string denoting the usage field in the database.
 	FieldUsage = "usage"
+	// FieldTraceParent holds the string denoting the trace_parent field in the database.
+	FieldTraceParent = "trace_parent"
 	// EdgeConversation holds the string denoting the conversation edge name in mutations.
 	EdgeConversation = "conversation"
 	// EdgeAuthor holds the string denoting the author edge name in mutations.
@@ -140,6 +142,7 @@ var Columns = []string{
 	FieldCheckpoint,
 	FieldSpecialist,
 	FieldUsage,
+	FieldTraceParent,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -292,6 +295,11 @@ func ByFinishedAt(opts ...sql.OrderTermOption) OrderOption {
 // BySpecialist orders the results by the specialist field.
 func BySpecialist(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldSpecialist, opts...).ToFunc()
+}
+
+// ByTraceParent orders the results by the trace_parent field.
+func ByTraceParent(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldTraceParent, opts...).ToFunc()
 }
 
 // ByConversationField orders the results by conversation field.

@@ -1,0 +1,2 @@
+-- reverse: modify "turns" table
+ALTER TABLE "turns" DROP COLUMN "trace_parent";
