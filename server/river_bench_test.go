@@ -132,6 +132,14 @@ const (
 // replicas), each submitting one turn and waiting until it is terminal
 // before the next.
 func measureTurns(b *testing.B, url string) closedLoop {
+	r, _ := measureTurnsOn(b, url, benchReplicas, benchReplicaPool)
+	return r
+}
+
+// measureTurnsOn is measureTurns on n replicas, each with a pool of
+// pool connections; it also returns the most connections any replica had
+// open at the end.
+func measureTurnsOn(b *testing.B, url string, benchReplicas, benchReplicaPool int) (closedLoop, int) {
 	ctx := context.Background()
 	// Two replicas on one database and one data folder (the dev key their
 	// clients' envelopes are signed with), each with the pool the README
@@ -201,12 +209,16 @@ FROM turns t WHERE t.state = 'completed' AND NOT EXISTS (SELECT 1 FROM turns o W
   AND o.id <> t.id AND o.created_at <= t.created_at AND (o.finished_at IS NULL OR o.finished_at > t.created_at))`).Scan(&freeN, &freeStart); err != nil {
 		b.Fatal(err)
 	}
+	conns := 0
+	for _, rep := range replicas {
+		conns = max(conns, rep.app.db.Stats().OpenConnections)
+	}
 	r := newClosedLoop(n, lat, samples)
 	r.extra = fmt.Sprintf("turngate wrote %.1f journal entries per turn (%.1f answer deltas): accepted+started, deltas, answer+terminal\n"+
 		"  turngate turns accepted into a free lane: %.0f%%, their start p50 %.2f ms (the rest also waited behind their room's earlier turn)",
 		float64(entries)/float64(max(turnsN, 1)), float64(deltas)/float64(max(turnsN, 1)),
 		100*float64(freeN)/float64(max(turnsN, 1)), freeStart.Float64*1000)
-	return r
+	return r, conns
 }
 
 // benchWorld makes benchRooms shared rooms and benchSubmitters members,
