@@ -318,6 +318,14 @@ func (s *Store) CancelQueued(ctx context.Context, tx pg.Querier, p CancelQueuedP
 	return room, err
 }
 
+// Revoked counts n turns ended by a membership's removal, after the
+// transaction that ended them (Revoke) committed.
+func (s *Store) Revoked(n int) {
+	for range n {
+		s.metrics.Ended(entturn.StateFailed.String(), ReasonMembershipRevoked)
+	}
+}
+
 // lockAuthorTurns locks an author's unfinished turns in a room, turn rows
 // first as the lock order has it.
 const lockAuthorTurns = `
@@ -358,11 +366,12 @@ func (s *Store) LockAuthorTurns(ctx context.Context, tx pg.Querier, p RevokePara
 // the same settlement a run's own terminal makes. After the removal
 // commits, no entry of those turns but their terminals can be appended:
 // their runs' fenced writes find them no longer running. It returns the
-// last journal position written, or 0.
-func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int64, error) {
+// last journal position written, or 0, and how many turns it ended (the
+// caller counts them once its transaction commits: see Revoked).
+func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int64, int, error) {
 	rows, err := tx.QueryContext(ctx, revokeTurns, p.Room, p.Author, ReasonMembershipRevoked)
 	if err != nil {
-		return 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
+		return 0, 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
 	}
 	type ended struct {
 		id      uuid.UUID
@@ -373,19 +382,19 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 		var e ended
 		if err := rows.Scan(&e.id, &e.attempt); err != nil {
 			rows.Close()
-			return 0, err
+			return 0, 0, err
 		}
 		turns = append(turns, e)
 	}
 	if err := pg.CloseRows(rows); err != nil {
-		return 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
+		return 0, 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
 	}
 	var head int64
 	for _, t := range turns {
 		drafts, err := Settle(ctx, tx, SettleParams{Room: p.Room, Turn: t.id, Attempt: t.attempt,
 			Outcome: entturn.StateFailed, Reason: ReasonMembershipRevoked})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		drafts = append(drafts, journal.Draft{
 			Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: t.id, Valid: true}, Attempt: t.attempt,
@@ -393,11 +402,11 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 		})
 		entries, err := journal.Append(ctx, tx, p.Room, nil, drafts...)
 		if err != nil {
-			return 0, fmt.Errorf("revoke turn %s: %w", t.id, err)
+			return 0, 0, fmt.Errorf("revoke turn %s: %w", t.id, err)
 		}
 		head = entries[len(entries)-1].Seq
 	}
-	return head, nil
+	return head, len(turns), nil
 }
 
 // WithheldAnswer replaces an answer in a shared room that drew on a

@@ -20,6 +20,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/resource"
 )
 
@@ -30,6 +31,8 @@ const DefaultAgent = "assistant"
 type Service struct {
 	Client *ent.Client
 	Hub    *journal.Hub
+	// Metrics counts the turns a removal ends; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // MemberPayload is the payload of member_joined and member_left entries.
@@ -332,18 +335,20 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 		return nil, fmt.Errorf("change membership: %w", err)
 	}
 	head := entries[0].Seq
+	revoked := 0
 	if !add {
 		// After member_left, the terminals of the removed member's turns:
 		// nothing else of them can be appended once this commits.
-		last, err := s.leases().Revoke(ctx, tx, revoke)
+		last, n, err := s.leases().Revoke(ctx, tx, revoke)
 		if err != nil {
 			return nil, fmt.Errorf("remove member: %w", err)
 		}
-		head = max(head, last)
+		head, revoked = max(head, last), n
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("change membership: commit: %w", err)
 	}
+	s.leases().Revoked(revoked)
 	s.Hub.Committed(c.ID, head)
 	c.AudienceVersion = audience
 	c.NextSeq = entries[0].Seq
@@ -352,7 +357,9 @@ ON CONFLICT (conversation_id, member_id) DO NOTHING`, uuid.New(), c.ID, target.I
 
 // leases is the lease store over the service's handles: a removal ends
 // the removed member's turns through it.
-func (s *Service) leases() *lease.Store { return lease.NewStore(s.Client, s.Hub) }
+func (s *Service) leases() *lease.Store {
+	return lease.NewStore(s.Client, s.Hub).WithMetrics(s.Metrics)
+}
 
 // ResolveScope resolves any scope form naming a room to its id
 // (authority.ResolveScope).

@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	tracer := tracing.Tracer(tp)
 	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
 	a.members = &authority.Members{Client: a.client}
-	a.rooms = &room.Service{Client: a.client, Hub: a.hub}
+	a.rooms = &room.Service{Client: a.client, Hub: a.hub, Metrics: a.metrics}
 	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub, Metrics: a.metrics, Tracer: tracer}
 	providers := map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
