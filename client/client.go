@@ -356,6 +356,20 @@ func (c *Client) Turn(ctx context.Context, id string) (*TurnTurn, error) {
 	return out.Turn, nil
 }
 
+// Replay is a turn's model calls in order (its replay for audit), as this
+// member may read them: at most first (1 to 200).
+func (c *Client) Replay(ctx context.Context, id string, first int) ([]*TurnReplayTurnModelCallsModelCall, error) {
+	var out *TurnReplayResponse
+	err := c.Query(ctx, func(g graphql.Client) (err error) { out, err = TurnReplay(ctx, g, id, &first); return })
+	if err != nil {
+		return nil, err
+	}
+	if out.Turn == nil {
+		return nil, nil
+	}
+	return out.Turn.ModelCalls, nil
+}
+
 // Journal reads every entry of a room after a position, by pages.
 func (c *Client) Journal(ctx context.Context, room string, after int) ([]*EntryFields, error) {
 	var all []*EntryFields

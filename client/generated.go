@@ -4626,6 +4626,221 @@ func (v *TurnFieldsTerminalTurnTerminal) GetOutcome() TurnState { return v.Outco
 // GetReason returns TurnFieldsTerminalTurnTerminal.Reason, and is useful for accessing the field via an interface.
 func (v *TurnFieldsTerminalTurnTerminal) GetReason() TerminalReason { return v.Reason }
 
+// TurnReplayResponse is returned by TurnReplay on success.
+type TurnReplayResponse struct {
+	// A turn of a conversation the caller is a member of.
+	Turn *TurnReplayTurn `json:"turn"`
+}
+
+// GetTurn returns TurnReplayResponse.Turn, and is useful for accessing the field via an interface.
+func (v *TurnReplayResponse) GetTurn() *TurnReplayTurn { return v.Turn }
+
+// TurnReplayTurn includes the requested fields of the GraphQL type Turn.
+// The GraphQL type's documentation follows.
+//
+// One accepted input and everything the assistant did with it.
+type TurnReplayTurn struct {
+	// The turn's id.
+	Id string `json:"id"`
+	// The turn's replay for audit: every model request its runs made and the
+	// response, in order (attempt, then step), after redaction and bounded in
+	// size. The turn's author reads all of it; another member of the room reads
+	// it with tool results withheld (they were gathered with the author's
+	// permissions), and with no text at all when the turn's answer was withheld.
+	// At most `first` calls (default 50, at most 200).
+	ModelCalls []*TurnReplayTurnModelCallsModelCall `json:"modelCalls"`
+}
+
+// GetId returns TurnReplayTurn.Id, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurn) GetId() string { return v.Id }
+
+// GetModelCalls returns TurnReplayTurn.ModelCalls, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurn) GetModelCalls() []*TurnReplayTurnModelCallsModelCall { return v.ModelCalls }
+
+// TurnReplayTurnModelCallsModelCall includes the requested fields of the GraphQL type ModelCall.
+// The GraphQL type's documentation follows.
+//
+// One model request of a turn's run and its response (turn replay).
+type TurnReplayTurnModelCallsModelCall struct {
+	// `<turn id>/<attempt>/<step>`.
+	Id string `json:"id"`
+	// The run attempt that made it.
+	Attempt int `json:"attempt"`
+	// Its place among the attempt's model calls, from 1.
+	Step int `json:"step"`
+	// What it was for: step, synthesis, compaction or correction (delegate-… for a specialist's).
+	Purpose string `json:"purpose"`
+	// The model route it went to.
+	Route string `json:"route"`
+	// The messages sent, redacted, each clipped to 8 KiB; the turn's runtime context (clock, name) is never stored.
+	Messages []*TurnReplayTurnModelCallsModelCallMessagesModelMessage `json:"messages"`
+	// Messages left out of the middle of a request longer than 64.
+	OmittedMessages int `json:"omittedMessages"`
+	// The names of the tools offered.
+	Tools []string `json:"tools"`
+	// The response text, redacted and clipped.
+	Text string `json:"text"`
+	// The tools the response asked for.
+	ToolCalls []*TurnReplayTurnModelCallsModelCallToolCallsModelToolCall `json:"toolCalls"`
+	// Why the model stopped: stop, tool_calls, length or content_filter; empty when the call failed.
+	FinishReason string `json:"finishReason"`
+	// Tokens read.
+	InputTokens int `json:"inputTokens"`
+	// Tokens written.
+	OutputTokens int `json:"outputTokens"`
+	// How long it took.
+	DurationMs int `json:"durationMs"`
+	// Why the call failed; null when it did not.
+	Error *string `json:"error"`
+	// True when something in it was clipped to its bound.
+	Truncated bool `json:"truncated"`
+	// When it ended.
+	At time.Time `json:"at"`
+}
+
+// GetId returns TurnReplayTurnModelCallsModelCall.Id, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetId() string { return v.Id }
+
+// GetAttempt returns TurnReplayTurnModelCallsModelCall.Attempt, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetAttempt() int { return v.Attempt }
+
+// GetStep returns TurnReplayTurnModelCallsModelCall.Step, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetStep() int { return v.Step }
+
+// GetPurpose returns TurnReplayTurnModelCallsModelCall.Purpose, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetPurpose() string { return v.Purpose }
+
+// GetRoute returns TurnReplayTurnModelCallsModelCall.Route, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetRoute() string { return v.Route }
+
+// GetMessages returns TurnReplayTurnModelCallsModelCall.Messages, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetMessages() []*TurnReplayTurnModelCallsModelCallMessagesModelMessage {
+	return v.Messages
+}
+
+// GetOmittedMessages returns TurnReplayTurnModelCallsModelCall.OmittedMessages, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetOmittedMessages() int { return v.OmittedMessages }
+
+// GetTools returns TurnReplayTurnModelCallsModelCall.Tools, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetTools() []string { return v.Tools }
+
+// GetText returns TurnReplayTurnModelCallsModelCall.Text, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetText() string { return v.Text }
+
+// GetToolCalls returns TurnReplayTurnModelCallsModelCall.ToolCalls, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetToolCalls() []*TurnReplayTurnModelCallsModelCallToolCallsModelToolCall {
+	return v.ToolCalls
+}
+
+// GetFinishReason returns TurnReplayTurnModelCallsModelCall.FinishReason, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetFinishReason() string { return v.FinishReason }
+
+// GetInputTokens returns TurnReplayTurnModelCallsModelCall.InputTokens, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetInputTokens() int { return v.InputTokens }
+
+// GetOutputTokens returns TurnReplayTurnModelCallsModelCall.OutputTokens, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetOutputTokens() int { return v.OutputTokens }
+
+// GetDurationMs returns TurnReplayTurnModelCallsModelCall.DurationMs, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetDurationMs() int { return v.DurationMs }
+
+// GetError returns TurnReplayTurnModelCallsModelCall.Error, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetError() *string { return v.Error }
+
+// GetTruncated returns TurnReplayTurnModelCallsModelCall.Truncated, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetTruncated() bool { return v.Truncated }
+
+// GetAt returns TurnReplayTurnModelCallsModelCall.At, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCall) GetAt() time.Time { return v.At }
+
+// TurnReplayTurnModelCallsModelCallMessagesModelMessage includes the requested fields of the GraphQL type ModelMessage.
+// The GraphQL type's documentation follows.
+//
+// A message of a model request.
+type TurnReplayTurnModelCallsModelCallMessagesModelMessage struct {
+	// system, user, assistant or tool.
+	Role string `json:"role"`
+	// Its text; a tool result a viewer may not read is replaced by a notice.
+	Content string `json:"content"`
+	// The tool call a tool message answers.
+	ToolCallId *string `json:"toolCallId"`
+	// True when its content was withheld from the viewer.
+	Withheld bool `json:"withheld"`
+	// The calls an assistant message asked for.
+	ToolCalls []*TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall `json:"toolCalls"`
+}
+
+// GetRole returns TurnReplayTurnModelCallsModelCallMessagesModelMessage.Role, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessage) GetRole() string { return v.Role }
+
+// GetContent returns TurnReplayTurnModelCallsModelCallMessagesModelMessage.Content, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessage) GetContent() string { return v.Content }
+
+// GetToolCallId returns TurnReplayTurnModelCallsModelCallMessagesModelMessage.ToolCallId, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessage) GetToolCallId() *string {
+	return v.ToolCallId
+}
+
+// GetWithheld returns TurnReplayTurnModelCallsModelCallMessagesModelMessage.Withheld, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessage) GetWithheld() bool { return v.Withheld }
+
+// GetToolCalls returns TurnReplayTurnModelCallsModelCallMessagesModelMessage.ToolCalls, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessage) GetToolCalls() []*TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall {
+	return v.ToolCalls
+}
+
+// TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall includes the requested fields of the GraphQL type ModelToolCall.
+// The GraphQL type's documentation follows.
+//
+// A tool call in a model request or response.
+type TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall struct {
+	// The call's id.
+	Id string `json:"id"`
+	// The tool's name.
+	Name string `json:"name"`
+	// Its arguments (JSON), redacted and clipped.
+	Arguments string `json:"arguments"`
+}
+
+// GetId returns TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall.Id, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall) GetId() string {
+	return v.Id
+}
+
+// GetName returns TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall.Name, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall) GetName() string {
+	return v.Name
+}
+
+// GetArguments returns TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall.Arguments, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallMessagesModelMessageToolCallsModelToolCall) GetArguments() string {
+	return v.Arguments
+}
+
+// TurnReplayTurnModelCallsModelCallToolCallsModelToolCall includes the requested fields of the GraphQL type ModelToolCall.
+// The GraphQL type's documentation follows.
+//
+// A tool call in a model request or response.
+type TurnReplayTurnModelCallsModelCallToolCallsModelToolCall struct {
+	// The call's id.
+	Id string `json:"id"`
+	// The tool's name.
+	Name string `json:"name"`
+	// Its arguments (JSON), redacted and clipped.
+	Arguments string `json:"arguments"`
+}
+
+// GetId returns TurnReplayTurnModelCallsModelCallToolCallsModelToolCall.Id, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallToolCallsModelToolCall) GetId() string { return v.Id }
+
+// GetName returns TurnReplayTurnModelCallsModelCallToolCallsModelToolCall.Name, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallToolCallsModelToolCall) GetName() string { return v.Name }
+
+// GetArguments returns TurnReplayTurnModelCallsModelCallToolCallsModelToolCall.Arguments, and is useful for accessing the field via an interface.
+func (v *TurnReplayTurnModelCallsModelCallToolCallsModelToolCall) GetArguments() string {
+	return v.Arguments
+}
+
 // TurnResponse is returned by Turn on success.
 type TurnResponse struct {
 	// A turn of a conversation the caller is a member of.
@@ -5264,6 +5479,18 @@ type __TurnInput struct {
 
 // GetId returns __TurnInput.Id, and is useful for accessing the field via an interface.
 func (v *__TurnInput) GetId() string { return v.Id }
+
+// __TurnReplayInput is used internally by genqlient
+type __TurnReplayInput struct {
+	Id    string `json:"id"`
+	First *int   `json:"first"`
+}
+
+// GetId returns __TurnReplayInput.Id, and is useful for accessing the field via an interface.
+func (v *__TurnReplayInput) GetId() string { return v.Id }
+
+// GetFirst returns __TurnReplayInput.First, and is useful for accessing the field via an interface.
+func (v *__TurnReplayInput) GetFirst() *int { return v.First }
 
 // The mutation executed by AddAgentVersion.
 const AddAgentVersion_Operation = `
@@ -6782,6 +7009,77 @@ func Turn(
 	}
 
 	data_ = &TurnResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by TurnReplay.
+const TurnReplay_Operation = `
+query TurnReplay ($id: ID!, $first: Int) {
+	turn(id: $id) {
+		id
+		modelCalls(first: $first) {
+			id
+			attempt
+			step
+			purpose
+			route
+			messages {
+				role
+				content
+				toolCallId
+				withheld
+				toolCalls {
+					id
+					name
+					arguments
+				}
+			}
+			omittedMessages
+			tools
+			text
+			toolCalls {
+				id
+				name
+				arguments
+			}
+			finishReason
+			inputTokens
+			outputTokens
+			durationMs
+			error
+			truncated
+			at
+		}
+	}
+}
+`
+
+// A turn's replay for audit: its model calls in order, as the viewer may
+// read them (tool results withheld for members other than the author).
+func TurnReplay(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+	first *int,
+) (data_ *TurnReplayResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "TurnReplay",
+		Query:  TurnReplay_Operation,
+		Variables: &__TurnReplayInput{
+			Id:    id,
+			First: first,
+		},
+	}
+
+	data_ = &TurnReplayResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -584,4 +584,21 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 			t.Fatalf("cancelled turn %+v", cv)
 		}
 	})
+
+	t.Run("a turn's replay", func(t *testing.T) {
+		f := goFollow(t, ctx, a, team)
+		turn, err := a.Submit(ctx, team, "When is the launch?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := f.ended(t, ctx, turn.Id)
+		calls, err := a.Replay(ctx, turn.Id, 50)
+		if err != nil || len(calls) < 2 {
+			t.Fatalf("replay: %d calls, %v", len(calls), err)
+		}
+		last := calls[len(calls)-1]
+		if last.Step != len(calls) || last.Text != v.Answer || len(calls[0].ToolCalls) == 0 {
+			t.Fatalf("replay: last call %+v, answer %q", last, v.Answer)
+		}
+	})
 }

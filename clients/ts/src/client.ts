@@ -11,11 +11,13 @@ import {
   SteerTurnDocument,
   SubmitMessageDocument,
   TurnDocument,
+  TurnReplayDocument,
   type ApprovalDecision,
   type ConversationFieldsFragment,
   type ConversationKind,
   type MemberFieldsFragment,
   type TurnFieldsFragment,
+  type TurnReplayQuery,
 } from './generated/graphql.js';
 import { defaultRetry, backoff, sleep, type RetryPolicy } from './retry.js';
 import { RoomStream, type RoomStreamOptions } from './room.js';
@@ -79,6 +81,8 @@ export interface TurngateClient {
   decideApproval(approvalId: string, decision: ApprovalDecision, signal?: AbortSignal): Promise<{ id: string; state: string; executed: boolean }>;
   /** A turn as the server has it now. */
   turn(id: string, signal?: AbortSignal): Promise<TurnFieldsFragment | null>;
+  /** A turn's model calls in order (its replay for audit), as this member may read them. */
+  replay(id: string, first?: number, signal?: AbortSignal): Promise<TurnReplayQuery['turn']>;
   /** A room's journal, resumable forever (see RoomStream). */
   room(roomId: string, opts?: RoomStreamOptions): RoomStream;
   /** Closes the transport's shared connections. */
@@ -168,6 +172,9 @@ export function createClient(opts: ClientOptions): TurngateClient {
     },
     async turn(id, signal) {
       return (await query(TurnDocument, { id }, signal)).turn;
+    },
+    async replay(id, first, signal) {
+      return (await query(TurnReplayDocument, { id, first }, signal)).turn;
     },
     room(roomId, o) {
       return new RoomStream(transport, roomId, policy, o);

@@ -178,6 +178,21 @@ describe('the turn view', () => {
     expect(t.input).toBe('When is the launch?');
   });
 
+  it("reads a turn's replay: its model calls in order, the last one the answer", async () => {
+    const c = await clientFor('alice@example.com');
+    const room = await roomId(c, 'Team room');
+    const s = follow(c, room);
+    const turn = await c.submit(room, 'When is the launch?');
+    const snap = await s.until((x) => x.turns.find((t) => t.id === turn.id)?.terminal != null);
+    const t = snap.turns.find((x) => x.id === turn.id)!;
+    const replay = await c.replay(turn.id);
+    const calls = replay?.modelCalls ?? [];
+    expect(calls.length).toBeGreaterThan(1);
+    expect(calls.map((m) => m.step)).toEqual(calls.map((_, i) => i + 1));
+    expect(calls[0].toolCalls.length).toBeGreaterThan(0);
+    expect(calls.at(-1)!.text).toBe(t.answer);
+  });
+
   it('gives a waiting turn its place in the lane', async () => {
     const c = await clientFor('alice@example.com');
     const room = await roomId(c, "Alice's notes");

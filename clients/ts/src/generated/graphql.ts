@@ -245,6 +245,14 @@ export type TurnQueryVariables = Exact<{
 
 export type TurnQuery = { turn: { id: string, conversationId: string, idempotencyKey: string, position: number, state: TurnState, input: string, answer: string | null, attempt: number, createdAt: string, finishedAt: string | null, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }>, approvals: Array<{ id: string, turnId: string, tool: string, arguments: JsonValue, state: ApprovalState, expiresAt: string, executed: boolean }>, terminal: { outcome: TurnState, reason: TerminalReason } | null, author: { id: string, email: string, displayName: string } } | null };
 
+export type TurnReplayQueryVariables = Exact<{
+  id: string;
+  first?: number | null | undefined;
+}>;
+
+
+export type TurnReplayQuery = { turn: { id: string, modelCalls: Array<{ id: string, attempt: number, step: number, purpose: string, route: string, omittedMessages: number, tools: Array<string>, text: string, finishReason: string, inputTokens: number, outputTokens: number, durationMs: number, error: string | null, truncated: boolean, at: string, messages: Array<{ role: string, content: string, toolCallId: string | null, withheld: boolean, toolCalls: Array<{ id: string, name: string, arguments: string }> }>, toolCalls: Array<{ id: string, name: string, arguments: string }> }> } | null };
+
 export type CreateConversationMutationVariables = Exact<{
   input: CreateConversationInput;
 }>;
@@ -730,6 +738,46 @@ fragment TurnFields on Turn {
     ...MemberFields
   }
 }`) as unknown as TypedDocumentString<TurnQuery, TurnQueryVariables>;
+export const TurnReplayDocument = new TypedDocumentString(`
+    query TurnReplay($id: ID!, $first: Int) {
+  turn(id: $id) {
+    id
+    modelCalls(first: $first) {
+      id
+      attempt
+      step
+      purpose
+      route
+      messages {
+        role
+        content
+        toolCallId
+        withheld
+        toolCalls {
+          id
+          name
+          arguments
+        }
+      }
+      omittedMessages
+      tools
+      text
+      toolCalls {
+        id
+        name
+        arguments
+      }
+      finishReason
+      inputTokens
+      outputTokens
+      durationMs
+      error
+      truncated
+      at
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<TurnReplayQuery, TurnReplayQueryVariables>;
 export const CreateConversationDocument = new TypedDocumentString(`
     mutation CreateConversation($input: CreateConversationInput!) {
   createConversation(input: $input) {
