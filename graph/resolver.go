@@ -36,4 +36,8 @@ type Resolver struct {
 	Runs Runs
 	// MaxTextLen bounds a submitted message, in characters.
 	MaxTextLen int
+
+	// entries converts each journal entry once for all of a room's
+	// streams on this replica.
+	entries entryCache
 }
