@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,6 +308,10 @@ func (a *App) Serve(ctx context.Context) error {
 		mux.Handle("GET /metrics", a.metricsHandler())
 		mux.HandleFunc("GET /healthz", a.healthz)
 		mux.HandleFunc("GET /readyz", a.readyz)
+		// Go's profiles, on the operators' address only (never the API's).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeaderTimeout}
 		defer msrv.Close()
 		go func() {

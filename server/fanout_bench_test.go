@@ -6,9 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,8 +144,10 @@ func BenchmarkFanOut(b *testing.B) {
 		n     int
 	}{{"one room", []string{team}, false, n}, {"100 rooms", spread, false, n}, {"SSE, one room", []string{team}, true, min(n, 1000)}} {
 		n := layout.n
-		// A fresh replica per layout, so its memory is this layout's.
-		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), env...)
+		// A fresh replica per layout, so its memory is this layout's; its
+		// profiles on an operators' address of its own.
+		debugAddr := freeAddr(b)
+		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr)...)
 		pid := r.cmd.Process.Pid
 		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
 		base := idle()
@@ -245,10 +251,22 @@ func BenchmarkFanOut(b *testing.B) {
 		turnStart = time.Now()
 		startMu.Unlock()
 		close(drained)
+		// With TURNGATE_FANOUT_PROFILE=1, the server's CPU profile while
+		// the turn reaches every subscriber says where a delta's time
+		// goes (off by default: profiling costs the latencies measured).
+		profiled := make(chan []byte, 1)
+		if os.Getenv("TURNGATE_FANOUT_PROFILE") == "1" {
+			go func() { profiled <- cpuProfile(ctx, "http://"+debugAddr, 6) }()
+		} else {
+			profiled <- nil
+		}
 		if _, err := submitTurn(ctx, c, layout.rooms[0], "When is the launch?"); err != nil {
 			b.Fatal(err)
 		}
 		got.Wait()
+		if prof := <-profiled; prof != nil {
+			printProfileTop(b, bin, prof, "fan-out "+layout.name, 12)
+		}
 		for _, conn := range conns {
 			if conn != nil {
 				conn.Close()
@@ -331,3 +349,47 @@ func sseSubscribe(ctx context.Context, url string, hdr http.Header, r gqlclient.
 
 // sseClient keeps a connection per stream: SSE holds each one open.
 var sseClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0}}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// cpuProfile fetches seconds of a server's CPU profile from its
+// operators' address; nil when it cannot.
+func cpuProfile(ctx context.Context, base string, seconds int) []byte {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), nil)
+	if err != nil {
+		return nil
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return nil
+	}
+	return raw
+}
+
+// printProfileTop prints the n functions with the most cumulative CPU in
+// prof (go tool pprof -top -cum), so a run says where its time went.
+func printProfileTop(b *testing.B, bin string, prof []byte, what string, n int) {
+	path := filepath.Join(b.TempDir(), "cpu.pprof")
+	if err := os.WriteFile(path, prof, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-cum", fmt.Sprintf("-nodecount=%d", n), bin, path).CombinedOutput()
+	if err != nil {
+		fmt.Printf("%s: pprof: %v\n", what, err)
+		return
+	}
+	fmt.Printf("%s: the server's CPU profile while the turn reached every subscriber (top %d by cumulative time):\n%s", what, n, out)
+}
