@@ -50,6 +50,10 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		attribute.String("turngate.room", c.Turn.ConversationID.String()), attribute.String("turngate.turn", c.Turn.ID.String()),
 		attribute.Int("turngate.attempt", c.Turn.Attempt), attribute.String("turngate.runner", r.cfg.Owner)))
 	defer span.End()
+	if sc := span.SpanContext(); sc.IsValid() {
+		// The run's log lines name its trace, to find them from a trace.
+		log = log.With("trace", sc.TraceID().String(), "span", sc.SpanID().String())
+	}
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
 		r.fail(c, lease.ReasonRecoveryExhausted, log)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -282,5 +283,54 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 	}
 	if err := h.client(t, alice).Do(ctx, `{ me { email } }`, nil, &me); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
 		t.Fatalf("a dev envelope under a key set: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// TestOperatorsAddress: with TURNGATE_METRICS_ADDR, /metrics, the probes
+// and Go's profiles answer there, and the API's address serves neither
+// the metrics nor the profiles.
+func TestOperatorsAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := ln.Addr().String()
+	ln.Close()
+	h := newHarness(t, func(c *Config) { c.MetricsAddr = ops })
+	get := func(url string) int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res, err := http.Get(url)
+			if err == nil {
+				res.Body.Close()
+				return res.StatusCode
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", url, err)
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-t.Context().Done():
+				t.Fatal(t.Context().Err())
+			}
+		}
+	}
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/debug/pprof/"} {
+		if c := get("http://" + ops + path); c != http.StatusOK {
+			t.Errorf("operators' %s: HTTP %d", path, c)
+		}
+	}
+	for _, path := range []string{"/metrics", "/debug/pprof/"} {
+		res, err := http.Get(h.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK && (strings.Contains(string(body), "turngate_turns_accepted_total") || strings.Contains(string(body), "goroutine")) {
+			t.Errorf("the API's address serves %s", path)
+		}
 	}
 }
