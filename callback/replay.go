@@ -20,25 +20,6 @@ const (
 	maxCallMessages = 64
 )
 
-// StoredRequest is what a stored model call keeps of its request: the
-// messages after redaction (without the turn's runtime context, which is
-// never stored) and the names of the tools offered.
-type StoredRequest struct {
-	Messages []gateway.Message `json:"messages"`
-	Tools    []string          `json:"tools,omitempty"`
-	// Omitted is how many messages from the middle were not kept.
-	Omitted   int  `json:"omitted,omitempty"`
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-// StoredResponse is what a stored model call keeps of its response.
-type StoredResponse struct {
-	Text         string             `json:"text"`
-	ToolCalls    []gateway.ToolCall `json:"toolCalls,omitempty"`
-	FinishReason string             `json:"finishReason,omitempty"`
-	Truncated    bool               `json:"truncated,omitempty"`
-}
-
 // recordCall stores one model call of the run, fenced by its lease token:
 // a run that no longer owns the turn stores nothing. A call that cannot be
 // stored is logged, not fatal: the run's own writes will fail the same way.
@@ -50,7 +31,7 @@ func (h *Host) recordCall(ctx context.Context, purpose, route string, step gatew
 	h.mu.Unlock()
 	req, resp := h.storedCall(step.Request, res)
 	if callErr != nil {
-		resp = StoredResponse{}
+		resp = gateway.StoredResponse{}
 	}
 	rawReq, err := json.Marshal(req)
 	if err != nil {
@@ -81,8 +62,8 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
 WHERE EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $14 AND state = 'running')`
 
 // storedCall is the redacted, bounded form of one call.
-func (h *Host) storedCall(greq gateway.Request, res gateway.Result) (StoredRequest, StoredResponse) {
-	var req StoredRequest
+func (h *Host) storedCall(greq gateway.Request, res gateway.Result) (gateway.StoredRequest, gateway.StoredResponse) {
+	var req gateway.StoredRequest
 	msgs := greq.Messages
 	if len(msgs) > maxCallMessages {
 		head := maxCallMessages / 4
@@ -102,7 +83,7 @@ func (h *Host) storedCall(greq gateway.Request, res gateway.Result) (StoredReque
 		req.Tools = append(req.Tools, t.Name)
 	}
 	text, cut := h.clip(res.Text)
-	resp := StoredResponse{Text: text, FinishReason: res.FinishReason, Truncated: cut}
+	resp := gateway.StoredResponse{Text: text, FinishReason: res.FinishReason, Truncated: cut}
 	for _, tc := range res.ToolCalls {
 		resp.ToolCalls = append(resp.ToolCalls, h.storedToolCall(tc))
 	}

@@ -2,14 +2,10 @@ package graph
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/turngate/turngate/callback"
-	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/turn"
@@ -28,7 +24,7 @@ const withheldNotice = "[withheld: a tool result gathered with the author's perm
 // turn's author; for another member of the room, tool results withheld,
 // and no text at all when the turn's answer was withheld from the room.
 // The caller has checked that viewer may see the turn.
-func turnModelCalls(ctx context.Context, client *ent.Client, turns *turn.Service, viewer uuid.UUID, t *model.Turn, first *int64) ([]*model.ModelCall, error) {
+func turnModelCalls(ctx context.Context, turns *turn.Service, viewer uuid.UUID, t *model.Turn, first *int64) ([]*model.ModelCall, error) {
 	in := modelCallsInput{First: 50}
 	if first != nil {
 		in.First = *first
@@ -46,46 +42,25 @@ func turnModelCalls(ctx context.Context, client *ent.Client, turns *turn.Service
 		}
 		blank = withheld[id]
 	}
-	rows, err := client.QueryContext(ctx, `
-SELECT attempt, step, purpose, route, request, response, input_tokens, output_tokens, duration_ms, error, created_at
-FROM model_calls WHERE turn_id = $1 ORDER BY attempt, step LIMIT $2`, id, in.First)
+	calls, err := turns.ModelCalls(ctx, id, int(in.First))
 	if err != nil {
-		return nil, fmt.Errorf("model calls of %s: %w", id, err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []*model.ModelCall
-	for rows.Next() {
-		var c model.ModelCall
-		var rawReq, rawResp []byte
-		var errText string
-		var at time.Time
-		if err := rows.Scan(&c.Attempt, &c.Step, &c.Purpose, &c.Route, &rawReq, &rawResp, &c.InputTokens, &c.OutputTokens,
-			&c.DurationMs, &errText, &at); err != nil {
-			return nil, err
+	out := []*model.ModelCall{}
+	for _, rc := range calls {
+		req, resp := rc.Request, rc.Response
+		c := model.ModelCall{
+			ID: fmt.Sprintf("%s/%d/%d", id, rc.Attempt, rc.Step), Attempt: rc.Attempt, Step: rc.Step,
+			Purpose: rc.Purpose, Route: rc.Route, InputTokens: rc.InputTokens, OutputTokens: rc.OutputTokens,
+			DurationMs: rc.DurationMs, At: rc.At, OmittedMessages: int64(req.Omitted),
+			Tools: append([]string{}, req.Tools...), Truncated: req.Truncated || resp.Truncated,
+			FinishReason: resp.FinishReason, Text: resp.Text, ToolCalls: toModelToolCalls(resp.ToolCalls),
 		}
-		var req callback.StoredRequest
-		var resp callback.StoredResponse
-		if err := json.Unmarshal(rawReq, &req); err != nil {
-			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, id, err)
+		if rc.Error != "" {
+			c.Error = &rc.Error
 		}
-		if err := json.Unmarshal(rawResp, &resp); err != nil {
-			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, id, err)
-		}
-		c.ID = fmt.Sprintf("%s/%d/%d", id, c.Attempt, c.Step)
-		c.At = at
-		c.OmittedMessages = int64(req.Omitted)
-		c.Tools = append([]string{}, req.Tools...)
-		c.Truncated = req.Truncated || resp.Truncated
-		c.FinishReason = resp.FinishReason
-		if errText != "" {
-			c.Error = &errText
-		}
-		c.Text = resp.Text
 		if blank {
 			c.Text = ""
-		}
-		c.ToolCalls = toModelToolCalls(resp.ToolCalls)
-		if blank {
 			for _, tc := range c.ToolCalls {
 				tc.Arguments = "{}"
 			}
@@ -102,7 +77,7 @@ FROM model_calls WHERE turn_id = $1 ORDER BY attempt, step LIMIT $2`, id, in.Fir
 		}
 		out = append(out, &c)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func toModelToolCalls(calls []gateway.ToolCall) []*model.ModelToolCall {

@@ -771,7 +771,7 @@ func (r *turnResolver) ModelCalls(ctx context.Context, obj *model.Turn, first *i
 		return nil, err
 	}
 	// Visible to whoever may see the turn: the turn resolvers checked it.
-	return turnModelCalls(ctx, r.Turns.Client, r.Turns, m.ID, obj, first)
+	return turnModelCalls(ctx, r.Turns, m.ID, obj, first)
 }
 
 // Artifact returns generated.ArtifactResolver implementation.

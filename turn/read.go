@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/pg"
@@ -63,4 +65,46 @@ func (s *Service) Withheld(ctx context.Context, turns []uuid.UUID) (map[uuid.UUI
 		out[id] = true
 	}
 	return out, nil
+}
+
+// ModelCall is one stored model call of a turn (turn replay).
+type ModelCall struct {
+	Attempt, Step             int64
+	Purpose, Route            string
+	Request                   gateway.StoredRequest
+	Response                  gateway.StoredResponse
+	InputTokens, OutputTokens int64
+	DurationMs                int64
+	Error                     string
+	At                        time.Time
+}
+
+// ModelCalls reads the first `first` stored model calls of a turn, in
+// order (attempt, then step). The caller has checked that the reader may
+// see the turn.
+func (s *Service) ModelCalls(ctx context.Context, turnID uuid.UUID, first int) ([]ModelCall, error) {
+	rows, err := s.Client.QueryContext(ctx, `
+SELECT attempt, step, purpose, route, request, response, input_tokens, output_tokens, duration_ms, error, created_at
+FROM model_calls WHERE turn_id = $1 ORDER BY attempt, step LIMIT $2`, turnID, first)
+	if err != nil {
+		return nil, fmt.Errorf("model calls of %s: %w", turnID, err)
+	}
+	defer rows.Close()
+	var out []ModelCall
+	for rows.Next() {
+		var c ModelCall
+		var rawReq, rawResp []byte
+		if err := rows.Scan(&c.Attempt, &c.Step, &c.Purpose, &c.Route, &rawReq, &rawResp, &c.InputTokens, &c.OutputTokens,
+			&c.DurationMs, &c.Error, &c.At); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(rawReq, &c.Request); err != nil {
+			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, turnID, err)
+		}
+		if err := json.Unmarshal(rawResp, &c.Response); err != nil {
+			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, turnID, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
