@@ -49,7 +49,7 @@ func (h *Host) recordCall(ctx context.Context, purpose, route string, step gatew
 	}
 	t := h.claim.Turn
 	if _, err := h.deps.Client.ExecContext(context.WithoutCancel(ctx), insertCall, uuid.New(), t.ConversationID, t.ID, t.Attempt, n,
-		purpose, route, rawReq, rawResp, res.Usage.InputTokens, res.Usage.OutputTokens, took.Milliseconds(), errText,
+		purpose, route, string(rawReq), string(rawResp), res.Usage.InputTokens, res.Usage.OutputTokens, took.Milliseconds(), errText,
 		h.claim.Fence.LeaseToken); err != nil {
 		h.log.Warn("store model call", "turn", t.ID, "step", n, "err", err)
 	}
