@@ -27,6 +27,7 @@ import (
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/migrations"
+	pgdb "github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
@@ -99,7 +100,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		}
 		url = a.pg.URL("turngate")
 	}
-	a.db, err = sql.Open("postgres", url)
+	// direct reaches Postgres without a pooler: the LISTEN connection and
+	// the migrations (a session advisory lock) need a session.
+	direct := url
+	if cfg.DirectDatabaseURL != "" {
+		direct = cfg.DirectDatabaseURL
+	}
+	if cfg.DBPooler == PoolerTransaction {
+		a.db, err = pgdb.OpenPooled(url)
+	} else {
+		a.db, err = sql.Open("postgres", url)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -113,7 +124,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err := a.db.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	if err := migrations.ApplyDB(ctx, a.db); err != nil {
+	if direct == url {
+		err = migrations.ApplyDB(ctx, a.db)
+	} else {
+		err = migrations.Apply(ctx, direct)
+	}
+	if err != nil {
 		return nil, err
 	}
 	a.client = ent.NewClient(ent.Driver(entsql.OpenDB(dialect.Postgres, a.db)))
@@ -133,10 +149,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		a.stopTracing = shutdown
 	}
 	tracer := tracing.Tracer(tp)
-	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: url, Logger: log})
+	a.hub = journal.NewHub(journal.HubConfig{DB: a.db, ListenURL: direct, Logger: log})
 	a.members = &authority.Members{Client: a.client}
 	a.rooms = &room.Service{Client: a.client, Hub: a.hub, Metrics: a.metrics}
-	a.turns = &turn.Service{Client: a.client, DB: a.db, Hub: a.hub, Metrics: a.metrics, Tracer: tracer}
+	a.turns = &turn.Service{Client: a.client, DB: a.db, Unprepared: cfg.DBPooler == PoolerTransaction, Hub: a.hub, Metrics: a.metrics, Tracer: tracer}
 	providers := map[string]gateway.Provider{"builtin": gateway.Builtin{Pace: cfg.ModelPace}}
 	if cfg.OpenAI.BaseURL != "" || cfg.OpenAI.APIKey != "" {
 		providers["openai"] = gateway.NewOpenAI(cfg.OpenAI)

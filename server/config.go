@@ -43,6 +43,17 @@ type Config struct {
 	// under the server's max_connections less its reserved slots: with the
 	// default max_connections of 100, two replicas of 40 each.
 	DBMaxConns int
+	// DBPooler names the pooler DatabaseURL goes through
+	// (TURNGATE_DB_POOLER, --db-pooler): "" (none, or one in session
+	// mode) or "transaction" (PgBouncer's transaction pooling: a server
+	// connection is only this replica's for one transaction, so the
+	// replica prepares no named statements and sends each statement with
+	// its parameters in one round trip). It needs DirectDatabaseURL.
+	DBPooler string
+	// DirectDatabaseURL, when set, reaches Postgres without the pooler
+	// (TURNGATE_DIRECT_DATABASE_URL): the replica's LISTEN connection,
+	// which needs a session of its own, and the migrations use it.
+	DirectDatabaseURL string
 	// IdentityHeader carries the identity envelope (TURNGATE_IDENTITY_HEADER).
 	IdentityHeader string
 	// EnvelopeKeyFile is the PKIX PEM public key of the platform that signs
@@ -308,29 +319,35 @@ const (
 	devAudience = "turngate"
 )
 
+// PoolerTransaction is DBPooler for a pooler in transaction pooling
+// mode, such as PgBouncer's pool_mode = transaction.
+const PoolerTransaction = "transaction"
+
 // DefaultDBMaxConns is a replica's connection pool when none is set.
 const DefaultDBMaxConns = 64
 
 // ConfigFromEnv reads the configuration from the environment.
 func ConfigFromEnv() (Config, error) {
 	c := Config{
-		Addr:            env("TURNGATE_ADDR", "127.0.0.1:8080"),
-		MetricsAddr:     os.Getenv("TURNGATE_METRICS_ADDR"),
-		LogLevel:        env("TURNGATE_LOG_LEVEL", "info"),
-		LogFormat:       os.Getenv("TURNGATE_LOG_FORMAT"),
-		DataDir:         env("TURNGATE_DATA", ".turngate"),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		IdentityHeader:  env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
-		EnvelopeKeyFile: os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
-		EnvelopeJWKSURL: os.Getenv("TURNGATE_ENVELOPE_JWKS_URL"),
-		EnvelopeIssuer:  env("TURNGATE_ENVELOPE_ISSUER", devIssuer),
-		EnvelopeAud:     env("TURNGATE_ENVELOPE_AUDIENCE", devAudience),
-		MaxTextLen:      16000,
-		ModelPace:       25 * time.Millisecond,
-		LeaseTTL:        30 * time.Second,
-		Drain:           10 * time.Second,
-		Replica:         os.Getenv("TURNGATE_REPLICA"),
-		AgentRoute:      os.Getenv("TURNGATE_AGENT_ROUTE"),
+		Addr:              env("TURNGATE_ADDR", "127.0.0.1:8080"),
+		MetricsAddr:       os.Getenv("TURNGATE_METRICS_ADDR"),
+		LogLevel:          env("TURNGATE_LOG_LEVEL", "info"),
+		LogFormat:         os.Getenv("TURNGATE_LOG_FORMAT"),
+		DataDir:           env("TURNGATE_DATA", ".turngate"),
+		DatabaseURL:       os.Getenv("DATABASE_URL"),
+		DBPooler:          os.Getenv("TURNGATE_DB_POOLER"),
+		DirectDatabaseURL: os.Getenv("TURNGATE_DIRECT_DATABASE_URL"),
+		IdentityHeader:    env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
+		EnvelopeKeyFile:   os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
+		EnvelopeJWKSURL:   os.Getenv("TURNGATE_ENVELOPE_JWKS_URL"),
+		EnvelopeIssuer:    env("TURNGATE_ENVELOPE_ISSUER", devIssuer),
+		EnvelopeAud:       env("TURNGATE_ENVELOPE_AUDIENCE", devAudience),
+		MaxTextLen:        16000,
+		ModelPace:         25 * time.Millisecond,
+		LeaseTTL:          30 * time.Second,
+		Drain:             10 * time.Second,
+		Replica:           os.Getenv("TURNGATE_REPLICA"),
+		AgentRoute:        os.Getenv("TURNGATE_AGENT_ROUTE"),
 		OpenAI: gateway.OpenAIConfig{
 			BaseURL: os.Getenv("TURNGATE_OPENAI_BASE_URL"),
 			APIKey:  os.Getenv("TURNGATE_OPENAI_API_KEY"),
@@ -458,6 +475,15 @@ func env(key, def string) string {
 // before anything starts; the database and the envelope key are checked
 // as they are opened.
 func (c Config) Check() error {
+	switch c.DBPooler {
+	case "":
+	case PoolerTransaction:
+		if c.DatabaseURL == "" || c.DirectDatabaseURL == "" {
+			return fmt.Errorf("TURNGATE_DB_POOLER=transaction needs DATABASE_URL (through the pooler) and TURNGATE_DIRECT_DATABASE_URL (to Postgres itself: LISTEN and the migrations need a session)")
+		}
+	default:
+		return fmt.Errorf("TURNGATE_DB_POOLER %q: want transaction, or unset for a direct connection or a pooler in session mode", c.DBPooler)
+	}
 	route := c.AgentRoute
 	if route == "" || route == "builtin" {
 		return nil

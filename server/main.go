@@ -96,6 +96,7 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "HTTP listen address")
 	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", cfg.DBMaxConns, "database connection pool size (TURNGATE_DB_MAX_CONNS; default 64)")
+	fs.StringVar(&cfg.DBPooler, "db-pooler", cfg.DBPooler, "transaction: DATABASE_URL goes through a pooler in transaction mode (TURNGATE_DB_POOLER; needs TURNGATE_DIRECT_DATABASE_URL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,6 +140,9 @@ func migrate(ctx context.Context, cfg Config, args []string, stdout io.Writer, l
 			return err
 		}
 		url = pg.URL("turngate")
+	}
+	if cfg.DirectDatabaseURL != "" {
+		url = cfg.DirectDatabaseURL
 	}
 	if err := migrations.Apply(ctx, url); err != nil {
 		return err

@@ -40,8 +40,13 @@ type Service struct {
 	// DB is the handle under Client. Acceptance is the hot path: its two
 	// statements are prepared once per connection rather than parsed and
 	// planned on every submission.
-	DB  *sql.DB
-	Hub *journal.Hub
+	DB *sql.DB
+	// Unprepared sends the acceptance statements whole instead of
+	// preparing them: DB goes through a pooler in transaction pooling
+	// mode, which keeps no named statement from one transaction to the
+	// next.
+	Unprepared bool
+	Hub        *journal.Hub
 	// Runner, when set, is this process's runner: a turn accepted into an
 	// idle lane is claimed for it in the accepting transaction, so the run
 	// starts with no second commit and no wake-up in between.
@@ -74,6 +79,9 @@ type Starter interface {
 // prepare prepares the acceptance statements once; a failure (the
 // database away) is retried on the next submission.
 func (s *Service) prepare(ctx context.Context) (take, accept *sql.Stmt, err error) {
+	if s.Unprepared {
+		return nil, nil, nil
+	}
 	s.prepMu.Lock()
 	defer s.prepMu.Unlock()
 	if s.take == nil {
@@ -87,6 +95,15 @@ func (s *Service) prepare(ctx context.Context) (take, accept *sql.Stmt, err erro
 		}
 	}
 	return s.take, s.accept, nil
+}
+
+// queryIn runs stmt in tx, or query itself when the service prepares
+// nothing (stmt is nil).
+func queryIn(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, query string, args ...any) (*sql.Rows, error) {
+	if stmt == nil {
+		return tx.QueryContext(ctx, query, args...)
+	}
+	return tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
 }
 
 // Submission is one member input.
@@ -258,7 +275,7 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		idle       bool
 		acceptedAt time.Time
 	)
-	rows, err := tx.StmtContext(ctx, take).QueryContext(ctx, in.ConversationID, in.Member.ID, in.IdempotencyKey)
+	rows, err := queryIn(ctx, tx, take, takePosition, in.ConversationID, in.Member.ID, in.IdempotencyKey)
 	if err != nil {
 		return nil, fmt.Errorf("submit: take position: %w", err)
 	}
@@ -301,7 +318,7 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	id := uuid.New()
 	traceParent := tracing.Parent(ctx)
-	rows, err = tx.StmtContext(ctx, accept).QueryContext(ctx, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos,
+	rows, err = queryIn(ctx, tx, accept, acceptTurn, id, in.ConversationID, in.Member.ID, in.IdempotencyKey, in.Text, pos,
 		agentVerID, string(raw), digest, string(payload), b.Specialist, traceParent)
 	if err != nil {
 		return nil, fmt.Errorf("submit: accept turn: %w", err)
