@@ -141,7 +141,7 @@ func (h *Host) requestApproval(ctx context.Context, key string, call runtime.Too
 	id := uuid.New()
 	res, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, turn_id, conversation_id, call_id, tool, arguments, state, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, 'pending', now() + make_interval(secs => $7))
-ON CONFLICT (turn_id, call_id) DO NOTHING`, id, c.Turn.ID, c.Turn.ConversationID, key, call.Name, jsonArguments(call.Arguments), h.deps.ApprovalTimeout.Seconds())
+ON CONFLICT (conversation_id, turn_id, call_id) DO NOTHING`, id, c.Turn.ID, c.Turn.ConversationID, key, call.Name, jsonArguments(call.Arguments), h.deps.ApprovalTimeout.Seconds())
 	if err != nil {
 		return approvalRow{}, fmt.Errorf("request approval: %w", err)
 	}

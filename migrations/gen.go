@@ -89,10 +89,54 @@ func run(ctx context.Context, name, devURL string) error {
 }
 
 // handWrittenIndexes are indexes the ent schema cannot express (over an
-// expression), created by hand-written migrations: the diff keeps them.
-var handWrittenIndexes = map[string]bool{"turn_history_search": true}
+// expression, or over the id of a table whose primary key is not id
+// alone), created by hand-written migrations: the diff keeps them.
+var handWrittenIndexes = map[string]bool{
+	"turn_history_search": true,
+	"turn_by_id":          true,
+	"approval_by_id":      true,
+	"command_by_id":       true,
+}
 
-// keepHandWritten removes the drop of a hand-written index from a diff.
+// roomKeyed are the tables whose primary key is (conversation_id, id), set
+// by a hand-written migration (ent's primary key is id alone), so that
+// they can be distributed by room (docs/scaling.md): the diff keeps their
+// primary keys.
+var roomKeyed = map[string]bool{
+	"approvals": true, "commands": true, "journal_entries": true, "model_calls": true,
+	"room_members": true, "room_resources": true, "room_summaries": true, "turns": true,
+}
+
+// handWrittenForeignKeys pair the room's columns on both sides (ent's
+// edges reference turns(id) alone): the diff keeps them.
+var handWrittenForeignKeys = map[string]bool{
+	"approvals_turns_approvals":       true,
+	"commands_turns_commands":         true,
+	"conversations_turns_active_turn": true,
+	"journal_entries_turns_entries":   true,
+	"model_calls_turns_model_calls":   true,
+}
+
+// handWritten reports whether a table change undoes a hand-written part
+// of the schema.
+func handWritten(table string, c atlas.Change) bool {
+	switch c := c.(type) {
+	case *atlas.DropIndex:
+		return handWrittenIndexes[c.I.Name]
+	case *atlas.AddPrimaryKey, *atlas.DropPrimaryKey, *atlas.ModifyPrimaryKey:
+		return roomKeyed[table]
+	case *atlas.AddForeignKey:
+		return handWrittenForeignKeys[c.F.Symbol]
+	case *atlas.DropForeignKey:
+		return handWrittenForeignKeys[c.F.Symbol]
+	case *atlas.ModifyForeignKey:
+		return handWrittenForeignKeys[c.From.Symbol] || handWrittenForeignKeys[c.To.Symbol]
+	}
+	return false
+}
+
+// keepHandWritten removes from a diff the changes that would undo the
+// hand-written parts of the schema.
 func keepHandWritten(next schema.Differ) schema.Differ {
 	return schema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
 		changes, err := next.Diff(current, desired)
@@ -104,7 +148,7 @@ func keepHandWritten(next schema.Differ) schema.Differ {
 			if m, ok := c.(*atlas.ModifyTable); ok {
 				kept := m.Changes[:0]
 				for _, tc := range m.Changes {
-					if d, ok := tc.(*atlas.DropIndex); ok && handWrittenIndexes[d.I.Name] {
+					if handWritten(m.T.Name, tc) {
 						continue
 					}
 					kept = append(kept, tc)

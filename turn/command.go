@@ -34,7 +34,7 @@ func (s *Service) Cancel(ctx context.Context, actor authority.Member, commandID,
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id) VALUES ($1, 'cancel', $2, $3, $4)
-ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
+ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID)
 	if err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}

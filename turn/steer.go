@@ -48,7 +48,7 @@ func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, 
 		return nil, fmt.Errorf("steer %s: %w", turnID, err)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id, text) VALUES ($1, 'steer', $2, $3, $4, $5)
-ON CONFLICT (id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, text)
+ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, text)
 	if err != nil {
 		return nil, fmt.Errorf("steer %s: %w", turnID, err)
 	}

@@ -89,9 +89,9 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "approval_turn_id_call_id",
+				Name:    "approval_conversation_id_turn_id_call_id",
 				Unique:  true,
-				Columns: []*schema.Column{ApprovalsColumns[13], ApprovalsColumns[3]},
+				Columns: []*schema.Column{ApprovalsColumns[2], ApprovalsColumns[13], ApprovalsColumns[3]},
 			},
 		},
 	}
@@ -284,7 +284,7 @@ var (
 			{
 				Name:    "journal_entry_one_terminal_per_turn",
 				Unique:  true,
-				Columns: []*schema.Column{JournalEntriesColumns[8]},
+				Columns: []*schema.Column{JournalEntriesColumns[7], JournalEntriesColumns[8]},
 				Annotation: &entsql.IndexAnnotation{
 					Where: "kind = 'turn_terminal'",
 				},
@@ -438,9 +438,9 @@ var (
 		},
 		Indexes: []*schema.Index{
 			{
-				Name:    "modelcall_turn_id_attempt_step",
+				Name:    "modelcall_conversation_id_turn_id_attempt_step",
 				Unique:  true,
-				Columns: []*schema.Column{ModelCallsColumns[13], ModelCallsColumns[3], ModelCallsColumns[4]},
+				Columns: []*schema.Column{ModelCallsColumns[2], ModelCallsColumns[13], ModelCallsColumns[3], ModelCallsColumns[4]},
 			},
 		},
 	}

@@ -54,7 +54,7 @@ func (JournalEntry) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("conversation_id", "seq").Unique(),
 		// Exactly one terminal per turn, whatever races.
-		index.Fields("turn_id").Unique().
+		index.Fields("conversation_id", "turn_id").Unique().
 			StorageKey("journal_entry_one_terminal_per_turn").
 			Annotations(entsql.IndexWhere("kind = 'turn_terminal'")),
 		index.Fields("turn_id", "seq"),

@@ -88,6 +88,8 @@ func (ModelCall) Edges() []ent.Edge {
 
 func (ModelCall) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("turn_id", "attempt", "step").Unique(),
+		// The room first: every unique key of a room's rows includes it
+		// (docs/scaling.md; migrations/citus_test.go).
+		index.Fields("conversation_id", "turn_id", "attempt", "step").Unique(),
 	}
 }

@@ -79,7 +79,9 @@ func (Approval) Edges() []ent.Edge {
 
 func (Approval) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("turn_id", "call_id").Unique(),
+		// The room first: every unique key of a room's rows includes it
+		// (docs/scaling.md; migrations/citus_test.go).
+		index.Fields("conversation_id", "turn_id", "call_id").Unique(),
 	}
 }
 
