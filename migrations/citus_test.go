@@ -121,4 +121,3 @@ WHERE c.contype = 'f' AND src.relname = ANY($1) AND dst.relname = ANY($1)`, pq.A
 		t.Fatal("no foreign key between room-scoped tables found: the catalog query is wrong")
 	}
 }
-
