@@ -152,12 +152,19 @@ type Run struct {
 	// its head (zero when the room has none).
 	History []runtime.Message
 	Summary Summary
+	// Log is the run's logger, whose lines carry its room, turn, attempt
+	// and trace; nil logs to Deps.Logger with the room, turn and attempt.
+	Log *slog.Logger
 }
 
 // New returns the host of one run.
 func New(deps Deps, run Run) *Host {
 	av := run.Version
-	h := &Host{deps: deps, log: deps.Logger, claim: run.Claim, ref: run.Ref, bundle: run.Bundle,
+	log := run.Log
+	if log == nil {
+		log = deps.Logger.With("room", run.Claim.Turn.ConversationID, "turn", run.Claim.Turn.ID, "attempt", run.Claim.Turn.Attempt)
+	}
+	h := &Host{deps: deps, log: log, claim: run.Claim, ref: run.Ref, bundle: run.Bundle,
 		route: av.ModelRoute, effort: av.Effort, maxTokens: int(av.Budgets["max_tokens"]),
 		tools: run.Tools, lineage: map[string]tools.Citation{},
 		loop: guard.NewLoopGuard(deps.MaxRepeats, av.Tools),

@@ -35,12 +35,12 @@ func (h *Host) recordCall(ctx context.Context, purpose, route string, step gatew
 	}
 	rawReq, err := json.Marshal(req)
 	if err != nil {
-		h.log.Warn("encode model call", "turn", h.claim.Turn.ID, "err", err)
+		h.log.Warn("encode model call", "err", err)
 		return
 	}
 	rawResp, err := json.Marshal(resp)
 	if err != nil {
-		h.log.Warn("encode model call", "turn", h.claim.Turn.ID, "err", err)
+		h.log.Warn("encode model call", "err", err)
 		return
 	}
 	errText := ""
@@ -51,7 +51,7 @@ func (h *Host) recordCall(ctx context.Context, purpose, route string, step gatew
 	if _, err := h.deps.Client.ExecContext(context.WithoutCancel(ctx), insertCall, uuid.New(), t.ConversationID, t.ID, t.Attempt, n,
 		purpose, route, string(rawReq), string(rawResp), res.Usage.InputTokens, res.Usage.OutputTokens, took.Milliseconds(), errText,
 		h.claim.Fence.LeaseToken); err != nil {
-		h.log.Warn("store model call", "turn", t.ID, "step", n, "err", err)
+		h.log.Warn("store model call", "step", n, "err", err)
 	}
 }
 

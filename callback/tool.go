@@ -125,7 +125,7 @@ func (h *Host) execute(ctx context.Context, call runtime.ToolCall) (string, tool
 		status, res, err := h.gate(ctx, call, t)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, lease.ErrFenced) {
-				h.log.Warn("approval gate failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+				h.log.Warn("approval gate failed", "tool", call.Name, "err", err)
 			}
 			return ToolFailed, tools.Result{Content: "The approval for this call could not be completed."}
 		}
@@ -157,7 +157,7 @@ func (h *Host) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, ide
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return ToolFailed, tools.Result{Content: fmt.Sprintf("The tool did not finish within %s.", h.deps.ToolTimeout)}
 	case err != nil:
-		h.log.Warn("tool failed", "turn", h.claim.Turn.ID, "tool", call.Name, "err", err)
+		h.log.Warn("tool failed", "tool", call.Name, "err", err)
 		return ToolFailed, tools.Result{Content: "The tool failed."}
 	}
 	return ToolOK, res

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +39,6 @@ var errSuperseded = errors.New("superseded by a takeover of its turn")
 
 // run drives one claimed turn to its terminal, or hands it back.
 func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
-	log := r.log.With("room", c.Turn.ConversationID, "turn", c.Turn.ID, "attempt", c.Turn.Attempt)
 	var waited time.Duration
 	if c.Turn.StartedAt != nil {
 		waited = c.Turn.StartedAt.Sub(c.Turn.CreatedAt)
@@ -50,10 +50,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		attribute.String("turngate.room", c.Turn.ConversationID.String()), attribute.String("turngate.turn", c.Turn.ID.String()),
 		attribute.Int("turngate.attempt", c.Turn.Attempt), attribute.String("turngate.runner", r.cfg.Owner)))
 	defer span.End()
-	if sc := span.SpanContext(); sc.IsValid() {
-		// The run's log lines name its trace, to find them from a trace.
-		log = log.With("trace", sc.TraceID().String(), "span", sc.SpanID().String())
-	}
+	log := r.runLog(ctx, c)
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
 		r.fail(c, lease.ReasonRecoveryExhausted, log)
@@ -82,7 +79,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	watchers.Add(2)
 	go func() {
 		defer watchers.Done()
-		r.heartbeat(runCtx, c, cancel)
+		r.heartbeat(runCtx, c, cancel, log)
 	}()
 	go func() {
 		defer watchers.Done()
@@ -173,7 +170,18 @@ func (r *Runner) fail(c *lease.Claimed, reason string, log interface{ Warn(strin
 
 // heartbeat renews the lease until the run ends. A failed renewal cancels
 // the run with lease.ErrLeaseLost, which stops any further publication.
-func (r *Runner) heartbeat(ctx context.Context, c *lease.Claimed, cancel context.CancelCauseFunc) {
+// runLog is the logger of c's run: its lines carry the room, turn and
+// attempt, and the trace and span of ctx's run span (tracing on), to find
+// them from a trace.
+func (r *Runner) runLog(ctx context.Context, c *lease.Claimed) *slog.Logger {
+	log := r.log.With("room", c.Turn.ConversationID, "turn", c.Turn.ID, "attempt", c.Turn.Attempt)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		log = log.With("trace", sc.TraceID().String(), "span", sc.SpanID().String())
+	}
+	return log
+}
+
+func (r *Runner) heartbeat(ctx context.Context, c *lease.Claimed, cancel context.CancelCauseFunc, log *slog.Logger) {
 	t := time.NewTicker(r.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -190,7 +198,7 @@ func (r *Runner) heartbeat(ctx context.Context, c *lease.Claimed, cancel context
 		case err != nil && ctx.Err() == nil:
 			// A renewal that cannot reach the database may still leave the
 			// lease alive; the next tick tries again, and expiry decides.
-			r.log.Warn("lease renewal failed", "turn", c.Turn.ID, "err", err)
+			log.Warn("lease renewal failed", "err", err)
 		}
 	}
 }
@@ -224,7 +232,7 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 		specs = append(specs, runtime.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
 	h := callback.New(r.deps, callback.Run{Claim: c, Ref: ref, Bundle: b, Version: av, Tools: offered,
-		History: history, Summary: summary})
+		History: history, Summary: summary, Log: r.runLog(ctx, c)})
 	contract := runtime.Contract{
 		Run:          ref,
 		AgentVersion: av.Version,

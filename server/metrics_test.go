@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
 )
 
@@ -332,5 +336,71 @@ func TestOperatorsAddress(t *testing.T) {
 		if res.StatusCode == http.StatusOK && (strings.Contains(string(body), "turngate_turns_accepted_total") || strings.Contains(string(body), "goroutine")) {
 			t.Errorf("the API's address serves %s", path)
 		}
+	}
+}
+
+// TestRunLogLinesNameTheTurn: a run's log lines (here, the run failing on
+// an endpoint that refuses every request) carry its room, turn, attempt,
+// and, with tracing on, the turn's trace and the run's span.
+func TestRunLogLinesNameTheTurn(t *testing.T) {
+	t.Parallel()
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"no such model"}}`, http.StatusBadRequest)
+	}))
+	defer refuse.Close()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	defer tp.Shutdown(context.Background())
+	logs := &syncBuffer{}
+	cfg := Config{
+		Addr:           "127.0.0.1:0",
+		DataDir:        filepath.Join(t.TempDir(), "data"),
+		DatabaseURL:    dbtest.NewDB(t),
+		IdentityHeader: "X-Turngate-Identity",
+		EnvelopeIssuer: devIssuer,
+		EnvelopeAud:    devAudience,
+		Demo:           true,
+		MaxTextLen:     2000,
+		LeaseTTL:       30 * time.Second,
+		Replica:        "logs",
+		TracerProvider: tp,
+		OpenAI:         gateway.OpenAIConfig{BaseURL: refuse.URL, APIKey: "k", Model: "m", MaxRetries: -1},
+		AgentRoute:     "openai",
+	}
+	h := startHarnessLog(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	id := submitAs(t, ctx, a, rooms(t, a)["Team room"].ID, "When is the launch?", "logs-1")
+	if done := awaitTurnEnd(t, ctx, a, id); done.State != "FAILED" {
+		t.Fatalf("turn ended %s, want FAILED", done.State)
+	}
+	var traceID string
+	for _, s := range spans.GetSpans() {
+		for _, kv := range s.Attributes {
+			if string(kv.Key) == "turngate.turn" && kv.Value.AsString() == id {
+				traceID = s.SpanContext.TraceID().String()
+			}
+		}
+	}
+	if traceID == "" {
+		t.Fatal("no span names the turn")
+	}
+	found := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["turn"] != id {
+			continue
+		}
+		found++
+		if rec["room"] == nil || rec["attempt"] == nil || rec["trace"] != traceID || rec["span"] == nil {
+			t.Errorf("a line about the turn lacks its room, attempt, trace (%s) or span: %s", traceID, line)
+		}
+	}
+	if found == 0 {
+		t.Fatalf("no log line names the failed turn:\n%s", logs.String())
 	}
 }
