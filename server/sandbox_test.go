@@ -171,7 +171,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	hostile := map[string]string{
 		"huge-string":     `x = "x" * 1000000000`,
 		"huge-list":       `x = [0] * 100000000`,
-		"growing-list":    "x = []\nfor i in range(10000000):\n    x.append('y' * 100000)",
+		"growing-list":    "x = []\nfor i in range(10000000):\n    x.append('y' * 1000000)",
 		"string-doubling": "s = 'x'\nfor i in range(40):\n    s = s + s",
 	}
 	model := &scriptModel{scripts: map[string]string{"sum-a-range": "n = 0\nfor i in range(10):\n    n += i\nprint(n)"}, tools: map[string]string{}}
