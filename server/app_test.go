@@ -31,10 +31,20 @@ type harness struct {
 
 func newHarness(t *testing.T, tweak func(*Config)) *harness {
 	t.Helper()
-	cfg := Config{
+	cfg := testConfig(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "test-"+t.Name())
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	return startHarness(t, cfg)
+}
+
+// testConfig is a test replica's configuration: dev mode with the demo,
+// on a free port, with its data in dataDir and its database at dbURL.
+func testConfig(dataDir, dbURL, replica string) Config {
+	return Config{
 		Addr:           "127.0.0.1:0",
-		DataDir:        filepath.Join(t.TempDir(), "data"),
-		DatabaseURL:    dbtest.NewDB(t),
+		DataDir:        dataDir,
+		DatabaseURL:    dbURL,
 		IdentityHeader: "X-Turngate-Identity",
 		EnvelopeIssuer: devIssuer,
 		EnvelopeAud:    devAudience,
@@ -42,12 +52,8 @@ func newHarness(t *testing.T, tweak func(*Config)) *harness {
 		ModelPace:      0,
 		MaxTextLen:     2000,
 		LeaseTTL:       30 * time.Second,
-		Replica:        "test-" + t.Name(),
+		Replica:        replica,
 	}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	return startHarness(t, cfg)
 }
 
 // startHarness starts the server for cfg, stopped at cleanup; its log is

@@ -352,21 +352,10 @@ func TestRunLogLinesNameTheTurn(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	defer tp.Shutdown(context.Background())
 	logs := &syncBuffer{}
-	cfg := Config{
-		Addr:           "127.0.0.1:0",
-		DataDir:        filepath.Join(t.TempDir(), "data"),
-		DatabaseURL:    dbtest.NewDB(t),
-		IdentityHeader: "X-Turngate-Identity",
-		EnvelopeIssuer: devIssuer,
-		EnvelopeAud:    devAudience,
-		Demo:           true,
-		MaxTextLen:     2000,
-		LeaseTTL:       30 * time.Second,
-		Replica:        "logs",
-		TracerProvider: tp,
-		OpenAI:         gateway.OpenAIConfig{BaseURL: refuse.URL, APIKey: "k", Model: "m", MaxRetries: -1},
-		AgentRoute:     "openai",
-	}
+	cfg := testConfig(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "logs")
+	cfg.TracerProvider = tp
+	cfg.OpenAI = gateway.OpenAIConfig{BaseURL: refuse.URL, APIKey: "k", Model: "m", MaxRetries: -1}
+	cfg.AgentRoute = "openai"
 	h := startHarnessLog(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

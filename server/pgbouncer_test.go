@@ -177,20 +177,10 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	pgb := startPgBouncer(t, direct, 3)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := func(replica string) Config {
-		return Config{
-			Addr:              "127.0.0.1:0",
-			DataDir:           dataDir,
-			DatabaseURL:       pgb.url,
-			DBPooler:          "transaction",
-			DirectDatabaseURL: direct,
-			IdentityHeader:    "X-Turngate-Identity",
-			EnvelopeIssuer:    devIssuer,
-			EnvelopeAud:       devAudience,
-			Demo:              true,
-			MaxTextLen:        2000,
-			LeaseTTL:          30 * time.Second,
-			Replica:           replica,
-		}
+		c := testConfig(dataDir, pgb.url, replica)
+		c.DBPooler = PoolerTransaction
+		c.DirectDatabaseURL = direct
+		return c
 	}
 	// Every statement works through the pooler: the replicas log no
 	// warning (a failed statement off the request path, such as a model
