@@ -171,7 +171,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	hostile := map[string]string{
 		"huge-string":     `x = "x" * 1000000000`,
 		"huge-list":       `x = [0] * 100000000`,
-		"growing-list":    "x = []\nfor i in range(10000000):\n    x.append('y' * 1000000)",
+		"growing-list":    "x = []\nfor i in range(10000000):\n    x.append('y' * 100000)",
 		"string-doubling": "s = 'x'\nfor i in range(40):\n    s = s + s",
 	}
 	model := &scriptModel{scripts: map[string]string{"sum-a-range": "n = 0\nfor i in range(10):\n    n += i\nprint(n)"}, tools: map[string]string{}}
@@ -187,8 +187,10 @@ func TestSandboxMemoryAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
-	// The sandbox's limits are the defaults: 4 workers of 128 MiB.
-	srv := startReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_AGENT_ROUTE=openai",
+	// The sandbox's limits are the defaults, 4 workers of 128 MiB, but
+	// for the wall time: 20 s instead of 2, so that on a loaded machine
+	// it is the memory limit, the one under test, that stops each script.
+	srv := startReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_SANDBOX_WALL_TIME=20s", "TURNGATE_AGENT_ROUTE=openai",
 		"TURNGATE_OPENAI_BASE_URL="+endpoint.URL, "TURNGATE_OPENAI_API_KEY=sk-local", "TURNGATE_OPENAI_MODEL=m")
 	db, err := sql.Open("postgres", dbURL)
 	if err != nil {
