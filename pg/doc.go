@@ -1,7 +1,8 @@
 // Package pg owns the database handle every storage package takes and the
 // few helpers around it: Querier (a *sql.DB, a *sql.Tx, an *ent.Client or
-// an *ent.Tx), QueryRow, QueryIDs, and the classification of the Postgres
-// errors a storage seam translates (IsUniqueViolation).
+// an *ent.Tx), QueryRow, QueryIDs, the classification of the Postgres
+// errors a storage seam translates (IsUniqueViolation), and OpenPooled,
+// the handle for a database behind a transaction pooler.
 //
 // It is a leaf: it imports the standard library and lib/pq only, and no
 // package of this module. Domain errors are not made here; each storage
