@@ -72,7 +72,15 @@ func newFrontDoor(t *testing.T, w *processWorld, n int, env ...string) *frontDoo
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: proxy, ConnState: func(c net.Conn, s http.ConnState) {
+	// Full duplex: by default Go's HTTP/1 server closes a request's body
+	// once the handler starts its response, and the proxy's transport,
+	// still checking the body for bytes past its length when a stream's
+	// first event arrives, would then fail the request and cut the stream.
+	fullDuplex := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		proxy.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: fullDuplex, ConnState: func(c net.Conn, s http.ConnState) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		switch s {
