@@ -71,7 +71,7 @@ func rssKiB(pid int) int64 {
 }
 
 // A script that needs more memory than the pool's budget ends with
-// ErrMemory within a bounded time, without the calling process growing;
+// ErrMemory before its wall time, without the calling process growing;
 // its worker is replaced and the next run works.
 func TestPoolMemoryLimit(t *testing.T) {
 	t.Parallel()
@@ -97,9 +97,11 @@ func TestPoolMemoryLimit(t *testing.T) {
 			} else {
 				t.Logf("%s: worker RSS idle %d MiB, peak %d MiB (sampled)", tt.name, idle>>20, got>>20)
 			}
+			// The memory error, not the 20 s wall time, ends it (how soon
+			// is a matter of the machine's load: no clock is asserted).
 			wantErr(t, err, ErrMemory, "128 MiB")
-			if errors.Is(err, ErrWallTime) || elapsed > 10*time.Second {
-				t.Errorf("ended after %v with %v, want the memory error well within the wall time", elapsed, err)
+			if errors.Is(err, ErrWallTime) {
+				t.Errorf("ended after %v with %v, want the memory error before the wall time", elapsed, err)
 			}
 			if res.Output != "" {
 				t.Errorf("Output = %q, want nothing from a worker that died", res.Output)
