@@ -146,7 +146,9 @@ ignore_startup_parameters = extra_float_digits
 		t.Fatal(err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		var one int
 		err := db.QueryRow("SELECT 1").Scan(&one)
@@ -156,12 +158,10 @@ ignore_startup_parameters = extra_float_digits
 		select {
 		case <-exited:
 			t.Fatalf("pgbouncer exited: %s", p.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			t.Fatalf("pgbouncer not ready: %v\n%s", err, p.log.String())
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
