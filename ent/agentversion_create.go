@@ -175,6 +175,18 @@ func (_c *AgentVersionCreate) defaults() {
 		v := agentversion.DefaultSystemPrompt
 		_c.mutation.SetSystemPrompt(v)
 	}
+	if _, ok := _c.mutation.Tools(); !ok {
+		v := agentversion.DefaultTools
+		_c.mutation.SetTools(v)
+	}
+	if _, ok := _c.mutation.Specialists(); !ok {
+		v := agentversion.DefaultSpecialists
+		_c.mutation.SetSpecialists(v)
+	}
+	if _, ok := _c.mutation.Budgets(); !ok {
+		v := agentversion.DefaultBudgets
+		_c.mutation.SetBudgets(v)
+	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := agentversion.DefaultID()
 		_c.mutation.SetID(v)
@@ -218,6 +230,15 @@ func (_c *AgentVersionCreate) check() error {
 	}
 	if _, ok := _c.mutation.SystemPrompt(); !ok {
 		return &ValidationError{Name: "system_prompt", err: errors.New(`ent: missing required field "AgentVersion.system_prompt"`)}
+	}
+	if _, ok := _c.mutation.Tools(); !ok {
+		return &ValidationError{Name: "tools", err: errors.New(`ent: missing required field "AgentVersion.tools"`)}
+	}
+	if _, ok := _c.mutation.Specialists(); !ok {
+		return &ValidationError{Name: "specialists", err: errors.New(`ent: missing required field "AgentVersion.specialists"`)}
+	}
+	if _, ok := _c.mutation.Budgets(); !ok {
+		return &ValidationError{Name: "budgets", err: errors.New(`ent: missing required field "AgentVersion.budgets"`)}
 	}
 	if len(_c.mutation.AgentIDs()) == 0 {
 		return &ValidationError{Name: "agent", err: errors.New(`ent: missing required edge "AgentVersion.agent"`)}

@@ -79,15 +79,6 @@ func (_u *AgentVersionUpdate) sqlSave(ctx context.Context) (_node int, err error
 			}
 		}
 	}
-	if _u.mutation.ToolsCleared() {
-		_spec.ClearField(agentversion.FieldTools, field.TypeJSON)
-	}
-	if _u.mutation.SpecialistsCleared() {
-		_spec.ClearField(agentversion.FieldSpecialists, field.TypeJSON)
-	}
-	if _u.mutation.BudgetsCleared() {
-		_spec.ClearField(agentversion.FieldBudgets, field.TypeJSON)
-	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{agentversion.Label}
@@ -189,15 +180,6 @@ func (_u *AgentVersionUpdateOne) sqlSave(ctx context.Context) (_node *AgentVersi
 				ps[i](selector)
 			}
 		}
-	}
-	if _u.mutation.ToolsCleared() {
-		_spec.ClearField(agentversion.FieldTools, field.TypeJSON)
-	}
-	if _u.mutation.SpecialistsCleared() {
-		_spec.ClearField(agentversion.FieldSpecialists, field.TypeJSON)
-	}
-	if _u.mutation.BudgetsCleared() {
-		_spec.ClearField(agentversion.FieldBudgets, field.TypeJSON)
 	}
 	_node = &AgentVersion{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/turngate/turngate/ent/adminevent"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/approval"
@@ -36,6 +37,7 @@ import (
 	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/ent/turnevidence"
 
 	stdsql "database/sql"
 )
@@ -45,6 +47,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// AdminEvent is the client for interacting with the AdminEvent builders.
+	AdminEvent *AdminEventClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
 	// AgentVersion is the client for interacting with the AgentVersion builders.
@@ -85,6 +89,8 @@ type Client struct {
 	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
 	Turn *TurnClient
+	// TurnEvidence is the client for interacting with the TurnEvidence builders.
+	TurnEvidence *TurnEvidenceClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -96,6 +102,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.AdminEvent = NewAdminEventClient(c.config)
 	c.Agent = NewAgentClient(c.config)
 	c.AgentVersion = NewAgentVersionClient(c.config)
 	c.Approval = NewApprovalClient(c.config)
@@ -116,6 +123,7 @@ func (c *Client) init() {
 	c.RoomSummary = NewRoomSummaryClient(c.config)
 	c.Task = NewTaskClient(c.config)
 	c.Turn = NewTurnClient(c.config)
+	c.TurnEvidence = NewTurnEvidenceClient(c.config)
 }
 
 type (
@@ -208,6 +216,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:               ctx,
 		config:            cfg,
+		AdminEvent:        NewAdminEventClient(cfg),
 		Agent:             NewAgentClient(cfg),
 		AgentVersion:      NewAgentVersionClient(cfg),
 		Approval:          NewApprovalClient(cfg),
@@ -228,6 +237,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		RoomSummary:       NewRoomSummaryClient(cfg),
 		Task:              NewTaskClient(cfg),
 		Turn:              NewTurnClient(cfg),
+		TurnEvidence:      NewTurnEvidenceClient(cfg),
 	}, nil
 }
 
@@ -247,6 +257,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:               ctx,
 		config:            cfg,
+		AdminEvent:        NewAdminEventClient(cfg),
 		Agent:             NewAgentClient(cfg),
 		AgentVersion:      NewAgentVersionClient(cfg),
 		Approval:          NewApprovalClient(cfg),
@@ -267,13 +278,14 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		RoomSummary:       NewRoomSummaryClient(cfg),
 		Task:              NewTaskClient(cfg),
 		Turn:              NewTurnClient(cfg),
+		TurnEvidence:      NewTurnEvidenceClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Agent.
+//		AdminEvent.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -296,10 +308,10 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
-		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage, c.RoomMember,
-		c.RoomResource, c.RoomSummary, c.Task, c.Turn,
+		c.AdminEvent, c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command,
+		c.Conversation, c.Document, c.DocumentACL, c.JournalEntry, c.Member,
+		c.MemberAgentConfig, c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage,
+		c.RoomMember, c.RoomResource, c.RoomSummary, c.Task, c.Turn, c.TurnEvidence,
 	} {
 		n.Use(hooks...)
 	}
@@ -309,10 +321,10 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command, c.Conversation,
-		c.Document, c.DocumentACL, c.JournalEntry, c.Member, c.MemberAgentConfig,
-		c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage, c.RoomMember,
-		c.RoomResource, c.RoomSummary, c.Task, c.Turn,
+		c.AdminEvent, c.Agent, c.AgentVersion, c.Approval, c.Artifact, c.Command,
+		c.Conversation, c.Document, c.DocumentACL, c.JournalEntry, c.Member,
+		c.MemberAgentConfig, c.MemberGroup, c.MemberPermission, c.ModelCall, c.Passage,
+		c.RoomMember, c.RoomResource, c.RoomSummary, c.Task, c.Turn, c.TurnEvidence,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -321,6 +333,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *AdminEventMutation:
+		return c.AdminEvent.mutate(ctx, m)
 	case *AgentMutation:
 		return c.Agent.mutate(ctx, m)
 	case *AgentVersionMutation:
@@ -361,8 +375,143 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Task.mutate(ctx, m)
 	case *TurnMutation:
 		return c.Turn.mutate(ctx, m)
+	case *TurnEvidenceMutation:
+		return c.TurnEvidence.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// AdminEventClient is a client for the AdminEvent schema.
+type AdminEventClient struct {
+	config
+}
+
+// NewAdminEventClient returns a client for the AdminEvent from the given config.
+func NewAdminEventClient(c config) *AdminEventClient {
+	return &AdminEventClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `adminevent.Hooks(f(g(h())))`.
+func (c *AdminEventClient) Use(hooks ...Hook) {
+	c.hooks.AdminEvent = append(c.hooks.AdminEvent, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `adminevent.Intercept(f(g(h())))`.
+func (c *AdminEventClient) Intercept(interceptors ...Interceptor) {
+	c.inters.AdminEvent = append(c.inters.AdminEvent, interceptors...)
+}
+
+// Create returns a builder for creating a AdminEvent entity.
+func (c *AdminEventClient) Create() *AdminEventCreate {
+	mutation := newAdminEventMutation(c.config, OpCreate)
+	return &AdminEventCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of AdminEvent entities.
+func (c *AdminEventClient) CreateBulk(builders ...*AdminEventCreate) *AdminEventCreateBulk {
+	return &AdminEventCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *AdminEventClient) MapCreateBulk(slice any, setFunc func(*AdminEventCreate, int)) *AdminEventCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &AdminEventCreateBulk{err: fmt.Errorf("calling to AdminEventClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*AdminEventCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &AdminEventCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for AdminEvent.
+func (c *AdminEventClient) Update() *AdminEventUpdate {
+	mutation := newAdminEventMutation(c.config, OpUpdate)
+	return &AdminEventUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *AdminEventClient) UpdateOne(_m *AdminEvent) *AdminEventUpdateOne {
+	mutation := newAdminEventMutation(c.config, OpUpdateOne, withAdminEvent(_m))
+	return &AdminEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *AdminEventClient) UpdateOneID(id uuid.UUID) *AdminEventUpdateOne {
+	mutation := newAdminEventMutation(c.config, OpUpdateOne, withAdminEventID(id))
+	return &AdminEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for AdminEvent.
+func (c *AdminEventClient) Delete() *AdminEventDelete {
+	mutation := newAdminEventMutation(c.config, OpDelete)
+	return &AdminEventDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *AdminEventClient) DeleteOne(_m *AdminEvent) *AdminEventDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *AdminEventClient) DeleteOneID(id uuid.UUID) *AdminEventDeleteOne {
+	builder := c.Delete().Where(adminevent.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &AdminEventDeleteOne{builder}
+}
+
+// Query returns a query builder for AdminEvent.
+func (c *AdminEventClient) Query() *AdminEventQuery {
+	return &AdminEventQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAdminEvent},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a AdminEvent entity by its id.
+func (c *AdminEventClient) Get(ctx context.Context, id uuid.UUID) (*AdminEvent, error) {
+	return c.Query().Where(adminevent.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *AdminEventClient) GetX(ctx context.Context, id uuid.UUID) *AdminEvent {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *AdminEventClient) Hooks() []Hook {
+	return c.hooks.AdminEvent
+}
+
+// Interceptors returns the client interceptors.
+func (c *AdminEventClient) Interceptors() []Interceptor {
+	return c.inters.AdminEvent
+}
+
+func (c *AdminEventClient) mutate(ctx context.Context, m *AdminEventMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&AdminEventCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&AdminEventUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&AdminEventUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&AdminEventDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown AdminEvent mutation op: %q", m.Op())
 	}
 }
 
@@ -3762,19 +3911,152 @@ func (c *TurnClient) mutate(ctx context.Context, m *TurnMutation) (Value, error)
 	}
 }
 
+// TurnEvidenceClient is a client for the TurnEvidence schema.
+type TurnEvidenceClient struct {
+	config
+}
+
+// NewTurnEvidenceClient returns a client for the TurnEvidence from the given config.
+func NewTurnEvidenceClient(c config) *TurnEvidenceClient {
+	return &TurnEvidenceClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `turnevidence.Hooks(f(g(h())))`.
+func (c *TurnEvidenceClient) Use(hooks ...Hook) {
+	c.hooks.TurnEvidence = append(c.hooks.TurnEvidence, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `turnevidence.Intercept(f(g(h())))`.
+func (c *TurnEvidenceClient) Intercept(interceptors ...Interceptor) {
+	c.inters.TurnEvidence = append(c.inters.TurnEvidence, interceptors...)
+}
+
+// Create returns a builder for creating a TurnEvidence entity.
+func (c *TurnEvidenceClient) Create() *TurnEvidenceCreate {
+	mutation := newTurnEvidenceMutation(c.config, OpCreate)
+	return &TurnEvidenceCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of TurnEvidence entities.
+func (c *TurnEvidenceClient) CreateBulk(builders ...*TurnEvidenceCreate) *TurnEvidenceCreateBulk {
+	return &TurnEvidenceCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *TurnEvidenceClient) MapCreateBulk(slice any, setFunc func(*TurnEvidenceCreate, int)) *TurnEvidenceCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &TurnEvidenceCreateBulk{err: fmt.Errorf("calling to TurnEvidenceClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*TurnEvidenceCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &TurnEvidenceCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for TurnEvidence.
+func (c *TurnEvidenceClient) Update() *TurnEvidenceUpdate {
+	mutation := newTurnEvidenceMutation(c.config, OpUpdate)
+	return &TurnEvidenceUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *TurnEvidenceClient) UpdateOne(_m *TurnEvidence) *TurnEvidenceUpdateOne {
+	mutation := newTurnEvidenceMutation(c.config, OpUpdateOne, withTurnEvidence(_m))
+	return &TurnEvidenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *TurnEvidenceClient) UpdateOneID(id uuid.UUID) *TurnEvidenceUpdateOne {
+	mutation := newTurnEvidenceMutation(c.config, OpUpdateOne, withTurnEvidenceID(id))
+	return &TurnEvidenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for TurnEvidence.
+func (c *TurnEvidenceClient) Delete() *TurnEvidenceDelete {
+	mutation := newTurnEvidenceMutation(c.config, OpDelete)
+	return &TurnEvidenceDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *TurnEvidenceClient) DeleteOne(_m *TurnEvidence) *TurnEvidenceDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *TurnEvidenceClient) DeleteOneID(id uuid.UUID) *TurnEvidenceDeleteOne {
+	builder := c.Delete().Where(turnevidence.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &TurnEvidenceDeleteOne{builder}
+}
+
+// Query returns a query builder for TurnEvidence.
+func (c *TurnEvidenceClient) Query() *TurnEvidenceQuery {
+	return &TurnEvidenceQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeTurnEvidence},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a TurnEvidence entity by its id.
+func (c *TurnEvidenceClient) Get(ctx context.Context, id uuid.UUID) (*TurnEvidence, error) {
+	return c.Query().Where(turnevidence.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *TurnEvidenceClient) GetX(ctx context.Context, id uuid.UUID) *TurnEvidence {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *TurnEvidenceClient) Hooks() []Hook {
+	return c.hooks.TurnEvidence
+}
+
+// Interceptors returns the client interceptors.
+func (c *TurnEvidenceClient) Interceptors() []Interceptor {
+	return c.inters.TurnEvidence
+}
+
+func (c *TurnEvidenceClient) mutate(ctx context.Context, m *TurnEvidenceMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&TurnEvidenceCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&TurnEvidenceUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&TurnEvidenceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&TurnEvidenceDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown TurnEvidence mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
-		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
+		AdminEvent, Agent, AgentVersion, Approval, Artifact, Command, Conversation,
+		Document, DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
 		MemberPermission, ModelCall, Passage, RoomMember, RoomResource, RoomSummary,
-		Task, Turn []ent.Hook
+		Task, Turn, TurnEvidence []ent.Hook
 	}
 	inters struct {
-		Agent, AgentVersion, Approval, Artifact, Command, Conversation, Document,
-		DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
+		AdminEvent, Agent, AgentVersion, Approval, Artifact, Command, Conversation,
+		Document, DocumentACL, JournalEntry, Member, MemberAgentConfig, MemberGroup,
 		MemberPermission, ModelCall, Passage, RoomMember, RoomResource, RoomSummary,
-		Task, Turn []ent.Interceptor
+		Task, Turn, TurnEvidence []ent.Interceptor
 	}
 )
 

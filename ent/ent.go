@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/turngate/turngate/ent/adminevent"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/approval"
@@ -32,6 +33,7 @@ import (
 	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/ent/turnevidence"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -92,6 +94,7 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			adminevent.Table:        adminevent.ValidColumn,
 			agent.Table:             agent.ValidColumn,
 			agentversion.Table:      agentversion.ValidColumn,
 			approval.Table:          approval.ValidColumn,
@@ -112,6 +115,7 @@ func checkColumn(t, c string) error {
 			roomsummary.Table:       roomsummary.ValidColumn,
 			task.Table:              task.ValidColumn,
 			turn.Table:              turn.ValidColumn,
+			turnevidence.Table:      turnevidence.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

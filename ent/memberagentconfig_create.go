@@ -121,6 +121,10 @@ func (_c *MemberAgentConfigCreate) defaults() {
 		v := memberagentconfig.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
 	}
+	if _, ok := _c.mutation.Specialists(); !ok {
+		v := memberagentconfig.DefaultSpecialists
+		_c.mutation.SetSpecialists(v)
+	}
 	if _, ok := _c.mutation.ID(); !ok {
 		v := memberagentconfig.DefaultID()
 		_c.mutation.SetID(v)
@@ -137,6 +141,9 @@ func (_c *MemberAgentConfigCreate) check() error {
 	}
 	if _, ok := _c.mutation.AgentID(); !ok {
 		return &ValidationError{Name: "agent_id", err: errors.New(`ent: missing required field "MemberAgentConfig.agent_id"`)}
+	}
+	if _, ok := _c.mutation.Specialists(); !ok {
+		return &ValidationError{Name: "specialists", err: errors.New(`ent: missing required field "MemberAgentConfig.specialists"`)}
 	}
 	if len(_c.mutation.MemberIDs()) == 0 {
 		return &ValidationError{Name: "member", err: errors.New(`ent: missing required edge "MemberAgentConfig.member"`)}
@@ -286,12 +293,6 @@ func (u *MemberAgentConfigUpsert) UpdateSpecialists() *MemberAgentConfigUpsert {
 	return u
 }
 
-// ClearSpecialists clears the value of the "specialists" field.
-func (u *MemberAgentConfigUpsert) ClearSpecialists() *MemberAgentConfigUpsert {
-	u.SetNull(memberagentconfig.FieldSpecialists)
-	return u
-}
-
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -360,13 +361,6 @@ func (u *MemberAgentConfigUpsertOne) SetSpecialists(v []string) *MemberAgentConf
 func (u *MemberAgentConfigUpsertOne) UpdateSpecialists() *MemberAgentConfigUpsertOne {
 	return u.Update(func(s *MemberAgentConfigUpsert) {
 		s.UpdateSpecialists()
-	})
-}
-
-// ClearSpecialists clears the value of the "specialists" field.
-func (u *MemberAgentConfigUpsertOne) ClearSpecialists() *MemberAgentConfigUpsertOne {
-	return u.Update(func(s *MemberAgentConfigUpsert) {
-		s.ClearSpecialists()
 	})
 }
 
@@ -605,13 +599,6 @@ func (u *MemberAgentConfigUpsertBulk) SetSpecialists(v []string) *MemberAgentCon
 func (u *MemberAgentConfigUpsertBulk) UpdateSpecialists() *MemberAgentConfigUpsertBulk {
 	return u.Update(func(s *MemberAgentConfigUpsert) {
 		s.UpdateSpecialists()
-	})
-}
-
-// ClearSpecialists clears the value of the "specialists" field.
-func (u *MemberAgentConfigUpsertBulk) ClearSpecialists() *MemberAgentConfigUpsertBulk {
-	return u.Update(func(s *MemberAgentConfigUpsert) {
-		s.ClearSpecialists()
 	})
 }
 

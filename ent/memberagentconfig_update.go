@@ -40,12 +40,6 @@ func (_u *MemberAgentConfigUpdate) AppendSpecialists(v []string) *MemberAgentCon
 	return _u
 }
 
-// ClearSpecialists clears the value of the "specialists" field.
-func (_u *MemberAgentConfigUpdate) ClearSpecialists() *MemberAgentConfigUpdate {
-	_u.mutation.ClearSpecialists()
-	return _u
-}
-
 // Mutation returns the MemberAgentConfigMutation object of the builder.
 func (_u *MemberAgentConfigUpdate) Mutation() *MemberAgentConfigMutation {
 	return _u.mutation
@@ -109,9 +103,6 @@ func (_u *MemberAgentConfigUpdate) sqlSave(ctx context.Context) (_node int, err 
 			sqljson.Append(u, memberagentconfig.FieldSpecialists, value)
 		})
 	}
-	if _u.mutation.SpecialistsCleared() {
-		_spec.ClearField(memberagentconfig.FieldSpecialists, field.TypeJSON)
-	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{memberagentconfig.Label}
@@ -141,12 +132,6 @@ func (_u *MemberAgentConfigUpdateOne) SetSpecialists(v []string) *MemberAgentCon
 // AppendSpecialists appends value to the "specialists" field.
 func (_u *MemberAgentConfigUpdateOne) AppendSpecialists(v []string) *MemberAgentConfigUpdateOne {
 	_u.mutation.AppendSpecialists(v)
-	return _u
-}
-
-// ClearSpecialists clears the value of the "specialists" field.
-func (_u *MemberAgentConfigUpdateOne) ClearSpecialists() *MemberAgentConfigUpdateOne {
-	_u.mutation.ClearSpecialists()
 	return _u
 }
 
@@ -242,9 +227,6 @@ func (_u *MemberAgentConfigUpdateOne) sqlSave(ctx context.Context) (_node *Membe
 		_spec.AddModifier(func(u *sql.UpdateBuilder) {
 			sqljson.Append(u, memberagentconfig.FieldSpecialists, value)
 		})
-	}
-	if _u.mutation.SpecialistsCleared() {
-		_spec.ClearField(memberagentconfig.FieldSpecialists, field.TypeJSON)
 	}
 	_node = &MemberAgentConfig{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/adminevent"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/approval"
@@ -34,6 +35,7 @@ import (
 	"github.com/turngate/turngate/ent/roomsummary"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/ent/turnevidence"
 )
 
 const (
@@ -45,6 +47,7 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
+	TypeAdminEvent        = "AdminEvent"
 	TypeAgent             = "Agent"
 	TypeAgentVersion      = "AgentVersion"
 	TypeApproval          = "Approval"
@@ -65,7 +68,649 @@ const (
 	TypeRoomSummary       = "RoomSummary"
 	TypeTask              = "Task"
 	TypeTurn              = "Turn"
+	TypeTurnEvidence      = "TurnEvidence"
 )
+
+// AdminEventMutation represents an operation that mutates the AdminEvent nodes in the graph.
+type AdminEventMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *uuid.UUID
+	created_at    *time.Time
+	actor_id      *uuid.UUID
+	area          *adminevent.Area
+	action        *string
+	subject       *string
+	detail        *json.RawMessage
+	appenddetail  json.RawMessage
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*AdminEvent, error)
+	predicates    []predicate.AdminEvent
+}
+
+var _ ent.Mutation = (*AdminEventMutation)(nil)
+
+// admineventOption allows management of the mutation configuration using functional options.
+type admineventOption func(*AdminEventMutation)
+
+// newAdminEventMutation creates new mutation for the AdminEvent entity.
+func newAdminEventMutation(c config, op Op, opts ...admineventOption) *AdminEventMutation {
+	m := &AdminEventMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeAdminEvent,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withAdminEventID sets the ID field of the mutation.
+func withAdminEventID(id uuid.UUID) admineventOption {
+	return func(m *AdminEventMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *AdminEvent
+		)
+		m.oldValue = func(ctx context.Context) (*AdminEvent, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().AdminEvent.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withAdminEvent sets the old AdminEvent of the mutation.
+func withAdminEvent(node *AdminEvent) admineventOption {
+	return func(m *AdminEventMutation) {
+		m.oldValue = func(context.Context) (*AdminEvent, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m AdminEventMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m AdminEventMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of AdminEvent entities.
+func (m *AdminEventMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *AdminEventMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *AdminEventMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().AdminEvent.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *AdminEventMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *AdminEventMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *AdminEventMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetActorID sets the "actor_id" field.
+func (m *AdminEventMutation) SetActorID(u uuid.UUID) {
+	m.actor_id = &u
+}
+
+// ActorID returns the value of the "actor_id" field in the mutation.
+func (m *AdminEventMutation) ActorID() (r uuid.UUID, exists bool) {
+	v := m.actor_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActorID returns the old "actor_id" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldActorID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActorID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActorID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActorID: %w", err)
+	}
+	return oldValue.ActorID, nil
+}
+
+// ResetActorID resets all changes to the "actor_id" field.
+func (m *AdminEventMutation) ResetActorID() {
+	m.actor_id = nil
+}
+
+// SetArea sets the "area" field.
+func (m *AdminEventMutation) SetArea(a adminevent.Area) {
+	m.area = &a
+}
+
+// Area returns the value of the "area" field in the mutation.
+func (m *AdminEventMutation) Area() (r adminevent.Area, exists bool) {
+	v := m.area
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldArea returns the old "area" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldArea(ctx context.Context) (v adminevent.Area, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldArea is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldArea requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldArea: %w", err)
+	}
+	return oldValue.Area, nil
+}
+
+// ResetArea resets all changes to the "area" field.
+func (m *AdminEventMutation) ResetArea() {
+	m.area = nil
+}
+
+// SetAction sets the "action" field.
+func (m *AdminEventMutation) SetAction(s string) {
+	m.action = &s
+}
+
+// Action returns the value of the "action" field in the mutation.
+func (m *AdminEventMutation) Action() (r string, exists bool) {
+	v := m.action
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAction returns the old "action" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldAction(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAction is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAction requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAction: %w", err)
+	}
+	return oldValue.Action, nil
+}
+
+// ResetAction resets all changes to the "action" field.
+func (m *AdminEventMutation) ResetAction() {
+	m.action = nil
+}
+
+// SetSubject sets the "subject" field.
+func (m *AdminEventMutation) SetSubject(s string) {
+	m.subject = &s
+}
+
+// Subject returns the value of the "subject" field in the mutation.
+func (m *AdminEventMutation) Subject() (r string, exists bool) {
+	v := m.subject
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSubject returns the old "subject" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldSubject(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSubject is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSubject requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSubject: %w", err)
+	}
+	return oldValue.Subject, nil
+}
+
+// ResetSubject resets all changes to the "subject" field.
+func (m *AdminEventMutation) ResetSubject() {
+	m.subject = nil
+}
+
+// SetDetail sets the "detail" field.
+func (m *AdminEventMutation) SetDetail(jm json.RawMessage) {
+	m.detail = &jm
+	m.appenddetail = nil
+}
+
+// Detail returns the value of the "detail" field in the mutation.
+func (m *AdminEventMutation) Detail() (r json.RawMessage, exists bool) {
+	v := m.detail
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDetail returns the old "detail" field's value of the AdminEvent entity.
+// If the AdminEvent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AdminEventMutation) OldDetail(ctx context.Context) (v json.RawMessage, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDetail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDetail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDetail: %w", err)
+	}
+	return oldValue.Detail, nil
+}
+
+// AppendDetail adds jm to the "detail" field.
+func (m *AdminEventMutation) AppendDetail(jm json.RawMessage) {
+	m.appenddetail = append(m.appenddetail, jm...)
+}
+
+// AppendedDetail returns the list of values that were appended to the "detail" field in this mutation.
+func (m *AdminEventMutation) AppendedDetail() (json.RawMessage, bool) {
+	if len(m.appenddetail) == 0 {
+		return nil, false
+	}
+	return m.appenddetail, true
+}
+
+// ClearDetail clears the value of the "detail" field.
+func (m *AdminEventMutation) ClearDetail() {
+	m.detail = nil
+	m.appenddetail = nil
+	m.clearedFields[adminevent.FieldDetail] = struct{}{}
+}
+
+// DetailCleared returns if the "detail" field was cleared in this mutation.
+func (m *AdminEventMutation) DetailCleared() bool {
+	_, ok := m.clearedFields[adminevent.FieldDetail]
+	return ok
+}
+
+// ResetDetail resets all changes to the "detail" field.
+func (m *AdminEventMutation) ResetDetail() {
+	m.detail = nil
+	m.appenddetail = nil
+	delete(m.clearedFields, adminevent.FieldDetail)
+}
+
+// Where appends a list predicates to the AdminEventMutation builder.
+func (m *AdminEventMutation) Where(ps ...predicate.AdminEvent) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the AdminEventMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *AdminEventMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.AdminEvent, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *AdminEventMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *AdminEventMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (AdminEvent).
+func (m *AdminEventMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *AdminEventMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.created_at != nil {
+		fields = append(fields, adminevent.FieldCreatedAt)
+	}
+	if m.actor_id != nil {
+		fields = append(fields, adminevent.FieldActorID)
+	}
+	if m.area != nil {
+		fields = append(fields, adminevent.FieldArea)
+	}
+	if m.action != nil {
+		fields = append(fields, adminevent.FieldAction)
+	}
+	if m.subject != nil {
+		fields = append(fields, adminevent.FieldSubject)
+	}
+	if m.detail != nil {
+		fields = append(fields, adminevent.FieldDetail)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *AdminEventMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case adminevent.FieldCreatedAt:
+		return m.CreatedAt()
+	case adminevent.FieldActorID:
+		return m.ActorID()
+	case adminevent.FieldArea:
+		return m.Area()
+	case adminevent.FieldAction:
+		return m.Action()
+	case adminevent.FieldSubject:
+		return m.Subject()
+	case adminevent.FieldDetail:
+		return m.Detail()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *AdminEventMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case adminevent.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case adminevent.FieldActorID:
+		return m.OldActorID(ctx)
+	case adminevent.FieldArea:
+		return m.OldArea(ctx)
+	case adminevent.FieldAction:
+		return m.OldAction(ctx)
+	case adminevent.FieldSubject:
+		return m.OldSubject(ctx)
+	case adminevent.FieldDetail:
+		return m.OldDetail(ctx)
+	}
+	return nil, fmt.Errorf("unknown AdminEvent field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AdminEventMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case adminevent.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case adminevent.FieldActorID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActorID(v)
+		return nil
+	case adminevent.FieldArea:
+		v, ok := value.(adminevent.Area)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetArea(v)
+		return nil
+	case adminevent.FieldAction:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAction(v)
+		return nil
+	case adminevent.FieldSubject:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSubject(v)
+		return nil
+	case adminevent.FieldDetail:
+		v, ok := value.(json.RawMessage)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDetail(v)
+		return nil
+	}
+	return fmt.Errorf("unknown AdminEvent field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *AdminEventMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *AdminEventMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *AdminEventMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown AdminEvent numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *AdminEventMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(adminevent.FieldDetail) {
+		fields = append(fields, adminevent.FieldDetail)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *AdminEventMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *AdminEventMutation) ClearField(name string) error {
+	switch name {
+	case adminevent.FieldDetail:
+		m.ClearDetail()
+		return nil
+	}
+	return fmt.Errorf("unknown AdminEvent nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *AdminEventMutation) ResetField(name string) error {
+	switch name {
+	case adminevent.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case adminevent.FieldActorID:
+		m.ResetActorID()
+		return nil
+	case adminevent.FieldArea:
+		m.ResetArea()
+		return nil
+	case adminevent.FieldAction:
+		m.ResetAction()
+		return nil
+	case adminevent.FieldSubject:
+		m.ResetSubject()
+		return nil
+	case adminevent.FieldDetail:
+		m.ResetDetail()
+		return nil
+	}
+	return fmt.Errorf("unknown AdminEvent field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *AdminEventMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *AdminEventMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *AdminEventMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *AdminEventMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *AdminEventMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *AdminEventMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *AdminEventMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown AdminEvent unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *AdminEventMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown AdminEvent edge %s", name)
+}
 
 // AgentMutation represents an operation that mutates the Agent nodes in the graph.
 type AgentMutation struct {
@@ -1130,24 +1775,10 @@ func (m *AgentVersionMutation) AppendedTools() ([]string, bool) {
 	return m.appendtools, true
 }
 
-// ClearTools clears the value of the "tools" field.
-func (m *AgentVersionMutation) ClearTools() {
-	m.tools = nil
-	m.appendtools = nil
-	m.clearedFields[agentversion.FieldTools] = struct{}{}
-}
-
-// ToolsCleared returns if the "tools" field was cleared in this mutation.
-func (m *AgentVersionMutation) ToolsCleared() bool {
-	_, ok := m.clearedFields[agentversion.FieldTools]
-	return ok
-}
-
 // ResetTools resets all changes to the "tools" field.
 func (m *AgentVersionMutation) ResetTools() {
 	m.tools = nil
 	m.appendtools = nil
-	delete(m.clearedFields, agentversion.FieldTools)
 }
 
 // SetSpecialists sets the "specialists" field.
@@ -1195,24 +1826,10 @@ func (m *AgentVersionMutation) AppendedSpecialists() ([]string, bool) {
 	return m.appendspecialists, true
 }
 
-// ClearSpecialists clears the value of the "specialists" field.
-func (m *AgentVersionMutation) ClearSpecialists() {
-	m.specialists = nil
-	m.appendspecialists = nil
-	m.clearedFields[agentversion.FieldSpecialists] = struct{}{}
-}
-
-// SpecialistsCleared returns if the "specialists" field was cleared in this mutation.
-func (m *AgentVersionMutation) SpecialistsCleared() bool {
-	_, ok := m.clearedFields[agentversion.FieldSpecialists]
-	return ok
-}
-
 // ResetSpecialists resets all changes to the "specialists" field.
 func (m *AgentVersionMutation) ResetSpecialists() {
 	m.specialists = nil
 	m.appendspecialists = nil
-	delete(m.clearedFields, agentversion.FieldSpecialists)
 }
 
 // SetBudgets sets the "budgets" field.
@@ -1246,22 +1863,9 @@ func (m *AgentVersionMutation) OldBudgets(ctx context.Context) (v map[string]int
 	return oldValue.Budgets, nil
 }
 
-// ClearBudgets clears the value of the "budgets" field.
-func (m *AgentVersionMutation) ClearBudgets() {
-	m.budgets = nil
-	m.clearedFields[agentversion.FieldBudgets] = struct{}{}
-}
-
-// BudgetsCleared returns if the "budgets" field was cleared in this mutation.
-func (m *AgentVersionMutation) BudgetsCleared() bool {
-	_, ok := m.clearedFields[agentversion.FieldBudgets]
-	return ok
-}
-
 // ResetBudgets resets all changes to the "budgets" field.
 func (m *AgentVersionMutation) ResetBudgets() {
 	m.budgets = nil
-	delete(m.clearedFields, agentversion.FieldBudgets)
 }
 
 // ClearAgent clears the "agent" edge to the Agent entity.
@@ -1536,17 +2140,7 @@ func (m *AgentVersionMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *AgentVersionMutation) ClearedFields() []string {
-	var fields []string
-	if m.FieldCleared(agentversion.FieldTools) {
-		fields = append(fields, agentversion.FieldTools)
-	}
-	if m.FieldCleared(agentversion.FieldSpecialists) {
-		fields = append(fields, agentversion.FieldSpecialists)
-	}
-	if m.FieldCleared(agentversion.FieldBudgets) {
-		fields = append(fields, agentversion.FieldBudgets)
-	}
-	return fields
+	return nil
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -1559,17 +2153,6 @@ func (m *AgentVersionMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *AgentVersionMutation) ClearField(name string) error {
-	switch name {
-	case agentversion.FieldTools:
-		m.ClearTools()
-		return nil
-	case agentversion.FieldSpecialists:
-		m.ClearSpecialists()
-		return nil
-	case agentversion.FieldBudgets:
-		m.ClearBudgets()
-		return nil
-	}
 	return fmt.Errorf("unknown AgentVersion nullable field %s", name)
 }
 
@@ -9628,24 +10211,10 @@ func (m *MemberAgentConfigMutation) AppendedSpecialists() ([]string, bool) {
 	return m.appendspecialists, true
 }
 
-// ClearSpecialists clears the value of the "specialists" field.
-func (m *MemberAgentConfigMutation) ClearSpecialists() {
-	m.specialists = nil
-	m.appendspecialists = nil
-	m.clearedFields[memberagentconfig.FieldSpecialists] = struct{}{}
-}
-
-// SpecialistsCleared returns if the "specialists" field was cleared in this mutation.
-func (m *MemberAgentConfigMutation) SpecialistsCleared() bool {
-	_, ok := m.clearedFields[memberagentconfig.FieldSpecialists]
-	return ok
-}
-
 // ResetSpecialists resets all changes to the "specialists" field.
 func (m *MemberAgentConfigMutation) ResetSpecialists() {
 	m.specialists = nil
 	m.appendspecialists = nil
-	delete(m.clearedFields, memberagentconfig.FieldSpecialists)
 }
 
 // ClearMember clears the "member" edge to the Member entity.
@@ -9848,11 +10417,7 @@ func (m *MemberAgentConfigMutation) AddField(name string, value ent.Value) error
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *MemberAgentConfigMutation) ClearedFields() []string {
-	var fields []string
-	if m.FieldCleared(memberagentconfig.FieldSpecialists) {
-		fields = append(fields, memberagentconfig.FieldSpecialists)
-	}
-	return fields
+	return nil
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -9865,11 +10430,6 @@ func (m *MemberAgentConfigMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *MemberAgentConfigMutation) ClearField(name string) error {
-	switch name {
-	case memberagentconfig.FieldSpecialists:
-		m.ClearSpecialists()
-		return nil
-	}
 	return fmt.Errorf("unknown MemberAgentConfig nullable field %s", name)
 }
 
@@ -14089,6 +14649,10 @@ type RoomSummaryMutation struct {
 	turns               *int64
 	addturns            *int64
 	turn_id             *uuid.UUID
+	audience_version    *int64
+	addaudience_version *int64
+	evidence            *[]uuid.UUID
+	appendevidence      []uuid.UUID
 	updated_at          *time.Time
 	clearedFields       map[string]struct{}
 	conversation        *uuid.UUID
@@ -14422,6 +14986,127 @@ func (m *RoomSummaryMutation) ResetTurnID() {
 	m.turn_id = nil
 }
 
+// SetAudienceVersion sets the "audience_version" field.
+func (m *RoomSummaryMutation) SetAudienceVersion(i int64) {
+	m.audience_version = &i
+	m.addaudience_version = nil
+}
+
+// AudienceVersion returns the value of the "audience_version" field in the mutation.
+func (m *RoomSummaryMutation) AudienceVersion() (r int64, exists bool) {
+	v := m.audience_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAudienceVersion returns the old "audience_version" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldAudienceVersion(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAudienceVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAudienceVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAudienceVersion: %w", err)
+	}
+	return oldValue.AudienceVersion, nil
+}
+
+// AddAudienceVersion adds i to the "audience_version" field.
+func (m *RoomSummaryMutation) AddAudienceVersion(i int64) {
+	if m.addaudience_version != nil {
+		*m.addaudience_version += i
+	} else {
+		m.addaudience_version = &i
+	}
+}
+
+// AddedAudienceVersion returns the value that was added to the "audience_version" field in this mutation.
+func (m *RoomSummaryMutation) AddedAudienceVersion() (r int64, exists bool) {
+	v := m.addaudience_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAudienceVersion resets all changes to the "audience_version" field.
+func (m *RoomSummaryMutation) ResetAudienceVersion() {
+	m.audience_version = nil
+	m.addaudience_version = nil
+}
+
+// SetEvidence sets the "evidence" field.
+func (m *RoomSummaryMutation) SetEvidence(u []uuid.UUID) {
+	m.evidence = &u
+	m.appendevidence = nil
+}
+
+// Evidence returns the value of the "evidence" field in the mutation.
+func (m *RoomSummaryMutation) Evidence() (r []uuid.UUID, exists bool) {
+	v := m.evidence
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEvidence returns the old "evidence" field's value of the RoomSummary entity.
+// If the RoomSummary object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RoomSummaryMutation) OldEvidence(ctx context.Context) (v []uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEvidence is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEvidence requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEvidence: %w", err)
+	}
+	return oldValue.Evidence, nil
+}
+
+// AppendEvidence adds u to the "evidence" field.
+func (m *RoomSummaryMutation) AppendEvidence(u []uuid.UUID) {
+	m.appendevidence = append(m.appendevidence, u...)
+}
+
+// AppendedEvidence returns the list of values that were appended to the "evidence" field in this mutation.
+func (m *RoomSummaryMutation) AppendedEvidence() ([]uuid.UUID, bool) {
+	if len(m.appendevidence) == 0 {
+		return nil, false
+	}
+	return m.appendevidence, true
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (m *RoomSummaryMutation) ClearEvidence() {
+	m.evidence = nil
+	m.appendevidence = nil
+	m.clearedFields[roomsummary.FieldEvidence] = struct{}{}
+}
+
+// EvidenceCleared returns if the "evidence" field was cleared in this mutation.
+func (m *RoomSummaryMutation) EvidenceCleared() bool {
+	_, ok := m.clearedFields[roomsummary.FieldEvidence]
+	return ok
+}
+
+// ResetEvidence resets all changes to the "evidence" field.
+func (m *RoomSummaryMutation) ResetEvidence() {
+	m.evidence = nil
+	m.appendevidence = nil
+	delete(m.clearedFields, roomsummary.FieldEvidence)
+}
+
 // SetUpdatedAt sets the "updated_at" field.
 func (m *RoomSummaryMutation) SetUpdatedAt(t time.Time) {
 	m.updated_at = &t
@@ -14519,7 +15204,7 @@ func (m *RoomSummaryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RoomSummaryMutation) Fields() []string {
-	fields := make([]string, 0, 6)
+	fields := make([]string, 0, 8)
 	if m.conversation != nil {
 		fields = append(fields, roomsummary.FieldConversationID)
 	}
@@ -14534,6 +15219,12 @@ func (m *RoomSummaryMutation) Fields() []string {
 	}
 	if m.turn_id != nil {
 		fields = append(fields, roomsummary.FieldTurnID)
+	}
+	if m.audience_version != nil {
+		fields = append(fields, roomsummary.FieldAudienceVersion)
+	}
+	if m.evidence != nil {
+		fields = append(fields, roomsummary.FieldEvidence)
 	}
 	if m.updated_at != nil {
 		fields = append(fields, roomsummary.FieldUpdatedAt)
@@ -14556,6 +15247,10 @@ func (m *RoomSummaryMutation) Field(name string) (ent.Value, bool) {
 		return m.Turns()
 	case roomsummary.FieldTurnID:
 		return m.TurnID()
+	case roomsummary.FieldAudienceVersion:
+		return m.AudienceVersion()
+	case roomsummary.FieldEvidence:
+		return m.Evidence()
 	case roomsummary.FieldUpdatedAt:
 		return m.UpdatedAt()
 	}
@@ -14577,6 +15272,10 @@ func (m *RoomSummaryMutation) OldField(ctx context.Context, name string) (ent.Va
 		return m.OldTurns(ctx)
 	case roomsummary.FieldTurnID:
 		return m.OldTurnID(ctx)
+	case roomsummary.FieldAudienceVersion:
+		return m.OldAudienceVersion(ctx)
+	case roomsummary.FieldEvidence:
+		return m.OldEvidence(ctx)
 	case roomsummary.FieldUpdatedAt:
 		return m.OldUpdatedAt(ctx)
 	}
@@ -14623,6 +15322,20 @@ func (m *RoomSummaryMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetTurnID(v)
 		return nil
+	case roomsummary.FieldAudienceVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAudienceVersion(v)
+		return nil
+	case roomsummary.FieldEvidence:
+		v, ok := value.([]uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEvidence(v)
+		return nil
 	case roomsummary.FieldUpdatedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -14644,6 +15357,9 @@ func (m *RoomSummaryMutation) AddedFields() []string {
 	if m.addturns != nil {
 		fields = append(fields, roomsummary.FieldTurns)
 	}
+	if m.addaudience_version != nil {
+		fields = append(fields, roomsummary.FieldAudienceVersion)
+	}
 	return fields
 }
 
@@ -14656,6 +15372,8 @@ func (m *RoomSummaryMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedThroughPosition()
 	case roomsummary.FieldTurns:
 		return m.AddedTurns()
+	case roomsummary.FieldAudienceVersion:
+		return m.AddedAudienceVersion()
 	}
 	return nil, false
 }
@@ -14679,6 +15397,13 @@ func (m *RoomSummaryMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddTurns(v)
 		return nil
+	case roomsummary.FieldAudienceVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAudienceVersion(v)
+		return nil
 	}
 	return fmt.Errorf("unknown RoomSummary numeric field %s", name)
 }
@@ -14686,7 +15411,11 @@ func (m *RoomSummaryMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *RoomSummaryMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(roomsummary.FieldEvidence) {
+		fields = append(fields, roomsummary.FieldEvidence)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -14699,6 +15428,11 @@ func (m *RoomSummaryMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *RoomSummaryMutation) ClearField(name string) error {
+	switch name {
+	case roomsummary.FieldEvidence:
+		m.ClearEvidence()
+		return nil
+	}
 	return fmt.Errorf("unknown RoomSummary nullable field %s", name)
 }
 
@@ -14720,6 +15454,12 @@ func (m *RoomSummaryMutation) ResetField(name string) error {
 		return nil
 	case roomsummary.FieldTurnID:
 		m.ResetTurnID()
+		return nil
+	case roomsummary.FieldAudienceVersion:
+		m.ResetAudienceVersion()
+		return nil
+	case roomsummary.FieldEvidence:
+		m.ResetEvidence()
 		return nil
 	case roomsummary.FieldUpdatedAt:
 		m.ResetUpdatedAt()
@@ -17723,4 +18463,498 @@ func (m *TurnMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown Turn edge %s", name)
+}
+
+// TurnEvidenceMutation represents an operation that mutates the TurnEvidence nodes in the graph.
+type TurnEvidenceMutation struct {
+	config
+	op              Op
+	typ             string
+	id              *uuid.UUID
+	created_at      *time.Time
+	conversation_id *uuid.UUID
+	turn_id         *uuid.UUID
+	document_id     *uuid.UUID
+	clearedFields   map[string]struct{}
+	done            bool
+	oldValue        func(context.Context) (*TurnEvidence, error)
+	predicates      []predicate.TurnEvidence
+}
+
+var _ ent.Mutation = (*TurnEvidenceMutation)(nil)
+
+// turnevidenceOption allows management of the mutation configuration using functional options.
+type turnevidenceOption func(*TurnEvidenceMutation)
+
+// newTurnEvidenceMutation creates new mutation for the TurnEvidence entity.
+func newTurnEvidenceMutation(c config, op Op, opts ...turnevidenceOption) *TurnEvidenceMutation {
+	m := &TurnEvidenceMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTurnEvidence,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTurnEvidenceID sets the ID field of the mutation.
+func withTurnEvidenceID(id uuid.UUID) turnevidenceOption {
+	return func(m *TurnEvidenceMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *TurnEvidence
+		)
+		m.oldValue = func(ctx context.Context) (*TurnEvidence, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().TurnEvidence.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTurnEvidence sets the old TurnEvidence of the mutation.
+func withTurnEvidence(node *TurnEvidence) turnevidenceOption {
+	return func(m *TurnEvidenceMutation) {
+		m.oldValue = func(context.Context) (*TurnEvidence, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TurnEvidenceMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TurnEvidenceMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of TurnEvidence entities.
+func (m *TurnEvidenceMutation) SetID(id uuid.UUID) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TurnEvidenceMutation) ID() (id uuid.UUID, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TurnEvidenceMutation) IDs(ctx context.Context) ([]uuid.UUID, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []uuid.UUID{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().TurnEvidence.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *TurnEvidenceMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *TurnEvidenceMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the TurnEvidence entity.
+// If the TurnEvidence object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnEvidenceMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *TurnEvidenceMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetConversationID sets the "conversation_id" field.
+func (m *TurnEvidenceMutation) SetConversationID(u uuid.UUID) {
+	m.conversation_id = &u
+}
+
+// ConversationID returns the value of the "conversation_id" field in the mutation.
+func (m *TurnEvidenceMutation) ConversationID() (r uuid.UUID, exists bool) {
+	v := m.conversation_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldConversationID returns the old "conversation_id" field's value of the TurnEvidence entity.
+// If the TurnEvidence object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnEvidenceMutation) OldConversationID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldConversationID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldConversationID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldConversationID: %w", err)
+	}
+	return oldValue.ConversationID, nil
+}
+
+// ResetConversationID resets all changes to the "conversation_id" field.
+func (m *TurnEvidenceMutation) ResetConversationID() {
+	m.conversation_id = nil
+}
+
+// SetTurnID sets the "turn_id" field.
+func (m *TurnEvidenceMutation) SetTurnID(u uuid.UUID) {
+	m.turn_id = &u
+}
+
+// TurnID returns the value of the "turn_id" field in the mutation.
+func (m *TurnEvidenceMutation) TurnID() (r uuid.UUID, exists bool) {
+	v := m.turn_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTurnID returns the old "turn_id" field's value of the TurnEvidence entity.
+// If the TurnEvidence object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnEvidenceMutation) OldTurnID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTurnID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTurnID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTurnID: %w", err)
+	}
+	return oldValue.TurnID, nil
+}
+
+// ResetTurnID resets all changes to the "turn_id" field.
+func (m *TurnEvidenceMutation) ResetTurnID() {
+	m.turn_id = nil
+}
+
+// SetDocumentID sets the "document_id" field.
+func (m *TurnEvidenceMutation) SetDocumentID(u uuid.UUID) {
+	m.document_id = &u
+}
+
+// DocumentID returns the value of the "document_id" field in the mutation.
+func (m *TurnEvidenceMutation) DocumentID() (r uuid.UUID, exists bool) {
+	v := m.document_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDocumentID returns the old "document_id" field's value of the TurnEvidence entity.
+// If the TurnEvidence object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TurnEvidenceMutation) OldDocumentID(ctx context.Context) (v uuid.UUID, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDocumentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDocumentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDocumentID: %w", err)
+	}
+	return oldValue.DocumentID, nil
+}
+
+// ResetDocumentID resets all changes to the "document_id" field.
+func (m *TurnEvidenceMutation) ResetDocumentID() {
+	m.document_id = nil
+}
+
+// Where appends a list predicates to the TurnEvidenceMutation builder.
+func (m *TurnEvidenceMutation) Where(ps ...predicate.TurnEvidence) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TurnEvidenceMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TurnEvidenceMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.TurnEvidence, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TurnEvidenceMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TurnEvidenceMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (TurnEvidence).
+func (m *TurnEvidenceMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TurnEvidenceMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.created_at != nil {
+		fields = append(fields, turnevidence.FieldCreatedAt)
+	}
+	if m.conversation_id != nil {
+		fields = append(fields, turnevidence.FieldConversationID)
+	}
+	if m.turn_id != nil {
+		fields = append(fields, turnevidence.FieldTurnID)
+	}
+	if m.document_id != nil {
+		fields = append(fields, turnevidence.FieldDocumentID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TurnEvidenceMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case turnevidence.FieldCreatedAt:
+		return m.CreatedAt()
+	case turnevidence.FieldConversationID:
+		return m.ConversationID()
+	case turnevidence.FieldTurnID:
+		return m.TurnID()
+	case turnevidence.FieldDocumentID:
+		return m.DocumentID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TurnEvidenceMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case turnevidence.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case turnevidence.FieldConversationID:
+		return m.OldConversationID(ctx)
+	case turnevidence.FieldTurnID:
+		return m.OldTurnID(ctx)
+	case turnevidence.FieldDocumentID:
+		return m.OldDocumentID(ctx)
+	}
+	return nil, fmt.Errorf("unknown TurnEvidence field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TurnEvidenceMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case turnevidence.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case turnevidence.FieldConversationID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetConversationID(v)
+		return nil
+	case turnevidence.FieldTurnID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTurnID(v)
+		return nil
+	case turnevidence.FieldDocumentID:
+		v, ok := value.(uuid.UUID)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDocumentID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TurnEvidence field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TurnEvidenceMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TurnEvidenceMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TurnEvidenceMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown TurnEvidence numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TurnEvidenceMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TurnEvidenceMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TurnEvidenceMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown TurnEvidence nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TurnEvidenceMutation) ResetField(name string) error {
+	switch name {
+	case turnevidence.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case turnevidence.FieldConversationID:
+		m.ResetConversationID()
+		return nil
+	case turnevidence.FieldTurnID:
+		m.ResetTurnID()
+		return nil
+	case turnevidence.FieldDocumentID:
+		m.ResetDocumentID()
+		return nil
+	}
+	return fmt.Errorf("unknown TurnEvidence field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TurnEvidenceMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TurnEvidenceMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TurnEvidenceMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TurnEvidenceMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TurnEvidenceMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TurnEvidenceMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TurnEvidenceMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown TurnEvidence unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TurnEvidenceMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown TurnEvidence edge %s", name)
 }

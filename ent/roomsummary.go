@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ type RoomSummary struct {
 	Turns int64 `json:"turns,omitempty"`
 	// TurnID holds the value of the "turn_id" field.
 	TurnID uuid.UUID `json:"turn_id,omitempty"`
+	// AudienceVersion holds the value of the "audience_version" field.
+	AudienceVersion int64 `json:"audience_version,omitempty"`
+	// Evidence holds the value of the "evidence" field.
+	Evidence []uuid.UUID `json:"evidence,omitempty"`
 	// UpdatedAt holds the value of the "updated_at" field.
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
@@ -62,7 +67,9 @@ func (*RoomSummary) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case roomsummary.FieldThroughPosition, roomsummary.FieldTurns:
+		case roomsummary.FieldEvidence:
+			values[i] = new([]byte)
+		case roomsummary.FieldThroughPosition, roomsummary.FieldTurns, roomsummary.FieldAudienceVersion:
 			values[i] = new(sql.NullInt64)
 		case roomsummary.FieldSummary:
 			values[i] = new(sql.NullString)
@@ -120,6 +127,20 @@ func (_m *RoomSummary) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field turn_id", values[i])
 			} else if value != nil {
 				_m.TurnID = *value
+			}
+		case roomsummary.FieldAudienceVersion:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field audience_version", values[i])
+			} else if value.Valid {
+				_m.AudienceVersion = value.Int64
+			}
+		case roomsummary.FieldEvidence:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field evidence", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Evidence); err != nil {
+					return fmt.Errorf("unmarshal field evidence: %w", err)
+				}
 			}
 		case roomsummary.FieldUpdatedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
@@ -182,6 +203,12 @@ func (_m *RoomSummary) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("turn_id=")
 	builder.WriteString(fmt.Sprintf("%v", _m.TurnID))
+	builder.WriteString(", ")
+	builder.WriteString("audience_version=")
+	builder.WriteString(fmt.Sprintf("%v", _m.AudienceVersion))
+	builder.WriteString(", ")
+	builder.WriteString("evidence=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Evidence))
 	builder.WriteString(", ")
 	builder.WriteString("updated_at=")
 	builder.WriteString(_m.UpdatedAt.Format(time.ANSIC))

@@ -63,6 +63,26 @@ func (_c *RoomSummaryCreate) SetTurnID(v uuid.UUID) *RoomSummaryCreate {
 	return _c
 }
 
+// SetAudienceVersion sets the "audience_version" field.
+func (_c *RoomSummaryCreate) SetAudienceVersion(v int64) *RoomSummaryCreate {
+	_c.mutation.SetAudienceVersion(v)
+	return _c
+}
+
+// SetNillableAudienceVersion sets the "audience_version" field if the given value is not nil.
+func (_c *RoomSummaryCreate) SetNillableAudienceVersion(v *int64) *RoomSummaryCreate {
+	if v != nil {
+		_c.SetAudienceVersion(*v)
+	}
+	return _c
+}
+
+// SetEvidence sets the "evidence" field.
+func (_c *RoomSummaryCreate) SetEvidence(v []uuid.UUID) *RoomSummaryCreate {
+	_c.mutation.SetEvidence(v)
+	return _c
+}
+
 // SetUpdatedAt sets the "updated_at" field.
 func (_c *RoomSummaryCreate) SetUpdatedAt(v time.Time) *RoomSummaryCreate {
 	_c.mutation.SetUpdatedAt(v)
@@ -135,6 +155,10 @@ func (_c *RoomSummaryCreate) defaults() {
 		v := roomsummary.DefaultTurns
 		_c.mutation.SetTurns(v)
 	}
+	if _, ok := _c.mutation.AudienceVersion(); !ok {
+		v := roomsummary.DefaultAudienceVersion
+		_c.mutation.SetAudienceVersion(v)
+	}
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		v := roomsummary.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
@@ -161,6 +185,9 @@ func (_c *RoomSummaryCreate) check() error {
 	}
 	if _, ok := _c.mutation.TurnID(); !ok {
 		return &ValidationError{Name: "turn_id", err: errors.New(`ent: missing required field "RoomSummary.turn_id"`)}
+	}
+	if _, ok := _c.mutation.AudienceVersion(); !ok {
+		return &ValidationError{Name: "audience_version", err: errors.New(`ent: missing required field "RoomSummary.audience_version"`)}
 	}
 	if _, ok := _c.mutation.UpdatedAt(); !ok {
 		return &ValidationError{Name: "updated_at", err: errors.New(`ent: missing required field "RoomSummary.updated_at"`)}
@@ -219,6 +246,14 @@ func (_c *RoomSummaryCreate) createSpec() (*RoomSummary, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.TurnID(); ok {
 		_spec.SetField(roomsummary.FieldTurnID, field.TypeUUID, value)
 		_node.TurnID = value
+	}
+	if value, ok := _c.mutation.AudienceVersion(); ok {
+		_spec.SetField(roomsummary.FieldAudienceVersion, field.TypeInt64, value)
+		_node.AudienceVersion = value
+	}
+	if value, ok := _c.mutation.Evidence(); ok {
+		_spec.SetField(roomsummary.FieldEvidence, field.TypeJSON, value)
+		_node.Evidence = value
 	}
 	if value, ok := _c.mutation.UpdatedAt(); ok {
 		_spec.SetField(roomsummary.FieldUpdatedAt, field.TypeTime, value)
@@ -353,6 +388,42 @@ func (u *RoomSummaryUpsert) UpdateTurnID() *RoomSummaryUpsert {
 	return u
 }
 
+// SetAudienceVersion sets the "audience_version" field.
+func (u *RoomSummaryUpsert) SetAudienceVersion(v int64) *RoomSummaryUpsert {
+	u.Set(roomsummary.FieldAudienceVersion, v)
+	return u
+}
+
+// UpdateAudienceVersion sets the "audience_version" field to the value that was provided on create.
+func (u *RoomSummaryUpsert) UpdateAudienceVersion() *RoomSummaryUpsert {
+	u.SetExcluded(roomsummary.FieldAudienceVersion)
+	return u
+}
+
+// AddAudienceVersion adds v to the "audience_version" field.
+func (u *RoomSummaryUpsert) AddAudienceVersion(v int64) *RoomSummaryUpsert {
+	u.Add(roomsummary.FieldAudienceVersion, v)
+	return u
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *RoomSummaryUpsert) SetEvidence(v []uuid.UUID) *RoomSummaryUpsert {
+	u.Set(roomsummary.FieldEvidence, v)
+	return u
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *RoomSummaryUpsert) UpdateEvidence() *RoomSummaryUpsert {
+	u.SetExcluded(roomsummary.FieldEvidence)
+	return u
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (u *RoomSummaryUpsert) ClearEvidence() *RoomSummaryUpsert {
+	u.SetNull(roomsummary.FieldEvidence)
+	return u
+}
+
 // SetUpdatedAt sets the "updated_at" field.
 func (u *RoomSummaryUpsert) SetUpdatedAt(v time.Time) *RoomSummaryUpsert {
 	u.Set(roomsummary.FieldUpdatedAt, v)
@@ -483,6 +554,48 @@ func (u *RoomSummaryUpsertOne) SetTurnID(v uuid.UUID) *RoomSummaryUpsertOne {
 func (u *RoomSummaryUpsertOne) UpdateTurnID() *RoomSummaryUpsertOne {
 	return u.Update(func(s *RoomSummaryUpsert) {
 		s.UpdateTurnID()
+	})
+}
+
+// SetAudienceVersion sets the "audience_version" field.
+func (u *RoomSummaryUpsertOne) SetAudienceVersion(v int64) *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.SetAudienceVersion(v)
+	})
+}
+
+// AddAudienceVersion adds v to the "audience_version" field.
+func (u *RoomSummaryUpsertOne) AddAudienceVersion(v int64) *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.AddAudienceVersion(v)
+	})
+}
+
+// UpdateAudienceVersion sets the "audience_version" field to the value that was provided on create.
+func (u *RoomSummaryUpsertOne) UpdateAudienceVersion() *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.UpdateAudienceVersion()
+	})
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *RoomSummaryUpsertOne) SetEvidence(v []uuid.UUID) *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.SetEvidence(v)
+	})
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *RoomSummaryUpsertOne) UpdateEvidence() *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.UpdateEvidence()
+	})
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (u *RoomSummaryUpsertOne) ClearEvidence() *RoomSummaryUpsertOne {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.ClearEvidence()
 	})
 }
 
@@ -785,6 +898,48 @@ func (u *RoomSummaryUpsertBulk) SetTurnID(v uuid.UUID) *RoomSummaryUpsertBulk {
 func (u *RoomSummaryUpsertBulk) UpdateTurnID() *RoomSummaryUpsertBulk {
 	return u.Update(func(s *RoomSummaryUpsert) {
 		s.UpdateTurnID()
+	})
+}
+
+// SetAudienceVersion sets the "audience_version" field.
+func (u *RoomSummaryUpsertBulk) SetAudienceVersion(v int64) *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.SetAudienceVersion(v)
+	})
+}
+
+// AddAudienceVersion adds v to the "audience_version" field.
+func (u *RoomSummaryUpsertBulk) AddAudienceVersion(v int64) *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.AddAudienceVersion(v)
+	})
+}
+
+// UpdateAudienceVersion sets the "audience_version" field to the value that was provided on create.
+func (u *RoomSummaryUpsertBulk) UpdateAudienceVersion() *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.UpdateAudienceVersion()
+	})
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *RoomSummaryUpsertBulk) SetEvidence(v []uuid.UUID) *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.SetEvidence(v)
+	})
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *RoomSummaryUpsertBulk) UpdateEvidence() *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.UpdateEvidence()
+	})
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (u *RoomSummaryUpsertBulk) ClearEvidence() *RoomSummaryUpsertBulk {
+	return u.Update(func(s *RoomSummaryUpsert) {
+		s.ClearEvidence()
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
 	"github.com/turngate/turngate/ent/predicate"
@@ -99,6 +100,45 @@ func (_u *RoomSummaryUpdate) SetNillableTurnID(v *uuid.UUID) *RoomSummaryUpdate 
 	return _u
 }
 
+// SetAudienceVersion sets the "audience_version" field.
+func (_u *RoomSummaryUpdate) SetAudienceVersion(v int64) *RoomSummaryUpdate {
+	_u.mutation.ResetAudienceVersion()
+	_u.mutation.SetAudienceVersion(v)
+	return _u
+}
+
+// SetNillableAudienceVersion sets the "audience_version" field if the given value is not nil.
+func (_u *RoomSummaryUpdate) SetNillableAudienceVersion(v *int64) *RoomSummaryUpdate {
+	if v != nil {
+		_u.SetAudienceVersion(*v)
+	}
+	return _u
+}
+
+// AddAudienceVersion adds value to the "audience_version" field.
+func (_u *RoomSummaryUpdate) AddAudienceVersion(v int64) *RoomSummaryUpdate {
+	_u.mutation.AddAudienceVersion(v)
+	return _u
+}
+
+// SetEvidence sets the "evidence" field.
+func (_u *RoomSummaryUpdate) SetEvidence(v []uuid.UUID) *RoomSummaryUpdate {
+	_u.mutation.SetEvidence(v)
+	return _u
+}
+
+// AppendEvidence appends value to the "evidence" field.
+func (_u *RoomSummaryUpdate) AppendEvidence(v []uuid.UUID) *RoomSummaryUpdate {
+	_u.mutation.AppendEvidence(v)
+	return _u
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (_u *RoomSummaryUpdate) ClearEvidence() *RoomSummaryUpdate {
+	_u.mutation.ClearEvidence()
+	return _u
+}
+
 // SetUpdatedAt sets the "updated_at" field.
 func (_u *RoomSummaryUpdate) SetUpdatedAt(v time.Time) *RoomSummaryUpdate {
 	_u.mutation.SetUpdatedAt(v)
@@ -182,6 +222,23 @@ func (_u *RoomSummaryUpdate) sqlSave(ctx context.Context) (_node int, err error)
 	}
 	if value, ok := _u.mutation.TurnID(); ok {
 		_spec.SetField(roomsummary.FieldTurnID, field.TypeUUID, value)
+	}
+	if value, ok := _u.mutation.AudienceVersion(); ok {
+		_spec.SetField(roomsummary.FieldAudienceVersion, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedAudienceVersion(); ok {
+		_spec.AddField(roomsummary.FieldAudienceVersion, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.Evidence(); ok {
+		_spec.SetField(roomsummary.FieldEvidence, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedEvidence(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, roomsummary.FieldEvidence, value)
+		})
+	}
+	if _u.mutation.EvidenceCleared() {
+		_spec.ClearField(roomsummary.FieldEvidence, field.TypeJSON)
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(roomsummary.FieldUpdatedAt, field.TypeTime, value)
@@ -273,6 +330,45 @@ func (_u *RoomSummaryUpdateOne) SetNillableTurnID(v *uuid.UUID) *RoomSummaryUpda
 	if v != nil {
 		_u.SetTurnID(*v)
 	}
+	return _u
+}
+
+// SetAudienceVersion sets the "audience_version" field.
+func (_u *RoomSummaryUpdateOne) SetAudienceVersion(v int64) *RoomSummaryUpdateOne {
+	_u.mutation.ResetAudienceVersion()
+	_u.mutation.SetAudienceVersion(v)
+	return _u
+}
+
+// SetNillableAudienceVersion sets the "audience_version" field if the given value is not nil.
+func (_u *RoomSummaryUpdateOne) SetNillableAudienceVersion(v *int64) *RoomSummaryUpdateOne {
+	if v != nil {
+		_u.SetAudienceVersion(*v)
+	}
+	return _u
+}
+
+// AddAudienceVersion adds value to the "audience_version" field.
+func (_u *RoomSummaryUpdateOne) AddAudienceVersion(v int64) *RoomSummaryUpdateOne {
+	_u.mutation.AddAudienceVersion(v)
+	return _u
+}
+
+// SetEvidence sets the "evidence" field.
+func (_u *RoomSummaryUpdateOne) SetEvidence(v []uuid.UUID) *RoomSummaryUpdateOne {
+	_u.mutation.SetEvidence(v)
+	return _u
+}
+
+// AppendEvidence appends value to the "evidence" field.
+func (_u *RoomSummaryUpdateOne) AppendEvidence(v []uuid.UUID) *RoomSummaryUpdateOne {
+	_u.mutation.AppendEvidence(v)
+	return _u
+}
+
+// ClearEvidence clears the value of the "evidence" field.
+func (_u *RoomSummaryUpdateOne) ClearEvidence() *RoomSummaryUpdateOne {
+	_u.mutation.ClearEvidence()
 	return _u
 }
 
@@ -389,6 +485,23 @@ func (_u *RoomSummaryUpdateOne) sqlSave(ctx context.Context) (_node *RoomSummary
 	}
 	if value, ok := _u.mutation.TurnID(); ok {
 		_spec.SetField(roomsummary.FieldTurnID, field.TypeUUID, value)
+	}
+	if value, ok := _u.mutation.AudienceVersion(); ok {
+		_spec.SetField(roomsummary.FieldAudienceVersion, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedAudienceVersion(); ok {
+		_spec.AddField(roomsummary.FieldAudienceVersion, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.Evidence(); ok {
+		_spec.SetField(roomsummary.FieldEvidence, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedEvidence(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, roomsummary.FieldEvidence, value)
+		})
+	}
+	if _u.mutation.EvidenceCleared() {
+		_spec.ClearField(roomsummary.FieldEvidence, field.TypeJSON)
 	}
 	if value, ok := _u.mutation.UpdatedAt(); ok {
 		_spec.SetField(roomsummary.FieldUpdatedAt, field.TypeTime, value)

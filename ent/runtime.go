@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/turngate/turngate/ent/adminevent"
 	"github.com/turngate/turngate/ent/agent"
 	"github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/ent/approval"
@@ -27,12 +28,32 @@ import (
 	"github.com/turngate/turngate/ent/schema"
 	"github.com/turngate/turngate/ent/task"
 	"github.com/turngate/turngate/ent/turn"
+	"github.com/turngate/turngate/ent/turnevidence"
 )
 
 // The init function reads all schema descriptors with runtime code
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	admineventMixin := schema.AdminEvent{}.Mixin()
+	admineventMixinFields0 := admineventMixin[0].Fields()
+	_ = admineventMixinFields0
+	admineventMixinFields1 := admineventMixin[1].Fields()
+	_ = admineventMixinFields1
+	admineventFields := schema.AdminEvent{}.Fields()
+	_ = admineventFields
+	// admineventDescCreatedAt is the schema descriptor for created_at field.
+	admineventDescCreatedAt := admineventMixinFields1[0].Descriptor()
+	// adminevent.DefaultCreatedAt holds the default value on creation for the created_at field.
+	adminevent.DefaultCreatedAt = admineventDescCreatedAt.Default.(func() time.Time)
+	// admineventDescAction is the schema descriptor for action field.
+	admineventDescAction := admineventFields[2].Descriptor()
+	// adminevent.ActionValidator is a validator for the "action" field. It is called by the builders before save.
+	adminevent.ActionValidator = admineventDescAction.Validators[0].(func(string) error)
+	// admineventDescID is the schema descriptor for id field.
+	admineventDescID := admineventMixinFields0[0].Descriptor()
+	// adminevent.DefaultID holds the default value on creation for the id field.
+	adminevent.DefaultID = admineventDescID.Default.(func() uuid.UUID)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0
@@ -87,6 +108,18 @@ func init() {
 	agentversionDescSystemPrompt := agentversionFields[5].Descriptor()
 	// agentversion.DefaultSystemPrompt holds the default value on creation for the system_prompt field.
 	agentversion.DefaultSystemPrompt = agentversionDescSystemPrompt.Default.(string)
+	// agentversionDescTools is the schema descriptor for tools field.
+	agentversionDescTools := agentversionFields[6].Descriptor()
+	// agentversion.DefaultTools holds the default value on creation for the tools field.
+	agentversion.DefaultTools = agentversionDescTools.Default.([]string)
+	// agentversionDescSpecialists is the schema descriptor for specialists field.
+	agentversionDescSpecialists := agentversionFields[7].Descriptor()
+	// agentversion.DefaultSpecialists holds the default value on creation for the specialists field.
+	agentversion.DefaultSpecialists = agentversionDescSpecialists.Default.([]string)
+	// agentversionDescBudgets is the schema descriptor for budgets field.
+	agentversionDescBudgets := agentversionFields[8].Descriptor()
+	// agentversion.DefaultBudgets holds the default value on creation for the budgets field.
+	agentversion.DefaultBudgets = agentversionDescBudgets.Default.(map[string]int64)
 	// agentversionDescID is the schema descriptor for id field.
 	agentversionDescID := agentversionMixinFields0[0].Descriptor()
 	// agentversion.DefaultID holds the default value on creation for the id field.
@@ -284,6 +317,10 @@ func init() {
 	memberagentconfigDescCreatedAt := memberagentconfigMixinFields1[0].Descriptor()
 	// memberagentconfig.DefaultCreatedAt holds the default value on creation for the created_at field.
 	memberagentconfig.DefaultCreatedAt = memberagentconfigDescCreatedAt.Default.(func() time.Time)
+	// memberagentconfigDescSpecialists is the schema descriptor for specialists field.
+	memberagentconfigDescSpecialists := memberagentconfigFields[2].Descriptor()
+	// memberagentconfig.DefaultSpecialists holds the default value on creation for the specialists field.
+	memberagentconfig.DefaultSpecialists = memberagentconfigDescSpecialists.Default.([]string)
 	// memberagentconfigDescID is the schema descriptor for id field.
 	memberagentconfigDescID := memberagentconfigMixinFields0[0].Descriptor()
 	// memberagentconfig.DefaultID holds the default value on creation for the id field.
@@ -401,8 +438,12 @@ func init() {
 	roomsummaryDescTurns := roomsummaryFields[3].Descriptor()
 	// roomsummary.DefaultTurns holds the default value on creation for the turns field.
 	roomsummary.DefaultTurns = roomsummaryDescTurns.Default.(int64)
+	// roomsummaryDescAudienceVersion is the schema descriptor for audience_version field.
+	roomsummaryDescAudienceVersion := roomsummaryFields[5].Descriptor()
+	// roomsummary.DefaultAudienceVersion holds the default value on creation for the audience_version field.
+	roomsummary.DefaultAudienceVersion = roomsummaryDescAudienceVersion.Default.(int64)
 	// roomsummaryDescUpdatedAt is the schema descriptor for updated_at field.
-	roomsummaryDescUpdatedAt := roomsummaryFields[5].Descriptor()
+	roomsummaryDescUpdatedAt := roomsummaryFields[7].Descriptor()
 	// roomsummary.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	roomsummary.DefaultUpdatedAt = roomsummaryDescUpdatedAt.Default.(func() time.Time)
 	// roomsummaryDescID is the schema descriptor for id field.
@@ -465,4 +506,19 @@ func init() {
 	turnDescID := turnMixinFields0[0].Descriptor()
 	// turn.DefaultID holds the default value on creation for the id field.
 	turn.DefaultID = turnDescID.Default.(func() uuid.UUID)
+	turnevidenceMixin := schema.TurnEvidence{}.Mixin()
+	turnevidenceMixinFields0 := turnevidenceMixin[0].Fields()
+	_ = turnevidenceMixinFields0
+	turnevidenceMixinFields1 := turnevidenceMixin[1].Fields()
+	_ = turnevidenceMixinFields1
+	turnevidenceFields := schema.TurnEvidence{}.Fields()
+	_ = turnevidenceFields
+	// turnevidenceDescCreatedAt is the schema descriptor for created_at field.
+	turnevidenceDescCreatedAt := turnevidenceMixinFields1[0].Descriptor()
+	// turnevidence.DefaultCreatedAt holds the default value on creation for the created_at field.
+	turnevidence.DefaultCreatedAt = turnevidenceDescCreatedAt.Default.(func() time.Time)
+	// turnevidenceDescID is the schema descriptor for id field.
+	turnevidenceDescID := turnevidenceMixinFields0[0].Descriptor()
+	// turnevidence.DefaultID holds the default value on creation for the id field.
+	turnevidence.DefaultID = turnevidenceDescID.Default.(func() uuid.UUID)
 }

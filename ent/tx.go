@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// AdminEvent is the client for interacting with the AdminEvent builders.
+	AdminEvent *AdminEventClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
 	// AgentVersion is the client for interacting with the AgentVersion builders.
@@ -54,6 +56,8 @@ type Tx struct {
 	Task *TaskClient
 	// Turn is the client for interacting with the Turn builders.
 	Turn *TurnClient
+	// TurnEvidence is the client for interacting with the TurnEvidence builders.
+	TurnEvidence *TurnEvidenceClient
 
 	// lazily loaded.
 	client     *Client
@@ -185,6 +189,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.AdminEvent = NewAdminEventClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
 	tx.AgentVersion = NewAgentVersionClient(tx.config)
 	tx.Approval = NewApprovalClient(tx.config)
@@ -205,6 +210,7 @@ func (tx *Tx) init() {
 	tx.RoomSummary = NewRoomSummaryClient(tx.config)
 	tx.Task = NewTaskClient(tx.config)
 	tx.Turn = NewTurnClient(tx.config)
+	tx.TurnEvidence = NewTurnEvidenceClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.
@@ -214,7 +220,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Agent.QueryXXX(), the query will be executed
+// applies a query, for example: AdminEvent.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

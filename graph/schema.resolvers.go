@@ -20,6 +20,15 @@ import (
 	"github.com/turngate/turngate/turn"
 )
 
+// Actor is the resolver for the actor field.
+func (r *adminEventResolver) Actor(ctx context.Context, obj *model.AdminEvent) (*model.Member, error) {
+	m, err := r.Members.Get(ctx, uuid.MustParse(obj.ActorID))
+	if err != nil {
+		return nil, err
+	}
+	return toEntMember(m), nil
+}
+
 // Text is the resolver for the text field.
 func (r *artifactResolver) Text(ctx context.Context, obj *model.Artifact) (*string, error) {
 	m, err := r.Members.Current(ctx)
@@ -59,7 +68,7 @@ func (r *conversationResolver) Members(ctx context.Context, obj *model.Conversat
 	}
 	out := make([]*model.RoomMember, len(rms))
 	for i, rm := range rms {
-		out[i] = &model.RoomMember{ID: obj.ID + ":" + rm.MemberID.String(), Member: toEntMember(rm.Edges.Member), Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt}
+		out[i] = &model.RoomMember{ID: obj.ID + ":" + rm.MemberID.String(), Member: toEntMember(rm.Edges.Member), Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt, ConversationID: obj.ID}
 	}
 	return out, nil
 }
@@ -607,6 +616,16 @@ func (r *queryResolver) AdminAgents(ctx context.Context) ([]*model.AdminAgent, e
 	return out, nil
 }
 
+// AdminEvents is the resolver for the adminEvents field.
+func (r *queryResolver) AdminEvents(ctx context.Context, first *int64, after *string) (*model.AdminEventConnection, error) {
+	return nil, errcode.New(errcode.Internal, "adminEvents: in progress")
+}
+
+// WithheldTurns is the resolver for the withheldTurns field.
+func (r *roomMemberResolver) WithheldTurns(ctx context.Context, obj *model.RoomMember) (int64, error) {
+	return 0, errcode.New(errcode.Internal, "withheldTurns: in progress")
+}
+
 // Journal is the resolver for the journal field.
 func (r *subscriptionResolver) Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error) {
 	m, err := r.Members.Current(ctx)
@@ -774,6 +793,9 @@ func (r *turnResolver) ModelCalls(ctx context.Context, obj *model.Turn, first *i
 	return turnModelCalls(ctx, r.Turns, m.ID, obj, first)
 }
 
+// AdminEvent returns generated.AdminEventResolver implementation.
+func (r *Resolver) AdminEvent() generated.AdminEventResolver { return &adminEventResolver{r} }
+
 // Artifact returns generated.ArtifactResolver implementation.
 func (r *Resolver) Artifact() generated.ArtifactResolver { return &artifactResolver{r} }
 
@@ -786,6 +808,9 @@ func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResol
 // Query returns generated.QueryResolver implementation.
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
+// RoomMember returns generated.RoomMemberResolver implementation.
+func (r *Resolver) RoomMember() generated.RoomMemberResolver { return &roomMemberResolver{r} }
+
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
@@ -793,10 +818,12 @@ func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subsc
 func (r *Resolver) Turn() generated.TurnResolver { return &turnResolver{r} }
 
 type (
+	adminEventResolver   struct{ *Resolver }
 	artifactResolver     struct{ *Resolver }
 	conversationResolver struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
+	roomMemberResolver   struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
 	turnResolver         struct{ *Resolver }
 )

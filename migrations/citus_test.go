@@ -15,7 +15,7 @@ import (
 // by it, co-located with conversations (distributed by id).
 var roomScoped = []string{
 	"approvals", "commands", "journal_entries", "model_calls",
-	"room_members", "room_resources", "room_summaries", "turns",
+	"room_members", "room_resources", "room_summaries", "turn_evidence", "turns",
 }
 
 // roomNames are conversations' unique keys that are not its id: the names

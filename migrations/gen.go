@@ -105,6 +105,7 @@ var handWrittenIndexes = map[string]bool{
 var roomKeyed = map[string]bool{
 	"approvals": true, "commands": true, "journal_entries": true, "model_calls": true,
 	"room_members": true, "room_resources": true, "room_summaries": true, "turns": true,
+	"turn_evidence": true,
 }
 
 // handWrittenForeignKeys pair the room's columns on both sides (ent's
@@ -115,6 +116,7 @@ var handWrittenForeignKeys = map[string]bool{
 	"conversations_turns_active_turn": true,
 	"journal_entries_turns_entries":   true,
 	"model_calls_turns_model_calls":   true,
+	"turn_evidence_turns_evidence":    true,
 }
 
 // handWritten reports whether a table change undoes a hand-written part

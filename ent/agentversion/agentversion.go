@@ -86,6 +86,12 @@ var (
 	DefaultEffort string
 	// DefaultSystemPrompt holds the default value on creation for the "system_prompt" field.
 	DefaultSystemPrompt string
+	// DefaultTools holds the default value on creation for the "tools" field.
+	DefaultTools []string
+	// DefaultSpecialists holds the default value on creation for the "specialists" field.
+	DefaultSpecialists []string
+	// DefaultBudgets holds the default value on creation for the "budgets" field.
+	DefaultBudgets map[string]int64
 	// DefaultID holds the default value on creation for the "id" field.
 	DefaultID func() uuid.UUID
 )

@@ -451,36 +451,6 @@ func SystemPromptContainsFold(v string) predicate.AgentVersion {
 	return predicate.AgentVersion(sql.FieldContainsFold(FieldSystemPrompt, v))
 }
 
-// ToolsIsNil applies the IsNil predicate on the "tools" field.
-func ToolsIsNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldIsNull(FieldTools))
-}
-
-// ToolsNotNil applies the NotNil predicate on the "tools" field.
-func ToolsNotNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldNotNull(FieldTools))
-}
-
-// SpecialistsIsNil applies the IsNil predicate on the "specialists" field.
-func SpecialistsIsNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldIsNull(FieldSpecialists))
-}
-
-// SpecialistsNotNil applies the NotNil predicate on the "specialists" field.
-func SpecialistsNotNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldNotNull(FieldSpecialists))
-}
-
-// BudgetsIsNil applies the IsNil predicate on the "budgets" field.
-func BudgetsIsNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldIsNull(FieldBudgets))
-}
-
-// BudgetsNotNil applies the NotNil predicate on the "budgets" field.
-func BudgetsNotNil() predicate.AgentVersion {
-	return predicate.AgentVersion(sql.FieldNotNull(FieldBudgets))
-}
-
 // HasAgent applies the HasEdge predicate on the "agent" edge.
 func HasAgent() predicate.AgentVersion {
 	return predicate.AgentVersion(func(s *sql.Selector) {

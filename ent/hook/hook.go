@@ -9,6 +9,18 @@ import (
 	"github.com/turngate/turngate/ent"
 )
 
+// The AdminEventFunc type is an adapter to allow the use of ordinary
+// function as AdminEvent mutator.
+type AdminEventFunc func(context.Context, *ent.AdminEventMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f AdminEventFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.AdminEventMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AdminEventMutation", m)
+}
+
 // The AgentFunc type is an adapter to allow the use of ordinary
 // function as Agent mutator.
 type AgentFunc func(context.Context, *ent.AgentMutation) (ent.Value, error)
@@ -247,6 +259,18 @@ func (f TurnFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error)
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TurnMutation", m)
+}
+
+// The TurnEvidenceFunc type is an adapter to allow the use of ordinary
+// function as TurnEvidence mutator.
+type TurnEvidenceFunc func(context.Context, *ent.TurnEvidenceMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f TurnEvidenceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.TurnEvidenceMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TurnEvidenceMutation", m)
 }
 
 // Condition is a hook condition function.

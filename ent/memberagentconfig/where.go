@@ -151,16 +151,6 @@ func AgentIDNotIn(vs ...uuid.UUID) predicate.MemberAgentConfig {
 	return predicate.MemberAgentConfig(sql.FieldNotIn(FieldAgentID, vs...))
 }
 
-// SpecialistsIsNil applies the IsNil predicate on the "specialists" field.
-func SpecialistsIsNil() predicate.MemberAgentConfig {
-	return predicate.MemberAgentConfig(sql.FieldIsNull(FieldSpecialists))
-}
-
-// SpecialistsNotNil applies the NotNil predicate on the "specialists" field.
-func SpecialistsNotNil() predicate.MemberAgentConfig {
-	return predicate.MemberAgentConfig(sql.FieldNotNull(FieldSpecialists))
-}
-
 // HasMember applies the HasEdge predicate on the "member" edge.
 func HasMember() predicate.MemberAgentConfig {
 	return predicate.MemberAgentConfig(func(s *sql.Selector) {

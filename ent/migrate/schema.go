@@ -9,6 +9,34 @@ import (
 )
 
 var (
+	// AdminEventsColumns holds the columns for the "admin_events" table.
+	AdminEventsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "actor_id", Type: field.TypeUUID},
+		{Name: "area", Type: field.TypeEnum, Enums: []string{"documents", "members", "agents"}},
+		{Name: "action", Type: field.TypeString},
+		{Name: "subject", Type: field.TypeString},
+		{Name: "detail", Type: field.TypeJSON, Nullable: true},
+	}
+	// AdminEventsTable holds the schema information for the "admin_events" table.
+	AdminEventsTable = &schema.Table{
+		Name:       "admin_events",
+		Columns:    AdminEventsColumns,
+		PrimaryKey: []*schema.Column{AdminEventsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "adminevent_area_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{AdminEventsColumns[3], AdminEventsColumns[1]},
+			},
+			{
+				Name:    "adminevent_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{AdminEventsColumns[1]},
+			},
+		},
+	}
 	// AgentsColumns holds the columns for the "agents" table.
 	AgentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -31,9 +59,9 @@ var (
 		{Name: "model_route", Type: field.TypeString},
 		{Name: "effort", Type: field.TypeString, Default: "medium"},
 		{Name: "system_prompt", Type: field.TypeString, Size: 2147483647, Default: ""},
-		{Name: "tools", Type: field.TypeJSON, Nullable: true},
-		{Name: "specialists", Type: field.TypeJSON, Nullable: true},
-		{Name: "budgets", Type: field.TypeJSON, Nullable: true},
+		{Name: "tools", Type: field.TypeJSON},
+		{Name: "specialists", Type: field.TypeJSON},
+		{Name: "budgets", Type: field.TypeJSON},
 		{Name: "agent_id", Type: field.TypeUUID},
 	}
 	// AgentVersionsTable holds the schema information for the "agent_versions" table.
@@ -314,7 +342,7 @@ var (
 	MemberAgentConfigsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
 		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
-		{Name: "specialists", Type: field.TypeJSON, Nullable: true},
+		{Name: "specialists", Type: field.TypeJSON},
 		{Name: "agent_id", Type: field.TypeUUID},
 		{Name: "member_id", Type: field.TypeUUID},
 	}
@@ -564,6 +592,8 @@ var (
 		{Name: "summary", Type: field.TypeString, Size: 2147483647},
 		{Name: "turns", Type: field.TypeInt64, Default: 0},
 		{Name: "turn_id", Type: field.TypeUUID},
+		{Name: "audience_version", Type: field.TypeInt64, Default: 0},
+		{Name: "evidence", Type: field.TypeJSON, Nullable: true},
 		{Name: "updated_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
 		{Name: "conversation_id", Type: field.TypeUUID, Unique: true},
 	}
@@ -575,7 +605,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "room_summaries_conversations_summary",
-				Columns:    []*schema.Column{RoomSummariesColumns[6]},
+				Columns:    []*schema.Column{RoomSummariesColumns[8]},
 				RefColumns: []*schema.Column{ConversationsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -686,8 +716,30 @@ var (
 			},
 		},
 	}
+	// TurnEvidenceColumns holds the columns for the "turn_evidence" table.
+	TurnEvidenceColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeUUID},
+		{Name: "created_at", Type: field.TypeTime, Default: "CURRENT_TIMESTAMP"},
+		{Name: "conversation_id", Type: field.TypeUUID},
+		{Name: "turn_id", Type: field.TypeUUID},
+		{Name: "document_id", Type: field.TypeUUID},
+	}
+	// TurnEvidenceTable holds the schema information for the "turn_evidence" table.
+	TurnEvidenceTable = &schema.Table{
+		Name:       "turn_evidence",
+		Columns:    TurnEvidenceColumns,
+		PrimaryKey: []*schema.Column{TurnEvidenceColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "turnevidence_conversation_id_turn_id_document_id",
+				Unique:  true,
+				Columns: []*schema.Column{TurnEvidenceColumns[2], TurnEvidenceColumns[3], TurnEvidenceColumns[4]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		AdminEventsTable,
 		AgentsTable,
 		AgentVersionsTable,
 		ApprovalsTable,
@@ -708,11 +760,16 @@ var (
 		RoomSummariesTable,
 		TasksTable,
 		TurnsTable,
+		TurnEvidenceTable,
 	}
 )
 
 func init() {
 	AgentVersionsTable.ForeignKeys[0].RefTable = AgentsTable
+	AgentVersionsTable.Annotation = &entsql.Annotation{}
+	AgentVersionsTable.Annotation.Checks = map[string]string{
+		"agent_versions_lists": "jsonb_typeof(tools) = 'array' AND jsonb_typeof(specialists) = 'array' AND jsonb_typeof(budgets) = 'object'",
+	}
 	ApprovalsTable.ForeignKeys[0].RefTable = TurnsTable
 	ApprovalsTable.Annotation = &entsql.Annotation{}
 	ApprovalsTable.Annotation.Checks = map[string]string{
@@ -743,6 +800,10 @@ func init() {
 	}
 	MemberAgentConfigsTable.ForeignKeys[0].RefTable = AgentsTable
 	MemberAgentConfigsTable.ForeignKeys[1].RefTable = MembersTable
+	MemberAgentConfigsTable.Annotation = &entsql.Annotation{}
+	MemberAgentConfigsTable.Annotation.Checks = map[string]string{
+		"member_agent_configs_list": "jsonb_typeof(specialists) = 'array'",
+	}
 	MemberGroupsTable.ForeignKeys[0].RefTable = MembersTable
 	MemberGroupsTable.Annotation = &entsql.Annotation{}
 	MemberGroupsTable.Annotation.Checks = map[string]string{
@@ -767,5 +828,8 @@ func init() {
 	TurnsTable.Annotation.Checks = map[string]string{
 		"turns_lease_check": "(state = 'running') = (lease_expires_at IS NOT NULL)",
 		"turns_state_check": "state IN ('queued', 'running', 'completed', 'failed', 'cancelled')",
+	}
+	TurnEvidenceTable.Annotation = &entsql.Annotation{
+		Table: "turn_evidence",
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// AdminEvent is the predicate function for adminevent builders.
+type AdminEvent func(*sql.Selector)
+
 // Agent is the predicate function for agent builders.
 type Agent func(*sql.Selector)
 
@@ -65,3 +68,6 @@ type Task func(*sql.Selector)
 
 // Turn is the predicate function for turn builders.
 type Turn func(*sql.Selector)
+
+// TurnEvidence is the predicate function for turnevidence builders.
+type TurnEvidence func(*sql.Selector)

@@ -25,6 +25,10 @@ const (
 	FieldTurns = "turns"
 	// FieldTurnID holds the string denoting the turn_id field in the database.
 	FieldTurnID = "turn_id"
+	// FieldAudienceVersion holds the string denoting the audience_version field in the database.
+	FieldAudienceVersion = "audience_version"
+	// FieldEvidence holds the string denoting the evidence field in the database.
+	FieldEvidence = "evidence"
 	// FieldUpdatedAt holds the string denoting the updated_at field in the database.
 	FieldUpdatedAt = "updated_at"
 	// EdgeConversation holds the string denoting the conversation edge name in mutations.
@@ -48,6 +52,8 @@ var Columns = []string{
 	FieldSummary,
 	FieldTurns,
 	FieldTurnID,
+	FieldAudienceVersion,
+	FieldEvidence,
 	FieldUpdatedAt,
 }
 
@@ -64,6 +70,8 @@ func ValidColumn(column string) bool {
 var (
 	// DefaultTurns holds the default value on creation for the "turns" field.
 	DefaultTurns int64
+	// DefaultAudienceVersion holds the default value on creation for the "audience_version" field.
+	DefaultAudienceVersion int64
 	// DefaultUpdatedAt holds the default value on creation for the "updated_at" field.
 	DefaultUpdatedAt func() time.Time
 	// DefaultID holds the default value on creation for the "id" field.
@@ -101,6 +109,11 @@ func ByTurns(opts ...sql.OrderTermOption) OrderOption {
 // ByTurnID orders the results by the turn_id field.
 func ByTurnID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldTurnID, opts...).ToFunc()
+}
+
+// ByAudienceVersion orders the results by the audience_version field.
+func ByAudienceVersion(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldAudienceVersion, opts...).ToFunc()
 }
 
 // ByUpdatedAt orders the results by the updated_at field.

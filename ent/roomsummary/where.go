@@ -81,6 +81,11 @@ func TurnID(v uuid.UUID) predicate.RoomSummary {
 	return predicate.RoomSummary(sql.FieldEQ(FieldTurnID, v))
 }
 
+// AudienceVersion applies equality check predicate on the "audience_version" field. It's identical to AudienceVersionEQ.
+func AudienceVersion(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldEQ(FieldAudienceVersion, v))
+}
+
 // UpdatedAt applies equality check predicate on the "updated_at" field. It's identical to UpdatedAtEQ.
 func UpdatedAt(v time.Time) predicate.RoomSummary {
 	return predicate.RoomSummary(sql.FieldEQ(FieldUpdatedAt, v))
@@ -289,6 +294,56 @@ func TurnIDLT(v uuid.UUID) predicate.RoomSummary {
 // TurnIDLTE applies the LTE predicate on the "turn_id" field.
 func TurnIDLTE(v uuid.UUID) predicate.RoomSummary {
 	return predicate.RoomSummary(sql.FieldLTE(FieldTurnID, v))
+}
+
+// AudienceVersionEQ applies the EQ predicate on the "audience_version" field.
+func AudienceVersionEQ(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldEQ(FieldAudienceVersion, v))
+}
+
+// AudienceVersionNEQ applies the NEQ predicate on the "audience_version" field.
+func AudienceVersionNEQ(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldNEQ(FieldAudienceVersion, v))
+}
+
+// AudienceVersionIn applies the In predicate on the "audience_version" field.
+func AudienceVersionIn(vs ...int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldIn(FieldAudienceVersion, vs...))
+}
+
+// AudienceVersionNotIn applies the NotIn predicate on the "audience_version" field.
+func AudienceVersionNotIn(vs ...int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldNotIn(FieldAudienceVersion, vs...))
+}
+
+// AudienceVersionGT applies the GT predicate on the "audience_version" field.
+func AudienceVersionGT(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldGT(FieldAudienceVersion, v))
+}
+
+// AudienceVersionGTE applies the GTE predicate on the "audience_version" field.
+func AudienceVersionGTE(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldGTE(FieldAudienceVersion, v))
+}
+
+// AudienceVersionLT applies the LT predicate on the "audience_version" field.
+func AudienceVersionLT(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldLT(FieldAudienceVersion, v))
+}
+
+// AudienceVersionLTE applies the LTE predicate on the "audience_version" field.
+func AudienceVersionLTE(v int64) predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldLTE(FieldAudienceVersion, v))
+}
+
+// EvidenceIsNil applies the IsNil predicate on the "evidence" field.
+func EvidenceIsNil() predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldIsNull(FieldEvidence))
+}
+
+// EvidenceNotNil applies the NotNil predicate on the "evidence" field.
+func EvidenceNotNil() predicate.RoomSummary {
+	return predicate.RoomSummary(sql.FieldNotNull(FieldEvidence))
 }
 
 // UpdatedAtEQ applies the EQ predicate on the "updated_at" field.

@@ -2,6 +2,8 @@ package schema
 
 import (
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
@@ -43,9 +45,20 @@ func (AgentVersion) Fields() []ent.Field {
 		field.String("model_route").NotEmpty().Immutable(),
 		field.String("effort").Default("medium").Immutable(),
 		field.Text("system_prompt").Default("").Immutable(),
-		field.Strings("tools").Optional().Immutable(),
-		field.Strings("specialists").Optional().Immutable(),
-		field.JSON("budgets", map[string]int64{}).Optional().Immutable(),
+		// The lists are arrays and the budgets an object, never JSON
+		// null (a check holds it): what a member's submission reads of a
+		// version must always decode.
+		field.Strings("tools").Default([]string{}).Immutable(),
+		field.Strings("specialists").Default([]string{}).Immutable(),
+		field.JSON("budgets", map[string]int64{}).Default(map[string]int64{}).Immutable(),
+	}
+}
+
+func (AgentVersion) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Checks(map[string]string{
+			"agent_versions_lists": "jsonb_typeof(tools) = 'array' AND jsonb_typeof(specialists) = 'array' AND jsonb_typeof(budgets) = 'object'",
+		}),
 	}
 }
 

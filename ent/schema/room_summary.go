@@ -19,7 +19,8 @@ import (
 // those turns and extend it from through_position; it only moves forward
 // (the upsert refuses an older position). It summarises what history
 // shows a run — members' messages and the answers — never a turn's tool
-// results.
+// results, and only turns every member of the audience it was built for
+// could read.
 type RoomSummary struct{ ent.Schema }
 
 func (RoomSummary) Mixin() []ent.Mixin { return []ent.Mixin{idMixin{}} }
@@ -35,6 +36,14 @@ func (RoomSummary) Fields() []ent.Field {
 		field.Int64("turns").Default(0),
 		// TurnID is the turn whose run wrote this version.
 		field.UUID("turn_id", uuid.UUID{}),
+		// AudienceVersion is the room's audience version the summary was
+		// built for: a run of another audience does not start from it.
+		field.Int64("audience_version").Default(0),
+		// Evidence is every document the summarised turns drew on (their
+		// turn evidence, and the evidence of the summary it extended): a
+		// run starts from the summary only while every current member of
+		// the room may read them all.
+		field.JSON("evidence", []uuid.UUID{}).Optional(),
 		field.Time("updated_at").Default(time.Now).Annotations(entsql.Default("CURRENT_TIMESTAMP")),
 	}
 }

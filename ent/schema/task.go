@@ -105,7 +105,8 @@ func (MemberAgentConfig) Fields() []ent.Field {
 	return []ent.Field{
 		field.UUID("member_id", uuid.UUID{}).Immutable(),
 		field.UUID("agent_id", uuid.UUID{}).Immutable(),
-		field.Strings("specialists").Optional(),
+		// An array, never JSON null (a check holds it).
+		field.Strings("specialists").Default([]string{}),
 	}
 }
 
@@ -118,4 +119,10 @@ func (MemberAgentConfig) Edges() []ent.Edge {
 
 func (MemberAgentConfig) Indexes() []ent.Index {
 	return []ent.Index{index.Fields("member_id", "agent_id").Unique()}
+}
+
+func (MemberAgentConfig) Annotations() []schema.Annotation {
+	return []schema.Annotation{
+		entsql.Checks(map[string]string{"member_agent_configs_list": "jsonb_typeof(specialists) = 'array'"}),
+	}
 }

@@ -29,10 +29,12 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	AdminEvent() AdminEventResolver
 	Artifact() ArtifactResolver
 	Conversation() ConversationResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	RoomMember() RoomMemberResolver
 	Subscription() SubscriptionResolver
 	Turn() TurnResolver
 }
@@ -58,6 +60,21 @@ type ComplexityRoot struct {
 	}
 
 	AdminDocumentConnection struct {
+		Nodes    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	AdminEvent struct {
+		Action  func(childComplexity int) int
+		Actor   func(childComplexity int) int
+		Area    func(childComplexity int) int
+		At      func(childComplexity int) int
+		Detail  func(childComplexity int) int
+		ID      func(childComplexity int) int
+		Subject func(childComplexity int) int
+	}
+
+	AdminEventConnection struct {
 		Nodes    func(childComplexity int) int
 		PageInfo func(childComplexity int) int
 	}
@@ -312,6 +329,7 @@ type ComplexityRoot struct {
 	Query struct {
 		AdminAgents         func(childComplexity int) int
 		AdminDocuments      func(childComplexity int, first *int64, after *string) int
+		AdminEvents         func(childComplexity int, first *int64, after *string) int
 		AdminMembers        func(childComplexity int, first *int64, after *string) int
 		Artifact            func(childComplexity int, id string) int
 		Conversation        func(childComplexity int, id string) int
@@ -324,10 +342,11 @@ type ComplexityRoot struct {
 	}
 
 	RoomMember struct {
-		ID       func(childComplexity int) int
-		JoinedAt func(childComplexity int) int
-		Member   func(childComplexity int) int
-		Role     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		JoinedAt      func(childComplexity int) int
+		Member        func(childComplexity int) int
+		Role          func(childComplexity int) int
+		WithheldTurns func(childComplexity int) int
 	}
 
 	SteerRecord struct {
@@ -413,6 +432,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type AdminEventResolver interface {
+	Actor(ctx context.Context, obj *model.AdminEvent) (*model.Member, error)
+}
 type ArtifactResolver interface {
 	Text(ctx context.Context, obj *model.Artifact) (*string, error)
 }
@@ -455,6 +477,10 @@ type QueryResolver interface {
 	AdminDocuments(ctx context.Context, first *int64, after *string) (*model.AdminDocumentConnection, error)
 	AdminMembers(ctx context.Context, first *int64, after *string) (*model.AdminMemberConnection, error)
 	AdminAgents(ctx context.Context) ([]*model.AdminAgent, error)
+	AdminEvents(ctx context.Context, first *int64, after *string) (*model.AdminEventConnection, error)
+}
+type RoomMemberResolver interface {
+	WithheldTurns(ctx context.Context, obj *model.RoomMember) (int64, error)
 }
 type SubscriptionResolver interface {
 	Journal(ctx context.Context, conversationID string, after *int64) (<-chan *model.JournalEntry, error)
@@ -562,6 +588,62 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AdminDocumentConnection.PageInfo(childComplexity), true
+
+	case "AdminEvent.action":
+		if e.ComplexityRoot.AdminEvent.Action == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.Action(childComplexity), true
+	case "AdminEvent.actor":
+		if e.ComplexityRoot.AdminEvent.Actor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.Actor(childComplexity), true
+	case "AdminEvent.area":
+		if e.ComplexityRoot.AdminEvent.Area == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.Area(childComplexity), true
+	case "AdminEvent.at":
+		if e.ComplexityRoot.AdminEvent.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.At(childComplexity), true
+	case "AdminEvent.detail":
+		if e.ComplexityRoot.AdminEvent.Detail == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.Detail(childComplexity), true
+	case "AdminEvent.id":
+		if e.ComplexityRoot.AdminEvent.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.ID(childComplexity), true
+	case "AdminEvent.subject":
+		if e.ComplexityRoot.AdminEvent.Subject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEvent.Subject(childComplexity), true
+
+	case "AdminEventConnection.nodes":
+		if e.ComplexityRoot.AdminEventConnection.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEventConnection.Nodes(childComplexity), true
+	case "AdminEventConnection.pageInfo":
+		if e.ComplexityRoot.AdminEventConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AdminEventConnection.PageInfo(childComplexity), true
 
 	case "AdminMember.displayName":
 		if e.ComplexityRoot.AdminMember.DisplayName == nil {
@@ -1698,6 +1780,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AdminDocuments(childComplexity, args["first"].(*int64), args["after"].(*string)), true
+	case "Query.adminEvents":
+		if e.ComplexityRoot.Query.AdminEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_adminEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AdminEvents(childComplexity, args["first"].(*int64), args["after"].(*string)), true
 	case "Query.adminMembers":
 		if e.ComplexityRoot.Query.AdminMembers == nil {
 			break
@@ -1818,6 +1911,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RoomMember.Role(childComplexity), true
+	case "RoomMember.withheldTurns":
+		if e.ComplexityRoot.RoomMember.WithheldTurns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RoomMember.WithheldTurns(childComplexity), true
 
 	case "SteerRecord.actorId":
 		if e.ComplexityRoot.SteerRecord.ActorID == nil {
@@ -2504,6 +2603,16 @@ type RoomMember {
   role: RoomRole!
   "When they joined (the owner: when the room was created)."
   joinedAt: Time!
+  """
+  How many of the room's turns this member reads withheld now: turns whose
+  answer drew on a document they may not read (a member added later, or one
+  who lost a document's access since), and answers withheld from the whole
+  audience. Such a turn keeps its place in the journal with its text empty
+  and the AUDIENCE_WITHHELD notice as its answer. addRoomMember's result
+  tells the owner, for the member just added, how much history they will
+  not see.
+  """
+  withheldTurns: Int!
 }
 
 "A page of conversations (a Relay connection)."
@@ -3195,6 +3304,18 @@ extend type Query {
   ): AdminMemberConnection!
   "Every agent, by slug, with its versions newest first (admin:agents)."
   adminAgents: [AdminAgent!]!
+  """
+  The record of admin changes, newest first: who changed what, and when.
+  The caller reads the changes of the areas whose permission they hold
+  now (admin:documents, admin:members, admin:agents); with none of them,
+  FORBIDDEN.
+  """
+  adminEvents(
+    "How many to return: 1 to 500."
+    first: Int = 100
+    "The endCursor of the previous page; omitted for the first page."
+    after: String
+  ): AdminEventConnection!
 }
 
 extend type Mutation {
@@ -3291,6 +3412,47 @@ type AdminMember {
   permissions: [String!]!
   "The groups they are in."
   groups: [String!]!
+}
+
+"The area of the admin surface a change belongs to: the permission it needed."
+enum AdminArea {
+  "Documents and their readers (admin:documents)."
+  DOCUMENTS
+  "Members' permissions and groups (admin:members)."
+  MEMBERS
+  "Agents, their versions and members' rosters (admin:agents)."
+  AGENTS
+}
+
+"One change made through the admin surface, recorded with the change itself."
+type AdminEvent {
+  "The record's id."
+  id: ID!
+  "Who made the change."
+  actor: Member!
+  "The permission the change needed."
+  area: AdminArea!
+  """
+  What was done: grant_permission, revoke_permission, add_group_member,
+  remove_group_member, add_document, replace_document,
+  set_document_readers, delete_document, create_agent, add_agent_version
+  or set_member_roster.
+  """
+  action: String!
+  "What it was done to: a member's email, a document's id or an agent's slug."
+  subject: String!
+  "The change's arguments: the permission, the group, the readers, the version."
+  detail: JSON!
+  "When it was made."
+  at: Time!
+}
+
+"A page of admin changes, newest first."
+type AdminEventConnection {
+  "The changes of this page."
+  nodes: [AdminEvent!]!
+  "Where this page sits in the whole list."
+  pageInfo: PageInfo!
 }
 
 "A page of members for an operator."
@@ -3478,6 +3640,36 @@ func (ec *executionContext) childFields_AdminDocumentConnection(ctx context.Cont
 		return ec.fieldContext_AdminDocumentConnection_pageInfo(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AdminDocumentConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AdminEvent_id(ctx, field)
+	case "actor":
+		return ec.fieldContext_AdminEvent_actor(ctx, field)
+	case "area":
+		return ec.fieldContext_AdminEvent_area(ctx, field)
+	case "action":
+		return ec.fieldContext_AdminEvent_action(ctx, field)
+	case "subject":
+		return ec.fieldContext_AdminEvent_subject(ctx, field)
+	case "detail":
+		return ec.fieldContext_AdminEvent_detail(ctx, field)
+	case "at":
+		return ec.fieldContext_AdminEvent_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_AdminEventConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "nodes":
+		return ec.fieldContext_AdminEventConnection_nodes(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_AdminEventConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AdminEventConnection", field.Name)
 }
 
 func (ec *executionContext) childFields_AdminMember(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3940,6 +4132,8 @@ func (ec *executionContext) childFields_RoomMember(ctx context.Context, field gr
 		return ec.fieldContext_RoomMember_role(ctx, field)
 	case "joinedAt":
 		return ec.fieldContext_RoomMember_joinedAt(ctx, field)
+	case "withheldTurns":
+		return ec.fieldContext_RoomMember_withheldTurns(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RoomMember", field.Name)
 }
@@ -4487,6 +4681,28 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 }
 
 func (ec *executionContext) field_Query_adminDocuments_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int64, error) {
+			return ec.unmarshalOInt2ᚖint64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_adminEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
@@ -5101,6 +5317,240 @@ func (ec *executionContext) _AdminDocumentConnection_pageInfo(ctx context.Contex
 func (ec *executionContext) fieldContext_AdminDocumentConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "AdminDocumentConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminEvent_id(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _AdminEvent_actor(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_actor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AdminEvent().Actor(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Member) graphql.Marshaler {
+			return ec.marshalNMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMember(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_actor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Member(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminEvent_area(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_area(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Area, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AdminArea) graphql.Marshaler {
+			return ec.marshalNAdminArea2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminArea(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_area(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "AdminArea")
+}
+
+func (ec *executionContext) _AdminEvent_action(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_action(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Action, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_action(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminEvent_subject(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_subject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Subject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_subject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _AdminEvent_detail(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_detail(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Detail, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_detail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "JSON")
+}
+
+func (ec *executionContext) _AdminEvent_at(ctx context.Context, field graphql.CollectedField, obj *model.AdminEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEvent_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEvent_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AdminEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AdminEventConnection_nodes(ctx context.Context, field graphql.CollectedField, obj *model.AdminEventConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEventConnection_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Nodes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AdminEvent) graphql.Marshaler {
+			return ec.marshalNAdminEvent2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEventConnection_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminEventConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AdminEventConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.AdminEventConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AdminEventConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AdminEventConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AdminEventConnection",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
@@ -10031,6 +10481,50 @@ func (ec *executionContext) fieldContext_Query_adminAgents(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_adminEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_adminEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AdminEvents(ctx, fc.Args["first"].(*int64), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AdminEventConnection) graphql.Marshaler {
+			return ec.marshalNAdminEventConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEventConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_adminEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AdminEventConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_adminEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10206,6 +10700,29 @@ func (ec *executionContext) _RoomMember_joinedAt(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_RoomMember_joinedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RoomMember", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RoomMember_withheldTurns(ctx context.Context, field graphql.CollectedField, obj *model.RoomMember) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RoomMember_withheldTurns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RoomMember().WithheldTurns(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RoomMember_withheldTurns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RoomMember", field, true, true, "Int")
 }
 
 func (ec *executionContext) _SteerRecord_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
@@ -13605,6 +14122,108 @@ func (ec *executionContext) _AdminDocumentConnection(ctx context.Context, sel as
 	return out
 }
 
+var adminEventImplementors = []string{"AdminEvent"}
+
+func (ec *executionContext) _AdminEvent(ctx context.Context, sel ast.SelectionSet, obj *model.AdminEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminEvent")
+		case "id":
+			out.Values[i] = ec._AdminEvent_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "actor":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AdminEvent_actor(ctx, field, obj)
+				})
+		case "area":
+			out.Values[i] = ec._AdminEvent_area(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "action":
+			out.Values[i] = ec._AdminEvent_action(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "subject":
+			out.Values[i] = ec._AdminEvent_subject(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "detail":
+			out.Values[i] = ec._AdminEvent_detail(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "at":
+			out.Values[i] = ec._AdminEvent_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var adminEventConnectionImplementors = []string{"AdminEventConnection"}
+
+func (ec *executionContext) _AdminEventConnection(ctx context.Context, sel ast.SelectionSet, obj *model.AdminEventConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, adminEventConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AdminEventConnection")
+		case "nodes":
+			out.Values[i] = ec._AdminEventConnection_nodes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._AdminEventConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var adminMemberImplementors = []string{"AdminMember"}
 
 func (ec *executionContext) _AdminMember(ctx context.Context, sel ast.SelectionSet, obj *model.AdminMember) graphql.Marshaler {
@@ -15326,6 +15945,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_adminAgents(ctx, field)
 				})
+		case "adminEvents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_adminEvents(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -15371,23 +15996,29 @@ func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSe
 		case "id":
 			out.Values[i] = ec._RoomMember_id(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "member":
 			out.Values[i] = ec._RoomMember_member(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "role":
 			out.Values[i] = ec._RoomMember_role(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "joinedAt":
 			out.Values[i] = ec._RoomMember_joinedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "withheldTurns":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RoomMember_withheldTurns(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -16311,6 +16942,16 @@ func (ec *executionContext) marshalNAdminAgent2ᚖgithubᚗcomᚋturngateᚋturn
 	return ec._AdminAgent(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNAdminArea2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminArea(ctx context.Context, v any) (model.AdminArea, error) {
+	var res model.AdminArea
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAdminArea2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminArea(ctx context.Context, sel ast.SelectionSet, v model.AdminArea) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNAdminDocument2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminDocumentᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminDocument) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -16341,6 +16982,38 @@ func (ec *executionContext) marshalNAdminDocumentConnection2ᚖgithubᚗcomᚋtu
 		return graphql.Null
 	}
 	return ec._AdminDocumentConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminEvent2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEventᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAdminEvent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAdminEvent2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEvent(ctx context.Context, sel ast.SelectionSet, v *model.AdminEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminEvent!")
+		return graphql.Null
+	}
+	return ec._AdminEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAdminEventConnection2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminEventConnection(ctx context.Context, sel ast.SelectionSet, v *model.AdminEventConnection) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AdminEventConnection!")
+		return graphql.Null
+	}
+	return ec._AdminEventConnection(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNAdminMember2ᚕᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐAdminMemberᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AdminMember) graphql.Marshaler {

@@ -64,6 +64,14 @@ type AdminDocumentConnection struct {
 	PageInfo *PageInfo `json:"pageInfo"`
 }
 
+// A page of admin changes, newest first.
+type AdminEventConnection struct {
+	// The changes of this page.
+	Nodes []*AdminEvent `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
 // A member as an operator sees them.
 type AdminMember struct {
 	// The member's id.
@@ -672,6 +680,67 @@ type Usage struct {
 	ModelCalls int64 `json:"modelCalls"`
 	// Tool calls the backend executed.
 	ToolCalls int64 `json:"toolCalls"`
+}
+
+// The area of the admin surface a change belongs to: the permission it needed.
+type AdminArea string
+
+const (
+	// Documents and their readers (admin:documents).
+	AdminAreaDocuments AdminArea = "DOCUMENTS"
+	// Members' permissions and groups (admin:members).
+	AdminAreaMembers AdminArea = "MEMBERS"
+	// Agents, their versions and members' rosters (admin:agents).
+	AdminAreaAgents AdminArea = "AGENTS"
+)
+
+var AllAdminArea = []AdminArea{
+	AdminAreaDocuments,
+	AdminAreaMembers,
+	AdminAreaAgents,
+}
+
+func (e AdminArea) IsValid() bool {
+	switch e {
+	case AdminAreaDocuments, AdminAreaMembers, AdminAreaAgents:
+		return true
+	}
+	return false
+}
+
+func (e AdminArea) String() string {
+	return string(e)
+}
+
+func (e *AdminArea) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AdminArea(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AdminArea", str)
+	}
+	return nil
+}
+
+func (e AdminArea) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AdminArea) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AdminArea) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // A member's decision on an approval.

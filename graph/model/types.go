@@ -50,6 +50,21 @@ type RoomMember struct {
 	Member   *Member   `json:"member"`
 	Role     RoomRole  `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
+
+	// ConversationID is the room, for withheldTurns.
+	ConversationID string `json:"-"`
+}
+
+// AdminEvent carries its actor's id; the actor is resolved when asked for.
+type AdminEvent struct {
+	ID      string    `json:"id"`
+	Area    AdminArea `json:"area"`
+	Action  string    `json:"action"`
+	Subject string    `json:"subject"`
+	Detail  JSON      `json:"detail"`
+	At      time.Time `json:"at"`
+
+	ActorID string `json:"-"`
 }
 
 // Artifact carries an artifact's record; its text is resolved (and
