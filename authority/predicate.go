@@ -191,3 +191,35 @@ func AudienceSharesRoomSQL(room, other string) string {
 	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM room_members aud WHERE aud.conversation_id = %s AND NOT %s)`,
 		room, MemberSQL(other, "aud.member_id"))
 }
+
+// MemberReadsDocumentSQL is the document rule for one member as SQL: true
+// when member (an SQL expression naming a members.id) may read document
+// now — they hold documents.read and the document's ACL admits their
+// email or one of their groups. A document that no longer exists is read
+// by no one.
+func MemberReadsDocumentSQL(document, member string) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM members rdm JOIN member_permissions rdp ON rdp.member_id = rdm.id AND rdp.permission = '%s'
+  WHERE rdm.id = %s AND %s)`, PermissionDocumentsRead, member, DocumentReadableSQL(document, "rdm.email"))
+}
+
+// TurnReadableSQL is the evidence rule for one viewer as SQL: true when
+// member may read now every document turn's text may derive from (its
+// turn_evidence: what its tools returned, what it was given as input or
+// history, transitively). A viewer for whom it is false reads the turn as
+// withheld, on every read path (feed/). room, turn and member are SQL
+// expressions; room is the turn's room (the evidence is keyed by it).
+func TurnReadableSQL(room, turn, member string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM turn_evidence ev WHERE ev.conversation_id = %s AND ev.turn_id = %s AND NOT %s)`,
+		room, turn, MemberReadsDocumentSQL("ev.document_id", member))
+}
+
+// TurnAudienceReadableSQL is the evidence rule for a model context as SQL:
+// true when every current member of audience (a room) may read now every
+// document of turn's evidence, so the turn's text may enter a model
+// context built for that room — as history, in a room summary, or as a
+// history search hit. room is the turn's own room; audience is the room
+// the context is built for (the same room for history).
+func TurnAudienceReadableSQL(room, turn, audience string) string {
+	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM turn_evidence ev WHERE ev.conversation_id = %s AND ev.turn_id = %s AND NOT %s)`,
+		room, turn, AudienceReadableSQL("ev.document_id", audience))
+}
