@@ -9,13 +9,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	entapproval "github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -81,8 +79,10 @@ func toEntApproval(a *ent.Approval, now time.Time) *model.Approval {
 	}
 }
 
-// turnApprovals lists a turn's approvals, oldest first.
-func turnApprovals(ctx context.Context, turns *turn.Service, turnID uuid.UUID) ([]*model.Approval, error) {
+// turnApprovals lists a turn's approvals, oldest first; a turn withheld
+// from the viewer shows them without their arguments ("{}"), as its
+// journal does.
+func turnApprovals(ctx context.Context, turns *turn.Service, turnID uuid.UUID, withheld bool) ([]*model.Approval, error) {
 	as, err := turns.Approvals(ctx, turnID)
 	if err != nil {
 		return nil, err
@@ -91,6 +91,9 @@ func turnApprovals(ctx context.Context, turns *turn.Service, turnID uuid.UUID) (
 	out := make([]*model.Approval, len(as))
 	for i, a := range as {
 		out[i] = toEntApproval(a, now)
+		if withheld {
+			out[i].Arguments = model.JSON("{}")
+		}
 	}
 	return out, nil
 }
@@ -145,143 +148,4 @@ func toAnswerArtifacts(turnID string, as []journal.AnswerArtifact) []*model.Answ
 		out[i] = ma
 	}
 	return out
-}
-
-// citationsFor keeps the citations viewer may read now: one of a document
-// the viewer may not read (a member who joined since, or lost the ACL)
-// is dropped, passage, title and digest with it. Citations of no document
-// (conversation history) stay.
-func citationsFor(ctx context.Context, store *resource.Store, viewer authority.Member, cs []journal.AnswerCitation) ([]journal.AnswerCitation, error) {
-	var docs []uuid.UUID
-	for _, c := range cs {
-		if c.Document != uuid.Nil {
-			docs = append(docs, c.Document)
-		}
-	}
-	if len(docs) == 0 {
-		return cs, nil
-	}
-	readable, err := store.Readable(ctx, viewer, docs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]journal.AnswerCitation, 0, len(cs))
-	for _, c := range cs {
-		if c.Document == uuid.Nil || readable[c.Document] {
-			out = append(out, c)
-		}
-	}
-	return out, nil
-}
-
-// entryFor is a journal entry as viewer may read it: a turn_answer's
-// citations are filtered per viewer (citationsFor), and so are the
-// citation ids of a tool_completed entry; other entries name no document.
-func entryFor(ctx context.Context, store *resource.Store, viewer authority.Member, e journal.Entry) (journal.Entry, error) {
-	if e.Kind == journal.KindToolCompleted {
-		return toolEntryFor(ctx, store, viewer, e)
-	}
-	if e.Kind != journal.KindTurnAnswer {
-		return e, nil
-	}
-	var p journal.AnswerPayload
-	if err := json.Unmarshal(e.Payload, &p); err != nil {
-		return e, fmt.Errorf("decode the answer entry %d: %w", e.Seq, err)
-	}
-	kept, err := citationsFor(ctx, store, viewer, p.Citations)
-	if err != nil || len(kept) == len(p.Citations) {
-		return e, err
-	}
-	p.Citations = kept
-	return withPayload(e, p)
-}
-
-// withPayload is e carrying payload p instead.
-func withPayload(e journal.Entry, p any) (journal.Entry, error) {
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return e, err
-	}
-	e.Payload = raw
-	return e, nil
-}
-
-// blankWithheld empties the text of the answer deltas of turns whose
-// answer was withheld from the room's audience (a member joined who may
-// not read what it drew on): read later, from the journal or as tokens,
-// they carry nothing of it. The entries keep their positions, so a reader
-// resuming from a position neither skips nor repeats one.
-func blankWithheld(ctx context.Context, turns *turn.Service, entries []journal.Entry) ([]journal.Entry, error) {
-	var ids []uuid.UUID
-	for _, e := range entries {
-		if e.Kind == journal.KindAnswerDelta && e.TurnID.Valid {
-			ids = append(ids, e.TurnID.UUID)
-		}
-	}
-	if len(ids) == 0 {
-		return entries, nil
-	}
-	withheld, err := turns.Withheld(ctx, ids)
-	if err != nil || len(withheld) == 0 {
-		return entries, err
-	}
-	for i, e := range entries {
-		if e.Kind != journal.KindAnswerDelta || !withheld[e.TurnID.UUID] {
-			continue
-		}
-		var p journal.DeltaPayload
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			return nil, fmt.Errorf("decode the delta entry %d: %w", e.Seq, err)
-		}
-		p.Text = ""
-		raw, err := json.Marshal(p)
-		if err != nil {
-			return nil, err
-		}
-		entries[i].Payload = raw
-	}
-	return entries, nil
-}
-
-// toolEntryFor drops from a tool_completed entry the citation ids
-// ("doc:<id>#p<n>") of documents viewer may not read now: an entry does
-// not say that such a document matched.
-func toolEntryFor(ctx context.Context, store *resource.Store, viewer authority.Member, e journal.Entry) (journal.Entry, error) {
-	var p journal.ToolCompletedPayload
-	if err := json.Unmarshal(e.Payload, &p); err != nil {
-		return e, fmt.Errorf("decode the tool entry %d: %w", e.Seq, err)
-	}
-	docOf := func(cite string) uuid.UUID {
-		raw, ok := strings.CutPrefix(cite, "doc:")
-		if !ok {
-			return uuid.Nil
-		}
-		raw, _, _ = strings.Cut(raw, "#")
-		id, _ := uuid.Parse(raw)
-		return id
-	}
-	var docs []uuid.UUID
-	for _, c := range p.Citations {
-		if id := docOf(c); id != uuid.Nil {
-			docs = append(docs, id)
-		}
-	}
-	if len(docs) == 0 {
-		return e, nil
-	}
-	readable, err := store.Readable(ctx, viewer, docs)
-	if err != nil {
-		return e, err
-	}
-	kept := p.Citations[:0:0]
-	for _, c := range p.Citations {
-		if id := docOf(c); id == uuid.Nil || readable[id] {
-			kept = append(kept, c)
-		}
-	}
-	if len(kept) == len(p.Citations) {
-		return e, nil
-	}
-	p.Citations = kept
-	return withPayload(e, p)
 }

@@ -85,11 +85,11 @@ func toUsage(raw json.RawMessage) (*model.Usage, error) {
 	}, nil
 }
 
-func toSteerResult(c *ent.Command, t *ent.Turn) *model.SteerResult {
+func toSteerResult(c *ent.Command, t *model.Turn) *model.SteerResult {
 	return &model.SteerResult{
 		CommandID: c.ID.String(),
 		State:     model.CommandState(strings.ToUpper(string(c.State))),
-		Turn:      toTurn(t),
+		Turn:      t,
 	}
 }
 

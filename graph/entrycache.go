@@ -17,11 +17,11 @@ const entryCacheSize = 4096
 // entryCache converts a journal entry to its GraphQL form once for every
 // stream of the room on this replica: with ten thousand watchers each
 // answer delta was decoded ten thousand times. An entry is kept with the
-// exact payload it was converted from, so an entry read again with other
-// bytes (a withheld answer's delta, blanked) is converted afresh. Only
-// entries that read the same for every viewer go through it (not
-// tool_completed or turn_answer, which entryFor filters per viewer). The
-// model values it returns are shared: read them, never change them.
+// exact payload it was converted from, in at most two forms — as stored,
+// and as the viewers it is withheld from read it (feed: a delta's text
+// blanked, the same for all of them) — so an entry read with other bytes
+// is converted afresh. The model values it returns are shared: read
+// them, never change them.
 type entryCache struct {
 	mu    sync.Mutex
 	byKey map[entryKey]cachedEntry
@@ -33,10 +33,16 @@ type entryKey struct {
 	seq  int64
 }
 
-type cachedEntry struct {
+// cachedEntry is an entry's converted forms, newest last.
+type cachedEntry []entryForm
+
+type entryForm struct {
 	payload []byte
 	entry   *model.JournalEntry
 }
+
+// entryForms is how many forms of one entry are kept.
+const entryForms = 2
 
 // convert is toEntry(e), shared with every other stream that converts
 // the same entry.
@@ -48,8 +54,12 @@ func (c *entryCache) convert(e journal.Entry) *model.JournalEntry {
 	c.mu.Lock()
 	hit, ok := c.byKey[k]
 	c.mu.Unlock()
-	if ok && bytes.Equal(hit.payload, e.Payload) {
-		return hit.entry
+	if ok {
+		for _, f := range hit {
+			if bytes.Equal(f.payload, e.Payload) {
+				return f.entry
+			}
+		}
 	}
 	out := toEntry(e)
 	c.mu.Lock()
@@ -64,6 +74,10 @@ func (c *entryCache) convert(e journal.Entry) *model.JournalEntry {
 		}
 		c.order = append(c.order, k)
 	}
-	c.byKey[k] = cachedEntry{payload: e.Payload, entry: out}
+	forms := c.byKey[k]
+	if len(forms) >= entryForms {
+		forms = forms[1:]
+	}
+	c.byKey[k] = append(forms[:len(forms):len(forms)], entryForm{payload: e.Payload, entry: out})
 	return out
 }

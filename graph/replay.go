@@ -21,10 +21,10 @@ type modelCallsInput struct {
 const withheldNotice = "[withheld: a tool result gathered with the author's permissions]"
 
 // turnModelCalls is a turn's replay as viewer sees it: everything for the
-// turn's author; for another member of the room, tool results withheld,
-// and no text at all when the turn's answer was withheld from the room.
-// The caller has checked that viewer may see the turn.
-func turnModelCalls(ctx context.Context, turns *turn.Service, viewer uuid.UUID, t *model.Turn, first *int64) ([]*model.ModelCall, error) {
+// turn's author; for another member of the room, tool results withheld;
+// and no text at all, for anyone, when the turn is withheld from the
+// viewer (feed). The caller has checked that viewer may see the turn.
+func turnModelCalls(ctx context.Context, turns *turn.Service, viewer uuid.UUID, t *model.Turn, first *int64, withheld bool) ([]*model.ModelCall, error) {
 	in := modelCallsInput{First: 50}
 	if first != nil {
 		in.First = *first
@@ -34,14 +34,7 @@ func turnModelCalls(ctx context.Context, turns *turn.Service, viewer uuid.UUID, 
 	}
 	id := uuid.MustParse(t.ID)
 	author := viewer.String() == t.AuthorID
-	blank := false
-	if !author {
-		withheld, err := turns.Withheld(ctx, []uuid.UUID{id})
-		if err != nil {
-			return nil, err
-		}
-		blank = withheld[id]
-	}
+	blank := withheld
 	calls, err := turns.ModelCalls(ctx, id, int(in.First))
 	if err != nil {
 		return nil, err

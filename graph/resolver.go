@@ -7,7 +7,7 @@ import (
 
 	"github.com/turngate/turngate/admin"
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/feed"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/turn"
@@ -27,7 +27,9 @@ type Resolver struct {
 	Turns     *turn.Service
 	Resources *resource.Store
 	Admin     *admin.Service
-	Log       *journal.Log
+	// Feed is what each viewer may read of a room: every read of the
+	// journal, a turn and its replay goes through it.
+	Feed *feed.Feed
 	// Streams owns the subscriptions' goroutines; the server stops it
 	// before it closes what they read. Nil leaves them unowned.
 	Streams *Streams

@@ -9,11 +9,9 @@ import (
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/journal"
 )
 
 // errStreamEnded ends a subscription normally (the client gets "complete").
@@ -215,17 +213,3 @@ func (s *Streams) stopping() bool { return s != nil && s.base.Err() != nil }
 // a client subscribes again (to another replica) after the last position
 // it saw, rather than taking the stream for complete.
 var errStopping = errcode.New(errcode.Unavailable, "the server is stopping; subscribe again after the last position you received")
-
-// roomRead is how the room's shared tail, and a follower behind it,
-// read a room's journal: pages of entries with withheld answers' text
-// blanked. blankWithheld is not per viewer, so the shared read applies it
-// once for every stream of the room.
-func (r *Resolver) roomRead(room uuid.UUID) func(ctx context.Context, after int64) ([]journal.Entry, error) {
-	return func(ctx context.Context, after int64) ([]journal.Entry, error) {
-		entries, err := r.Log.Read(ctx, room, after, journal.FollowBatch)
-		if err != nil {
-			return nil, err
-		}
-		return blankWithheld(ctx, r.Turns, entries)
-	}
-}

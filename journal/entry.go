@@ -48,6 +48,11 @@ type Entry struct {
 	ActorID        uuid.NullUUID
 	Payload        json.RawMessage
 	CreatedAt      time.Time
+	// View is what the read function of a follow (FollowShared) computed
+	// for the batch the entry was read in — for example which of the
+	// room's members may read what it derives from — kept with the entry
+	// in the room's shared tail. The journal never sets or reads it.
+	View any
 }
 
 // Draft is an entry to append; its position is assigned by Append.

@@ -24,6 +24,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
+	"github.com/turngate/turngate/feed"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/migrations"
@@ -203,7 +204,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.wsOpen = &wsOpen{}
 	resolver := &graph.Resolver{
 		Members: a.members, Rooms: a.rooms, Turns: a.turns, Resources: a.resources, Admin: &admin.Service{Client: a.client},
-		Log: journal.NewLog(a.client, a.hub), Streams: a.streams, MaxTextLen: cfg.MaxTextLen,
+		Feed: feed.New(a.client, journal.NewLog(a.client, a.hub)), Streams: a.streams, MaxTextLen: cfg.MaxTextLen,
 	}
 	if !cfg.NoRunner {
 		resolver.Runs = a.runner

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,8 +12,6 @@ import (
 	"github.com/turngate/turngate/ent/approval"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
-	"github.com/turngate/turngate/pg"
 )
 
 // Approvals lists a turn's approvals, oldest first. It does not authorise:
@@ -43,28 +40,6 @@ func (s *Service) Answer(ctx context.Context, turnID uuid.UUID) (journal.AnswerP
 		return journal.AnswerPayload{}, fmt.Errorf("decode the answer of turn %s: %w", turnID, err)
 	}
 	return p, nil
-}
-
-// Withheld returns which of turns completed with their answer withheld
-// from the room's audience (lease.ReasonAudienceWithheld).
-func (s *Service) Withheld(ctx context.Context, turns []uuid.UUID) (map[uuid.UUID]bool, error) {
-	out := map[uuid.UUID]bool{}
-	if len(turns) == 0 {
-		return out, nil
-	}
-	strs := make([]string, len(turns))
-	for i, id := range turns {
-		strs[i] = id.String()
-	}
-	ids, err := pg.QueryIDs(ctx, s.Client, `SELECT id FROM turns WHERE id = ANY($1::uuid[]) AND terminal_reason = $2`,
-		"{"+strings.Join(strs, ",")+"}", lease.ReasonAudienceWithheld)
-	if err != nil {
-		return nil, fmt.Errorf("withheld turns: %w", err)
-	}
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
 }
 
 // ModelCall is one stored model call of a turn (turn replay).
