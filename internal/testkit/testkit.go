@@ -193,6 +193,13 @@ func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A version's lists are arrays and its budgets an object, never null.
+	if tools == nil {
+		tools = []string{}
+	}
+	if budgets == nil {
+		budgets = map[string]int64{}
+	}
 	av, err := e.Client.AgentVersion.Create().
 		SetAgentID(latest.AgentID).SetVersion(latest.Version + 1).
 		SetController(controller).SetModelRoute(latest.ModelRoute).SetEffort(latest.Effort).
