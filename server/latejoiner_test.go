@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/internal/gqlclient"
+)
+
+// soloSharedRoom has alice create a shared room and ask, alone in it,
+// about the compensation bands (only she may read them); it returns the
+// room and the turn, completed.
+func soloSharedRoom(t *testing.T, ctx context.Context, h *harness, a *gqlclient.Client) (room, bandsTurn string) {
+	t.Helper()
+	var out struct {
+		CreateConversation struct{ ID string } `json:"createConversation"`
+	}
+	if err := a.Do(ctx, `mutation { createConversation(input: {title: "Planning", kind: SHARED}) { id } }`, nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	room = out.CreateConversation.ID
+	bandsTurn = submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-solo")
+	if state := waitTurnState(t, ctx, h.app.db, bandsTurn); state != "completed" {
+		t.Fatalf("alice's solo turn ended %s", state)
+	}
+	return room, bandsTurn
+}
+
+// addMember has the owner add email to room and returns how many earlier
+// turns the new member reads withheld, as addRoomMember's result says.
+func addMember(t *testing.T, ctx context.Context, owner *gqlclient.Client, room, email string) int {
+	t.Helper()
+	var out struct {
+		AddRoomMember struct {
+			Members []struct {
+				Member        struct{ Email string }
+				WithheldTurns int
+			}
+		} `json:"addRoomMember"`
+	}
+	if err := owner.Do(ctx, `mutation($c: ID!, $e: String!) { addRoomMember(input: {conversationId: $c, email: $e}) {
+  members { member { email } withheldTurns } } }`, map[string]any{"c": room, "e": email}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range out.AddRoomMember.Members {
+		if m.Member.Email == email {
+			return m.WithheldTurns
+		}
+	}
+	t.Fatalf("addRoomMember's result does not list %s", email)
+	return 0
+}
+
+// everyPathOf is everything viewer can read of a turn and its room, on
+// every read path: the turn with its answer, citations, artifacts,
+// approvals and replay; the journal page over HTTP; the journal from the
+// start over graphql-transport-ws and over SSE; the turn's tokens over
+// SSE.
+func everyPathOf(t *testing.T, ctx context.Context, h *harness, c *gqlclient.Client, room, turnID string) map[string]string {
+	t.Helper()
+	paths := map[string]string{}
+	var q struct {
+		Turn    any `json:"turn"`
+		Journal struct {
+			Head    int64
+			Entries []any
+		} `json:"journal"`
+	}
+	if err := c.Do(ctx, `query($t: ID!, $c: ID!) {
+  turn(id: $t) { answer terminalReason terminal { outcome reason } citations { id source passage documentId digest }
+    artifacts { name sha256 } approvals { tool arguments }
+    modelCalls { text toolCalls { arguments } messages { content } } }
+  journal(conversationId: $c, first: 500) { head entries { kind text payload } } }`, map[string]any{"t": turnID, "c": room}, &q); err != nil {
+		t.Fatal(err)
+	}
+	paths["turn"] = toJSON(t, q.Turn)
+	paths["journal over HTTP"] = toJSON(t, q.Journal.Entries)
+	head := q.Journal.Head
+
+	sub := gqlclient.Request{Query: `subscription($c: ID!) { journal(conversationId: $c, after: 0) { seq kind text payload } }`,
+		Variables: map[string]any{"c": room}}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	sse, err := c.SSE(sctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths["journal over SSE"] = readUntil(t, sctx, head, func() (json.RawMessage, bool) {
+		r, ok := <-sse
+		return r.Data, ok
+	})
+
+	conn, err := gqlclient.Dial(sctx, h.base+"/graphql", http.Header{h.cfg.IdentityHeader: c.Header.Values(h.cfg.IdentityHeader)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ws, err := conn.Subscribe(sctx, "1", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths["journal over WebSocket"] = readUntil(t, sctx, head, func() (json.RawMessage, bool) {
+		m, ok := <-ws
+		if ok && m.Type != "next" {
+			t.Fatalf("journal over WebSocket: %s %s", m.Type, m.Payload)
+		}
+		var r gqlclient.Response
+		_ = json.Unmarshal(m.Payload, &r)
+		return r.Data, ok
+	})
+
+	tokens, err := c.SSE(sctx, gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t, after: 0) { seq text } }`,
+		Variables: map[string]any{"t": turnID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	for r := range tokens {
+		sb.Write(r.Data)
+	}
+	paths["tokens over SSE"] = sb.String()
+	return paths
+}
+
+// readUntil collects a journal stream's data until position head.
+func readUntil(t *testing.T, ctx context.Context, head int64, next func() (json.RawMessage, bool)) string {
+	t.Helper()
+	var sb strings.Builder
+	for {
+		data, ok := next()
+		if !ok {
+			t.Fatalf("the stream ended before position %d: %s", head, sb.String())
+		}
+		sb.Write(data)
+		var e struct {
+			Journal struct{ Seq int64 } `json:"journal"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Journal.Seq >= head {
+			return sb.String()
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the stream did not reach position %d", head)
+		}
+	}
+}
+
+// leaks lists, per path, the secrets a viewer reads there.
+func leaks(paths map[string]string, secrets []string) []string {
+	var out []string
+	for path, seen := range paths {
+		for _, s := range secrets {
+			if strings.Contains(seen, s) {
+				out = append(out, fmt.Sprintf("%s reads %q", path, s))
+			}
+		}
+	}
+	return out
+}
+
+// TestLateJoinerReadsNothingOfWhatTheyMayNot is the issue's attack: alice
+// asks, alone in a shared room, about the compensation bands, which only
+// she may read; then she adds bob. addRoomMember tells her bob will read
+// one earlier turn withheld. Bob reads nothing of the bands — figures,
+// title, id or digest — on any path: the turn, its citations, artifacts
+// and replay, the journal over HTTP, WebSocket and SSE, the tokens; the
+// turn reads withheld to him, positions kept. Alice still reads it all.
+// Then, with bob in the room, every model context is built for both:
+// alice's next turn there and bob's own turn there carry nothing of the
+// bands in their answers or their model calls (history, summary, history
+// search), and bob may read those turns whole.
+func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
+	room, bands := soloSharedRoom(t, ctx, h, a)
+
+	if n := addMember(t, ctx, a, room, bob); n != 1 {
+		t.Errorf("addRoomMember says bob will read %d earlier turns withheld; want 1", n)
+	}
+	bobs := everyPathOf(t, ctx, h, b, room, bands)
+	for _, l := range leaks(bobs, secrets) {
+		t.Errorf("bob, added later, %s", l)
+	}
+	if !strings.Contains(bobs["turn"], `"AUDIENCE_WITHHELD"`) || !strings.Contains(bobs["turn"], "withheld") {
+		t.Errorf("bob does not read the turn as withheld: %s", bobs["turn"])
+	}
+	if alices := everyPathOf(t, ctx, h, a, room, bands); len(leaks(alices, secrets[:1])) != len(alices) {
+		t.Errorf("alice, who may read the bands, reads them only where %v", leaks(alices, secrets[:1]))
+	}
+
+	// With bob in the room, the room's model contexts are built for both.
+	later := submitAs(t, ctx, a, room, "When is the launch? And remind me of the bands.", "after-bob")
+	if state := waitTurnState(t, ctx, h.app.db, later); state != "completed" {
+		t.Fatalf("alice's later turn ended %s", state)
+	}
+	own := submitAs(t, ctx, b, room, "What did alice find out about the engineering bands?", "bobs-own")
+	if state := waitTurnState(t, ctx, h.app.db, own); state != "completed" {
+		t.Fatalf("bob's turn ended %s", state)
+	}
+	for name, id := range map[string]string{"alice's later turn": later, "bob's own turn": own} {
+		seen := everyPathOf(t, ctx, h, b, room, id)
+		for _, l := range leaks(map[string]string{"turn": seen["turn"]}, secrets) {
+			t.Errorf("%s, built with bob in the room: bob's %s", name, l)
+		}
+		if strings.Contains(seen["turn"], `"AUDIENCE_WITHHELD"`) {
+			t.Errorf("%s reads withheld to bob: its context drew on what he may not read: %s", name, seen["turn"])
+		}
+	}
+}
