@@ -215,3 +215,58 @@ func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinerMidAnswerReadsNoText: carol, who may not read the launch
+// plan, is added to the Team room while alice's answer about it streams.
+// From then on every delta of that turn reaches carol empty, live and
+// replayed alike — she never reads the part streamed before she joined,
+// nor the rest — and the turn ends withheld (from the whole room, since
+// its audience changed before publication).
+func TestJoinerMidAnswerReadsNoText(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.ModelPace = 30 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	carol := h.client(t, "carol@example.com")
+	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	team := rooms(t, a)["Team room"]
+	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-mid-answer")
+	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	addMember(t, ctx, a, team.ID, "carol@example.com")
+
+	tokens, err := carol.SSE(ctx, gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t, after: 0) { seq text } }`,
+		Variables: map[string]any{"t": turnID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	for r := range tokens {
+		var d struct {
+			Tokens struct {
+				Seq  int64
+				Text string
+			}
+		}
+		if err := json.Unmarshal(r.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Tokens.Text != "" {
+			t.Fatalf("carol, added mid-answer, reads the delta at %d: %q", d.Tokens.Seq, d.Tokens.Text)
+		}
+		deltas++
+	}
+	if deltas == 0 {
+		t.Fatal("carol's token stream carried no delta at all: positions must be kept")
+	}
+	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+		t.Fatalf("turn ended %s", state)
+	}
+	for _, s := range secretsOf(t, h, "Launch plan", "11 December", "Friday") {
+		if seen := everythingOf(t, ctx, carol, team.ID, turnID); strings.Contains(seen, s) {
+			t.Errorf("carol, added mid-answer, reads %q of the launch plan", s)
+		}
+	}
+}
