@@ -59,7 +59,7 @@ func rawJSON(s string) model.JSON {
 }
 
 // typed fills the field of out named for e's kind from its payload (the
-// payload as the viewer may read it: entryFor has filtered it). A payload
+// payload as the viewer may read it: the feed has projected it). A payload
 // that does not decode leaves the typed field null; the raw payload still
 // carries it.
 func typed(out *model.JournalEntry, e journal.Entry) {
