@@ -193,6 +193,14 @@ func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stored lists are arrays and budgets an object, never JSON null (a
+	// check on agent_versions holds it).
+	if tools == nil {
+		tools = []string{}
+	}
+	if budgets == nil {
+		budgets = map[string]int64{}
+	}
 	av, err := e.Client.AgentVersion.Create().
 		SetAgentID(latest.AgentID).SetVersion(latest.Version + 1).
 		SetController(controller).SetModelRoute(latest.ModelRoute).SetEffort(latest.Effort).
