@@ -21,6 +21,7 @@ import (
 	entgroup "github.com/turngate/turngate/ent/membergroup"
 	entperm "github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -495,14 +496,37 @@ func (s *Service) AddVersion(ctx context.Context, actor authority.Member, slug s
 	return s.agent(ctx, slug)
 }
 
-func createVersion(ctx context.Context, tx *ent.Tx, agent uuid.UUID, n int, v VersionInput) error {
-	effort := v.Effort
-	if effort == "" {
-		effort = "medium"
+// normalised is v as it is stored: lists and budgets never null (a
+// check on agent_versions holds it), so what a member's submission reads
+// of a version always decodes.
+func (v VersionInput) normalised() VersionInput {
+	v.Tools = list(v.Tools)
+	v.Specialists = list(v.Specialists)
+	if v.Budgets == nil {
+		v.Budgets = map[string]int64{}
 	}
+	if v.Effort == "" {
+		v.Effort = "medium"
+	}
+	return v
+}
+
+// list is a list as stored: without repeats, and empty rather than nil.
+func list(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, x := range in {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func createVersion(ctx context.Context, tx *ent.Tx, agent uuid.UUID, n int, v VersionInput) error {
+	v = v.normalised()
 	_, err := tx.AgentVersion.Create().SetAgentID(agent).SetVersion(n).SetController(v.Controller).SetModelRoute(v.ModelRoute).
-		SetEffort(effort).SetSystemPrompt(v.SystemPrompt).SetTools(v.Tools).SetSpecialists(v.Specialists).SetBudgets(v.Budgets).Save(ctx)
-	if ent.IsConstraintError(err) {
+		SetEffort(v.Effort).SetSystemPrompt(v.SystemPrompt).SetTools(v.Tools).SetSpecialists(v.Specialists).SetBudgets(v.Budgets).Save(ctx)
+	if pg.IsUniqueViolation(err) {
 		return errcode.New(errcode.Conflict, "version %d was written meanwhile; retry", n)
 	}
 	return err
@@ -545,6 +569,7 @@ func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, 
 			return nil, errcode.Invalid("specialists", "%q is not an agent slug", sp)
 		}
 	}
+	specialists = list(specialists)
 	m, err := s.member(ctx, email)
 	if err != nil {
 		return nil, err
