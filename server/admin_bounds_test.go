@@ -449,4 +449,18 @@ func TestAdminEventsRecordEachChange(t *testing.T) {
 	if err := a.Do(ctx, adminEventsQuery, map[string]any{"first": 0}, nil); gqlclient.CodeOf(err) != "BAD_USER_INPUT" {
 		t.Fatalf("first: 0: %v", err)
 	}
+
+	// `turngate admin events list` prints the record, newest first.
+	var out, errOut bytes.Buffer
+	if err := adminCmd(ctx, h.cfg, []string{"--url", h.base, "--as", alice, "events", "list", "--limit", "2"}, &out, &errOut); err != nil {
+		t.Fatalf("admin events list: %v\n%s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "grant_permission") || !strings.Contains(lines[1], "admin:agents") ||
+		!strings.Contains(lines[2], "set_member_roster") {
+		t.Fatalf("admin events list --limit 2:\n%s", out.String())
+	}
+	if err := adminCmd(ctx, h.cfg, []string{"--url", h.base, "--as", mallory, "events", "list"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "admin:members") {
+		t.Fatalf("admin events list as mallory: %v", err)
+	}
 }
