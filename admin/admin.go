@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -16,11 +19,11 @@ import (
 	"github.com/turngate/turngate/ent"
 	entagent "github.com/turngate/turngate/ent/agent"
 	entversion "github.com/turngate/turngate/ent/agentversion"
+	entacl "github.com/turngate/turngate/ent/documentacl"
 	entmember "github.com/turngate/turngate/ent/member"
 	entconfig "github.com/turngate/turngate/ent/memberagentconfig"
-	entgroup "github.com/turngate/turngate/ent/membergroup"
-	entperm "github.com/turngate/turngate/ent/memberpermission"
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -91,10 +94,14 @@ func readers(in []string) ([]string, error) {
 	return out, nil
 }
 
-func checkDocument(title, body string) error {
+func checkTitle(title string) error {
 	if t := strings.TrimSpace(title); t == "" || len(t) > MaxTitle {
 		return errcode.Invalid("title", "a title of 1 to %d bytes", MaxTitle)
 	}
+	return nil
+}
+
+func checkBody(body string) error {
 	if strings.TrimSpace(body) == "" || len(body) > MaxBody {
 		return errcode.Invalid("body", "a body of 1 byte to %d KiB", MaxBody>>10)
 	}
@@ -112,22 +119,33 @@ type Document struct {
 }
 
 // AddDocument stores a document (text or Markdown) with its readers; the
-// server cuts it into passages for retrieval.
+// server cuts it into passages for retrieval. Adding is not bounded by
+// what the caller may read: they supply the content.
 func (s *Service) AddDocument(ctx context.Context, actor authority.Member, title, body string, readerList []string) (*Document, error) {
 	if err := s.require(ctx, actor, PermDocuments); err != nil {
 		return nil, err
 	}
-	if err := checkDocument(title, body); err != nil {
+	if err := checkTitle(title); err != nil {
+		return nil, err
+	}
+	if err := checkBody(body); err != nil {
 		return nil, err
 	}
 	rs, err := readers(readerList)
 	if err != nil {
 		return nil, err
 	}
+	title = strings.TrimSpace(title)
 	var id uuid.UUID
 	err = s.tx(ctx, func(tx *ent.Tx) (err error) {
-		id, err = resource.AddDocument(ctx, tx, resource.Document{Title: strings.TrimSpace(title), Body: body, Readers: rs})
-		return err
+		if err := lockActor(ctx, tx, actor, PermDocuments); err != nil {
+			return err
+		}
+		if id, err = resource.AddDocument(ctx, tx, resource.Document{Title: title, Body: body, Readers: rs}); err != nil {
+			return err
+		}
+		return record(ctx, tx, actor, PermDocuments, "add_document", id.String(),
+			map[string]any{"title": title, "digest": resource.Digest(body), "readers": rs})
 	})
 	if err != nil {
 		return nil, err
@@ -137,28 +155,51 @@ func (s *Service) AddDocument(ctx context.Context, actor authority.Member, title
 
 // ReplaceDocument gives a document new content (and a title, when not
 // empty): a new digest; answers that cited it keep the digest they cited.
+// Only a document the caller may read now is theirs to replace; the same
+// title and body again change nothing.
 func (s *Service) ReplaceDocument(ctx context.Context, actor authority.Member, id uuid.UUID, title, body string) (*Document, error) {
 	if err := s.require(ctx, actor, PermDocuments); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(title) == "" {
-		d, err := s.document(ctx, id)
-		if err != nil {
+	title = strings.TrimSpace(title)
+	if title != "" {
+		if err := checkTitle(title); err != nil {
 			return nil, err
 		}
-		title = d.Title
 	}
-	if err := checkDocument(title, body); err != nil {
+	if err := checkBody(body); err != nil {
 		return nil, err
 	}
-	if err := s.tx(ctx, func(tx *ent.Tx) error { return resource.ReplaceDocument(ctx, tx, id, strings.TrimSpace(title), body) }); err != nil {
+	err := s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermDocuments); err != nil {
+			return err
+		}
+		d, err := lockDocument(ctx, tx, actor, id)
+		if err != nil {
+			return err
+		}
+		newTitle := cmp.Or(title, d.title)
+		digest := resource.Digest(body)
+		if newTitle == d.title && digest == d.digest {
+			return nil
+		}
+		if err := resource.ReplaceDocument(ctx, tx, id, newTitle, body); err != nil {
+			return err
+		}
+		detail := map[string]any{"title": newTitle, "digest": digest, "previousDigest": d.digest}
+		if newTitle != d.title {
+			detail["previousTitle"] = d.title
+		}
+		return record(ctx, tx, actor, PermDocuments, "replace_document", id.String(), detail)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return s.document(ctx, id)
 }
 
-// SetReaders replaces a document's readers; a running turn's next tool
-// call reads the new list.
+// SetReaders replaces the readers of a document the caller may read now;
+// a running turn's next tool call reads the new list.
 func (s *Service) SetReaders(ctx context.Context, actor authority.Member, id uuid.UUID, readerList []string) (*Document, error) {
 	if err := s.require(ctx, actor, PermDocuments); err != nil {
 		return nil, err
@@ -167,18 +208,65 @@ func (s *Service) SetReaders(ctx context.Context, actor authority.Member, id uui
 	if err != nil {
 		return nil, err
 	}
-	if err := s.tx(ctx, func(tx *ent.Tx) error { return resource.SetReaders(ctx, tx, id, rs) }); err != nil {
+	err = s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermDocuments); err != nil {
+			return err
+		}
+		if _, err := lockDocument(ctx, tx, actor, id); err != nil {
+			return err
+		}
+		was, err := documentReaders(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := slices.Sorted(slices.Values(rs))
+		if slices.Equal(was, now) {
+			return nil
+		}
+		if err := resource.SetReaders(ctx, tx, id, rs); err != nil {
+			return err
+		}
+		return record(ctx, tx, actor, PermDocuments, "set_document_readers", id.String(),
+			map[string]any{"readers": now, "previousReaders": was})
+	})
+	if err != nil {
 		return nil, err
 	}
 	return s.document(ctx, id)
 }
 
-// DeleteDocument removes a document.
+// documentReaders are the principals of a document's ACL, sorted.
+func documentReaders(ctx context.Context, tx *ent.Tx, id uuid.UUID) ([]string, error) {
+	acl, err := tx.DocumentACL.Query().Where(entacl.DocumentID(id)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("readers of %s: %w", id, err)
+	}
+	out := make([]string, len(acl))
+	for i, a := range acl {
+		out[i] = a.Principal
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DeleteDocument removes a document the caller may read now.
 func (s *Service) DeleteDocument(ctx context.Context, actor authority.Member, id uuid.UUID) error {
 	if err := s.require(ctx, actor, PermDocuments); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *ent.Tx) error { return resource.DeleteDocument(ctx, tx, id) })
+	return s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermDocuments); err != nil {
+			return err
+		}
+		d, err := lockDocument(ctx, tx, actor, id)
+		if err != nil {
+			return err
+		}
+		if err := resource.DeleteDocument(ctx, tx, id); err != nil {
+			return err
+		}
+		return record(ctx, tx, actor, PermDocuments, "delete_document", id.String(), map[string]any{"title": d.title, "digest": d.digest})
+	})
 }
 
 // Documents lists every document, by title, first from offset.
@@ -229,8 +317,23 @@ func toDocument(d *ent.Document) *Document {
 	return out
 }
 
-// tx runs f in a transaction; resource.ErrNoDocument is NOT_FOUND.
+// maxAttempts bounds how often tx runs a change the database rolled back
+// to break a deadlock or a serialization conflict.
+const maxAttempts = 3
+
+// tx runs f in a transaction, again when the database rolled it back to
+// break a deadlock (nothing of it was written); resource.ErrNoDocument is
+// NOT_FOUND.
 func (s *Service) tx(ctx context.Context, f func(*ent.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.txOnce(ctx, f)
+		if err == nil || !pg.IsTransient(err) || attempt == maxAttempts {
+			return err
+		}
+	}
+}
+
+func (s *Service) txOnce(ctx context.Context, f func(*ent.Tx) error) error {
 	tx, err := s.Client.Tx(ctx)
 	if err != nil {
 		return err
@@ -300,34 +403,76 @@ func (s *Service) memberView(ctx context.Context, id uuid.UUID) (*Member, error)
 	return toMember(m), nil
 }
 
-// Grant gives a member a permission (converges when held).
+// Grant gives a member a permission (converges when held). The caller
+// must hold admin:members and the permission itself, and the member may
+// hold no admin permission the caller does not.
 func (s *Service) Grant(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
-	return s.permission(ctx, actor, email, perm, true)
-}
-
-// Revoke takes a permission away (converges when not held). The next
-// resolution — a running turn's next tool call included — sees it.
-func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
-	return s.permission(ctx, actor, email, perm, false)
-}
-
-func (s *Service) permission(ctx context.Context, actor authority.Member, email, perm string, grant bool) (*Member, error) {
 	if !permission.MatchString(perm) {
 		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm), nil)
 	}
-	return s.memberChange(ctx, actor, email, nil, func(m *ent.Member) error {
-		if grant {
-			return s.Client.MemberPermission.Create().SetMemberID(m.ID).SetPermission(perm).OnConflict().DoNothing().Exec(ctx)
+	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
+		if err := holdsNow(ctx, tx, actor.ID, PermMembers, perm); err != nil {
+			return err
 		}
-		_, err := s.Client.MemberPermission.Delete().Where(entperm.MemberID(m.ID), entperm.Permission(perm)).Exec(ctx)
-		return err
+		if err := notOutranked(ctx, tx, actor.ID, m.ID, m.Email); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission) VALUES ($1, $2, $3)
+ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, perm)
+		if err != nil {
+			return fmt.Errorf("grant %s: %w", perm, err)
+		}
+		return recordIfChanged(ctx, tx, res, actor, PermMembers, "grant_permission", m.Email, map[string]any{"permission": perm})
 	})
+}
+
+// Revoke takes a permission away (converges when not held), bounded as
+// Grant is; the last holder of admin:members keeps it (CONFLICT). The
+// next resolution — a running turn's next tool call included — sees it.
+func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
+	if !permission.MatchString(perm) {
+		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm), nil)
+	}
+	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
+		var holders []uuid.UUID
+		if perm == PermMembers {
+			var err error
+			if holders, err = lockMembersAdmins(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if err := holdsNow(ctx, tx, actor.ID, PermMembers, perm); err != nil {
+			return err
+		}
+		if err := notOutranked(ctx, tx, actor.ID, m.ID, m.Email); err != nil {
+			return err
+		}
+		if perm == PermMembers && len(holders) == 1 && holders[0] == m.ID {
+			return errcode.New(errcode.Conflict, "%s is the last holder of %s: grant it to another member first", m.Email, PermMembers)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM member_permissions WHERE member_id = $1 AND permission = $2`, m.ID, perm)
+		if err != nil {
+			return fmt.Errorf("revoke %s: %w", perm, err)
+		}
+		return recordIfChanged(ctx, tx, res, actor, PermMembers, "revoke_permission", m.Email, map[string]any{"permission": perm})
+	})
+}
+
+// recordIfChanged records a change whose statement wrote a row; one that
+// converged on what was there changed nothing and is not recorded.
+func recordIfChanged(ctx context.Context, tx *ent.Tx, res sql.Result, actor authority.Member, perm, action, subject string, detail map[string]any) error {
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return err
+	}
+	return record(ctx, tx, actor, perm, action, subject, detail)
 }
 
 // memberChange applies change to the member of email, as an operator
 // with admin:members, and returns the member as it is then; invalid (the
 // change's own input check) is returned after the permission check.
-func (s *Service) memberChange(ctx context.Context, actor authority.Member, email string, invalid error, change func(*ent.Member) error) (*Member, error) {
+// change runs holding the actor's and the member's rows (lockMembers).
+func (s *Service) memberChange(ctx context.Context, actor authority.Member, email string, invalid error, change func(*ent.Tx, *ent.Member) error) (*Member, error) {
 	if err := s.require(ctx, actor, PermMembers); err != nil {
 		return nil, err
 	}
@@ -338,7 +483,13 @@ func (s *Service) memberChange(ctx context.Context, actor authority.Member, emai
 	if err != nil {
 		return nil, err
 	}
-	if err := change(m); err != nil {
+	err = s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockMembers(ctx, tx, forChange, actor.ID, m.ID); err != nil {
+			return err
+		}
+		return change(tx, m)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return s.memberView(ctx, m.ID)
@@ -354,16 +505,37 @@ func (s *Service) RemoveFromGroup(ctx context.Context, actor authority.Member, e
 	return s.group(ctx, actor, email, group, false)
 }
 
+// group changes who is in a group: only a caller who may read every
+// document the group's name gives may (groupWithin), and only for a
+// member who holds no admin permission the caller does not.
 func (s *Service) group(ctx context.Context, actor authority.Member, email, group string, add bool) (*Member, error) {
 	if !groupName.MatchString(group) {
 		return s.memberChange(ctx, actor, email, errcode.Invalid("group", "%q is not a group name (a-z 0-9 _ . -)", group), nil)
 	}
-	return s.memberChange(ctx, actor, email, nil, func(m *ent.Member) error {
-		if add {
-			return s.Client.MemberGroup.Create().SetMemberID(m.ID).SetName(group).OnConflict().DoNothing().Exec(ctx)
+	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
+		if err := holdsNow(ctx, tx, actor.ID, PermMembers); err != nil {
+			return err
 		}
-		_, err := s.Client.MemberGroup.Delete().Where(entgroup.MemberID(m.ID), entgroup.Name(group)).Exec(ctx)
-		return err
+		if err := notOutranked(ctx, tx, actor.ID, m.ID, m.Email); err != nil {
+			return err
+		}
+		if err := groupWithin(ctx, tx, actor, group); err != nil {
+			return err
+		}
+		var res sql.Result
+		var err error
+		action := "add_group_member"
+		if add {
+			res, err = tx.ExecContext(ctx, `INSERT INTO member_groups (id, member_id, name) VALUES ($1, $2, $3)
+ON CONFLICT (member_id, name) DO NOTHING`, uuid.New(), m.ID, group)
+		} else {
+			action = "remove_group_member"
+			res, err = tx.ExecContext(ctx, `DELETE FROM member_groups WHERE member_id = $1 AND name = $2`, m.ID, group)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", action, err)
+		}
+		return recordIfChanged(ctx, tx, res, actor, PermMembers, action, m.Email, map[string]any{"group": group})
 	})
 }
 
@@ -432,28 +604,33 @@ func (s *Service) CreateAgent(ctx context.Context, actor authority.Member, slug,
 	if !slugForm.MatchString(slug) {
 		return nil, errcode.Invalid("slug", "a slug of a-z 0-9 _ - (1 to 64)")
 	}
-	if n := strings.TrimSpace(name); n == "" || len(n) > MaxTitle {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > MaxTitle {
 		return nil, errcode.Invalid("name", "a name of 1 to %d bytes", MaxTitle)
 	}
 	if err := v.check(); err != nil {
 		return nil, err
 	}
-	tx, err := s.Client.Tx(ctx)
+	v = v.normalised()
+	err := s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermAgents); err != nil {
+			return err
+		}
+		a, err := tx.Agent.Create().SetSlug(slug).SetName(name).Save(ctx)
+		if ent.IsConstraintError(err) {
+			return errcode.New(errcode.Conflict, "an agent %q exists", slug)
+		}
+		if err != nil {
+			return err
+		}
+		if err := createVersion(ctx, tx, a.ID, 1, v); err != nil {
+			return err
+		}
+		detail := v.detail(1)
+		detail["name"] = name
+		return record(ctx, tx, actor, PermAgents, "create_agent", slug, detail)
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	a, err := tx.Agent.Create().SetSlug(slug).SetName(strings.TrimSpace(name)).Save(ctx)
-	if ent.IsConstraintError(err) {
-		return nil, errcode.New(errcode.Conflict, "an agent %q exists", slug)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := createVersion(ctx, tx, a.ID, 1, v); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return s.agent(ctx, slug)
@@ -468,41 +645,73 @@ func (s *Service) AddVersion(ctx context.Context, actor authority.Member, slug s
 	if err := v.check(); err != nil {
 		return nil, err
 	}
-	a, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "no agent %q", slug)
-	}
+	v = v.normalised()
+	err := s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermAgents); err != nil {
+			return err
+		}
+		a, err := tx.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return errcode.New(errcode.NotFound, "no agent %q", slug)
+		}
+		if err != nil {
+			return err
+		}
+		// The unique (agent, version) index makes two racing writers of
+		// the same next version one winner and one CONFLICT.
+		last, err := tx.AgentVersion.Query().Where(entversion.AgentID(a.ID)).Aggregate(ent.Max(entversion.FieldVersion)).Int(ctx)
+		if err != nil {
+			return err
+		}
+		if err := createVersion(ctx, tx, a.ID, last+1, v); err != nil {
+			return err
+		}
+		return record(ctx, tx, actor, PermAgents, "add_agent_version", slug, v.detail(last+1))
+	})
 	if err != nil {
-		return nil, err
-	}
-	// The unique (agent, version) index makes two racing writers of the
-	// same next version one winner and one CONFLICT.
-	last, err := s.Client.AgentVersion.Query().Where(entversion.AgentID(a.ID)).Aggregate(ent.Max(entversion.FieldVersion)).Int(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tx, err := s.Client.Tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	if err := createVersion(ctx, tx, a.ID, last+1, v); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return s.agent(ctx, slug)
 }
 
-func createVersion(ctx context.Context, tx *ent.Tx, agent uuid.UUID, n int, v VersionInput) error {
-	effort := v.Effort
-	if effort == "" {
-		effort = "medium"
+// normalised is v as it is stored: lists and budgets never null (a
+// check on agent_versions holds it), so what a member's submission reads
+// of a version always decodes.
+func (v VersionInput) normalised() VersionInput {
+	v.Tools = list(v.Tools)
+	v.Specialists = list(v.Specialists)
+	if v.Budgets == nil {
+		v.Budgets = map[string]int64{}
 	}
+	if v.Effort == "" {
+		v.Effort = "medium"
+	}
+	return v
+}
+
+// detail is a version's admin-event detail: what it says, but its system
+// prompt (up to 16 KiB), of which only the length is kept.
+func (v VersionInput) detail(n int) map[string]any {
+	return map[string]any{"version": n, "controller": v.Controller, "modelRoute": v.ModelRoute, "effort": v.Effort,
+		"tools": v.Tools, "specialists": v.Specialists, "budgets": v.Budgets, "systemPromptBytes": len(v.SystemPrompt)}
+}
+
+// list is a list as stored: without repeats, and empty rather than nil.
+func list(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, x := range in {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func createVersion(ctx context.Context, tx *ent.Tx, agent uuid.UUID, n int, v VersionInput) error {
+	v = v.normalised()
 	_, err := tx.AgentVersion.Create().SetAgentID(agent).SetVersion(n).SetController(v.Controller).SetModelRoute(v.ModelRoute).
-		SetEffort(effort).SetSystemPrompt(v.SystemPrompt).SetTools(v.Tools).SetSpecialists(v.Specialists).SetBudgets(v.Budgets).Save(ctx)
-	if ent.IsConstraintError(err) {
+		SetEffort(v.Effort).SetSystemPrompt(v.SystemPrompt).SetTools(v.Tools).SetSpecialists(v.Specialists).SetBudgets(v.Budgets).Save(ctx)
+	if pg.IsUniqueViolation(err) {
 		return errcode.New(errcode.Conflict, "version %d was written meanwhile; retry", n)
 	}
 	return err
@@ -536,6 +745,7 @@ func (s *Service) agent(ctx context.Context, slug string) (*Agent, error) {
 
 // SetRoster sets the specialists a member allows an agent to route to
 // (their configuration; the effective roster is the version's ∩ this).
+// The same list again changes nothing.
 func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, slug string, specialists []string) (*Member, error) {
 	if err := s.require(ctx, actor, PermAgents); err != nil {
 		return nil, err
@@ -545,21 +755,41 @@ func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, 
 			return nil, errcode.Invalid("specialists", "%q is not an agent slug", sp)
 		}
 	}
+	specialists = list(specialists)
 	m, err := s.member(ctx, email)
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "no agent %q", slug)
-	}
+	err = s.tx(ctx, func(tx *ent.Tx) error {
+		if err := lockActor(ctx, tx, actor, PermAgents); err != nil {
+			return err
+		}
+		a, err := tx.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return errcode.New(errcode.NotFound, "no agent %q", slug)
+		}
+		if err != nil {
+			return err
+		}
+		var was []byte
+		err = pg.QueryRow(ctx, tx, `SELECT specialists FROM member_agent_configs WHERE member_id = $1 AND agent_id = $2 FOR UPDATE`,
+			[]any{m.ID, a.ID}, &was)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("set roster: %w", err)
+		}
+		var old []string
+		if err == nil && json.Unmarshal(was, &old) == nil && old != nil && slices.Equal(old, specialists) {
+			return nil
+		}
+		err = tx.MemberAgentConfig.Create().SetMemberID(m.ID).SetAgentID(a.ID).SetSpecialists(specialists).
+			OnConflictColumns(entconfig.FieldMemberID, entconfig.FieldAgentID).UpdateSpecialists().Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("set roster: %w", err)
+		}
+		return record(ctx, tx, actor, PermAgents, "set_member_roster", m.Email, map[string]any{"agent": slug, "specialists": specialists})
+	})
 	if err != nil {
 		return nil, err
-	}
-	err = s.Client.MemberAgentConfig.Create().SetMemberID(m.ID).SetAgentID(a.ID).SetSpecialists(specialists).
-		OnConflictColumns(entconfig.FieldMemberID, entconfig.FieldAgentID).UpdateSpecialists().Exec(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("set roster: %w", err)
 	}
 	return s.memberView(ctx, m.ID)
 }

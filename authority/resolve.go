@@ -16,13 +16,25 @@ import (
 // latest version of its agent (joined as av by BundleJoin), and the
 // member's permissions and effective roster (member is the SQL expression
 // of the member's id, such as "$2"). Scan it into a BundleRow.
+//
+// The effective roster is the strings both lists name. Stored admin data
+// never fails the statement (and with it a member's submission): a list
+// that is not a JSON array (SQL NULL, JSON null, an object, a scalar)
+// names nothing, and an element that is not a string is no specialist.
 func BundleColumns(member string) string {
-	return strings.NewReplacer("$member", member).Replace(`room.kind, room.audience_version, room.agent_id,
+	return strings.NewReplacer("$member", member, "$versionList", jsonList("av.specialists"), "$rosterList", jsonList("m.specialists")).
+		Replace(`room.kind, room.audience_version, room.agent_id,
        av.id, av.version, av.controller, av.model_route,
        COALESCE((SELECT array_agg(permission ORDER BY permission) FROM member_permissions WHERE member_id = $member), '{}'),
-       COALESCE((SELECT array_agg(s ORDER BY s) FROM jsonb_array_elements_text(COALESCE(av.specialists, '[]'::jsonb)) s
-         WHERE EXISTS (SELECT 1 FROM member_agent_configs m
-                       WHERE m.member_id = $member AND m.agent_id = room.agent_id AND m.specialists ? s)), '{}')`)
+       COALESCE((SELECT array_agg(DISTINCT e #>> '{}' ORDER BY e #>> '{}') FROM jsonb_array_elements($versionList) e
+         WHERE jsonb_typeof(e) = 'string' AND EXISTS (SELECT 1 FROM member_agent_configs m
+                       WHERE m.member_id = $member AND m.agent_id = room.agent_id AND $rosterList @> jsonb_build_array(e))), '{}')`)
+}
+
+// jsonList is the SQL of a jsonb column read as a list: the column when
+// it holds a JSON array, else an empty one.
+func jsonList(column string) string {
+	return "(CASE WHEN jsonb_typeof(" + column + ") = 'array' THEN " + column + " ELSE '[]'::jsonb END)"
 }
 
 // BundleJoin joins the latest version of the room's agent as av.

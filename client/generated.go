@@ -611,6 +611,24 @@ func (v *AdminAgentsResponse) GetAdminAgents() []*AdminAgentsAdminAgentsAdminAge
 	return v.AdminAgents
 }
 
+// The area of the admin surface a change belongs to: the permission it needed.
+type AdminArea string
+
+const (
+	// Documents and their readers (admin:documents).
+	AdminAreaDocuments AdminArea = "DOCUMENTS"
+	// Members' permissions and groups (admin:members).
+	AdminAreaMembers AdminArea = "MEMBERS"
+	// Agents, their versions and members' rosters (admin:agents).
+	AdminAreaAgents AdminArea = "AGENTS"
+)
+
+var AllAdminArea = []AdminArea{
+	AdminAreaDocuments,
+	AdminAreaMembers,
+	AdminAreaAgents,
+}
+
 // AdminDocumentFields includes the GraphQL fields of AdminDocument requested by the fragment AdminDocumentFields.
 // The GraphQL type's documentation follows.
 //
@@ -796,6 +814,131 @@ type AdminDocumentsResponse struct {
 // GetAdminDocuments returns AdminDocumentsResponse.AdminDocuments, and is useful for accessing the field via an interface.
 func (v *AdminDocumentsResponse) GetAdminDocuments() *AdminDocumentsAdminDocumentsAdminDocumentConnection {
 	return v.AdminDocuments
+}
+
+// AdminEventsAdminEventsAdminEventConnection includes the requested fields of the GraphQL type AdminEventConnection.
+// The GraphQL type's documentation follows.
+//
+// A page of admin changes, newest first.
+type AdminEventsAdminEventsAdminEventConnection struct {
+	// The changes of this page.
+	Nodes []*AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent `json:"nodes"`
+	// Where this page sits in the whole list.
+	PageInfo *AdminEventsAdminEventsAdminEventConnectionPageInfo `json:"pageInfo"`
+}
+
+// GetNodes returns AdminEventsAdminEventsAdminEventConnection.Nodes, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnection) GetNodes() []*AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent {
+	return v.Nodes
+}
+
+// GetPageInfo returns AdminEventsAdminEventsAdminEventConnection.PageInfo, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnection) GetPageInfo() *AdminEventsAdminEventsAdminEventConnectionPageInfo {
+	return v.PageInfo
+}
+
+// AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent includes the requested fields of the GraphQL type AdminEvent.
+// The GraphQL type's documentation follows.
+//
+// One change made through the admin surface, recorded with the change itself.
+type AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent struct {
+	// The record's id.
+	Id string `json:"id"`
+	// Who made the change.
+	Actor *AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember `json:"actor"`
+	// The permission the change needed.
+	Area AdminArea `json:"area"`
+	// What was done: grant_permission, revoke_permission, add_group_member,
+	// remove_group_member, add_document, replace_document,
+	// set_document_readers, delete_document, create_agent, add_agent_version
+	// or set_member_roster.
+	Action string `json:"action"`
+	// What it was done to: a member's email, a document's id or an agent's slug.
+	Subject string `json:"subject"`
+	// The change's arguments: the permission, the group, the readers, the version.
+	Detail json.RawMessage `json:"detail"`
+	// When it was made.
+	At time.Time `json:"at"`
+}
+
+// GetId returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Id, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetId() string { return v.Id }
+
+// GetActor returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Actor, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetActor() *AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember {
+	return v.Actor
+}
+
+// GetArea returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Area, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetArea() AdminArea {
+	return v.Area
+}
+
+// GetAction returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Action, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetAction() string {
+	return v.Action
+}
+
+// GetSubject returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Subject, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetSubject() string {
+	return v.Subject
+}
+
+// GetDetail returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.Detail, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetDetail() json.RawMessage {
+	return v.Detail
+}
+
+// GetAt returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent.At, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEvent) GetAt() time.Time { return v.At }
+
+// AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember includes the requested fields of the GraphQL type Member.
+// The GraphQL type's documentation follows.
+//
+// A person of the organisation, as the identity provider names them.
+type AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember struct {
+	// The verified email, lowercased: the principal document ACLs name.
+	Email string `json:"email"`
+}
+
+// GetEmail returns AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember.Email, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionNodesAdminEventActorMember) GetEmail() string {
+	return v.Email
+}
+
+// AdminEventsAdminEventsAdminEventConnectionPageInfo includes the requested fields of the GraphQL type PageInfo.
+// The GraphQL type's documentation follows.
+//
+// Where a page sits in its list (Relay). Pages are forward only: first and after.
+type AdminEventsAdminEventsAdminEventConnectionPageInfo struct {
+	// Whether more follow endCursor.
+	HasNextPage bool `json:"hasNextPage"`
+	// The cursor of the page's last edge; null for an empty page.
+	EndCursor *string `json:"endCursor"`
+}
+
+// GetHasNextPage returns AdminEventsAdminEventsAdminEventConnectionPageInfo.HasNextPage, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionPageInfo) GetHasNextPage() bool {
+	return v.HasNextPage
+}
+
+// GetEndCursor returns AdminEventsAdminEventsAdminEventConnectionPageInfo.EndCursor, and is useful for accessing the field via an interface.
+func (v *AdminEventsAdminEventsAdminEventConnectionPageInfo) GetEndCursor() *string {
+	return v.EndCursor
+}
+
+// AdminEventsResponse is returned by AdminEvents on success.
+type AdminEventsResponse struct {
+	// The record of admin changes, newest first: who changed what, and when.
+	// The caller reads the changes of the areas whose permission they hold
+	// now (admin:documents, admin:members, admin:agents); with none of them,
+	// FORBIDDEN.
+	AdminEvents *AdminEventsAdminEventsAdminEventConnection `json:"adminEvents"`
+}
+
+// GetAdminEvents returns AdminEventsResponse.AdminEvents, and is useful for accessing the field via an interface.
+func (v *AdminEventsResponse) GetAdminEvents() *AdminEventsAdminEventsAdminEventConnection {
+	return v.AdminEvents
 }
 
 // AdminMemberFields includes the GraphQL fields of AdminMember requested by the fragment AdminMemberFields.
@@ -5296,6 +5439,18 @@ func (v *__AdminDocumentsInput) GetFirst() *int { return v.First }
 // GetAfter returns __AdminDocumentsInput.After, and is useful for accessing the field via an interface.
 func (v *__AdminDocumentsInput) GetAfter() *string { return v.After }
 
+// __AdminEventsInput is used internally by genqlient
+type __AdminEventsInput struct {
+	First *int    `json:"first"`
+	After *string `json:"after"`
+}
+
+// GetFirst returns __AdminEventsInput.First, and is useful for accessing the field via an interface.
+func (v *__AdminEventsInput) GetFirst() *int { return v.First }
+
+// GetAfter returns __AdminEventsInput.After, and is useful for accessing the field via an interface.
+func (v *__AdminEventsInput) GetAfter() *string { return v.After }
+
 // __AdminMembersInput is used internally by genqlient
 type __AdminMembersInput struct {
 	First *int    `json:"first"`
@@ -5768,6 +5923,56 @@ func AdminDocuments(
 	}
 
 	data_ = &AdminDocumentsResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by AdminEvents.
+const AdminEvents_Operation = `
+query AdminEvents ($first: Int, $after: String) {
+	adminEvents(first: $first, after: $after) {
+		nodes {
+			id
+			actor {
+				email
+			}
+			area
+			action
+			subject
+			detail
+			at
+		}
+		pageInfo {
+			hasNextPage
+			endCursor
+		}
+	}
+}
+`
+
+func AdminEvents(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	first *int,
+	after *string,
+) (data_ *AdminEventsResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "AdminEvents",
+		Query:  AdminEvents_Operation,
+		Variables: &__AdminEventsInput{
+			First: first,
+			After: after,
+		},
+	}
+
+	data_ = &AdminEventsResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -57,6 +58,11 @@ func toAdminDocument(d *admin.Document) *model.AdminDocument {
 
 func toAdminMember(m *admin.Member) *model.AdminMember {
 	return &model.AdminMember{ID: m.ID.String(), Email: m.Email, DisplayName: m.DisplayName, Permissions: m.Permissions, Groups: m.Groups}
+}
+
+func toAdminEvent(e *admin.Event) *model.AdminEvent {
+	return &model.AdminEvent{ID: e.ID.String(), ActorID: e.ActorID.String(), Area: model.AdminArea(strings.ToUpper(e.Area)),
+		Action: e.Action, Subject: e.Subject, Detail: model.JSON(e.Detail), At: e.At}
 }
 
 func toAdminAgent(a *admin.Agent) (*model.AdminAgent, error) {

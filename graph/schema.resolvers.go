@@ -622,7 +622,23 @@ func (r *queryResolver) AdminAgents(ctx context.Context) ([]*model.AdminAgent, e
 
 // AdminEvents is the resolver for the adminEvents field.
 func (r *queryResolver) AdminEvents(ctx context.Context, first *int64, after *string) (*model.AdminEventConnection, error) {
-	return nil, errcode.New(errcode.Internal, "adminEvents: in progress")
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, offset, err := adminPage("admin-events", first, after)
+	if err != nil {
+		return nil, err
+	}
+	es, err := r.Admin.Events(ctx, m, n+1, offset)
+	if err != nil {
+		return nil, err
+	}
+	out := &model.AdminEventConnection{PageInfo: adminPageInfo("admin-events", offset, n, len(es)), Nodes: []*model.AdminEvent{}}
+	for _, e := range es[:min(n, len(es))] {
+		out.Nodes = append(out.Nodes, toAdminEvent(e))
+	}
+	return out, nil
 }
 
 // WithheldTurns is the resolver for the withheldTurns field.

@@ -84,9 +84,8 @@ func TestEveryEntityHasAnID(t *testing.T) {
 		"PageInfo": true, "JournalPage": true, "Usage": true, "SteerResult": true, "TurnTerminal": true,
 		"TurnAccepted": true, "TurnStart": true, "ToolActivity": true, "ApprovalRequest": true,
 		"ApprovalDecisionRecord": true, "SteerRecord": true, "CheckpointRecord": true, "CompactionRecord": true,
-		"TurnAnswer": true, "MembershipChange": true, "AdminDocumentConnection": true, "AdminMemberConnection": true,
-		"AdminEventConnection": true,
-		"ModelMessage":         true, "ModelToolCall": true,
+		"TurnAnswer": true, "MembershipChange": true, "AdminDocumentConnection": true, "AdminMemberConnection": true, "AdminEventConnection": true,
+		"ModelMessage": true, "ModelToolCall": true,
 	}
 	for name, def := range loadSchema(t).Types {
 		if def.Kind != ast.Object || def.BuiltIn || strings.HasPrefix(name, "__") || values[name] {

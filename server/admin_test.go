@@ -125,7 +125,8 @@ func TestGroupsAndReplacedContent(t *testing.T) {
 	var added struct {
 		AddDocument struct{ ID, Digest string }
 	}
-	if err := a.Do(ctx, `mutation { addDocument(input: {title: "Quokka plan", body: "The quokka migration starts in March.", readers: ["group:eng"]}) { id digest } }`, nil, &added); err != nil {
+	// alice reads it too: who changes eng's members must read what eng reads.
+	if err := a.Do(ctx, `mutation { addDocument(input: {title: "Quokka plan", body: "The quokka migration starts in March.", readers: ["group:eng", "alice@example.com"]}) { id digest } }`, nil, &added); err != nil {
 		t.Fatal(err)
 	}
 	titles := func(c *gqlclient.Client) string {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/Khan/genqlient/graphql"
 
@@ -37,6 +38,7 @@ const adminUsage = `usage: turngate admin [--url URL] [--as EMAIL] <command>
   agents list                                          agents and their versions
   agents create|version SLUG --controller C --route R [--name N] [--tool T ...] [--specialist S ...] [--prompt-file F] [--budget k=v ...]
   agents roster EMAIL AGENT [SPECIALIST ...]           the specialists a member allows an agent
+  events list [--limit N]                              the admin record, newest first (default 100; 0: all)
 `
 
 // adminCmd is `turngate admin`: the admin surface over the GraphQL API,
@@ -84,6 +86,8 @@ func adminCmd(ctx context.Context, cfg Config, args []string, stdout, stderr io.
 		return a.agentsList()
 	case "agents create", "agents version":
 		return a.agentVersion(rest[1], rest[2:])
+	case "events list":
+		return a.eventsList(rest[2:])
 	case "agents roster":
 		return a.need(rest, 4, func() error {
 			var out *client.SetMemberRosterResponse
@@ -319,6 +323,45 @@ func (a *adminCLI) memberChange(verb, email, what string) error {
 		a.printMember(m)
 	}
 	return err
+}
+
+// eventsList prints the admin record newest first: the changes of the
+// areas whose permission the caller holds.
+func (a *adminCLI) eventsList(args []string) error {
+	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
+	limit := fs.Int("limit", 100, "how many changes to print, newest first (0: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return errors.New("events list: --limit is 0 or more")
+	}
+	w := tabwriter.NewWriter(a.out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "AT\tACTOR\tAREA\tACTION\tSUBJECT\tDETAIL")
+	var after *string
+	for printed := 0; ; {
+		first := 500
+		if *limit > 0 {
+			first = min(first, *limit-printed)
+		}
+		var out *client.AdminEventsResponse
+		err := a.c.Query(a.ctx, func(g graphql.Client) (err error) { out, err = client.AdminEvents(a.ctx, g, &first, after); return })
+		if err != nil {
+			return err
+		}
+		for _, e := range out.AdminEvents.Nodes {
+			actor := ""
+			if e.Actor != nil {
+				actor = e.Actor.Email
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), actor, strings.ToLower(string(e.Area)), e.Action, e.Subject, e.Detail)
+		}
+		printed += len(out.AdminEvents.Nodes)
+		if !out.AdminEvents.PageInfo.HasNextPage || (*limit > 0 && printed >= *limit) {
+			return w.Flush()
+		}
+		after = out.AdminEvents.PageInfo.EndCursor
+	}
 }
 
 func (a *adminCLI) printAgent(ag *client.AdminAgentFields) {

@@ -193,7 +193,8 @@ func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A version's lists are arrays and its budgets an object, never null.
+	// Stored lists are arrays and budgets an object, never JSON null (a
+	// check on agent_versions holds it).
 	if tools == nil {
 		tools = []string{}
 	}
