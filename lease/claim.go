@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -122,13 +123,32 @@ func appendStarted(ctx context.Context, tx pg.Querier, t *ent.Turn, token int64,
 	return &Claimed{Turn: t, Fence: fence}, entries[0].Seq, nil
 }
 
-// claimAccepted is claimTurn for the turn the accepting transaction just
-// inserted: the lane was found idle under the room's row lock, so no
-// earlier turn can be waiting.
+// claimAccepted is claimTurn and activateRoom in one statement, for the
+// turn the accepting transaction just inserted. It runs after that
+// transaction took the room's row lock, so its snapshot holds every
+// acceptance committed before this one, and every later one waits: the
+// guard is claimTurn's (no earlier turn of the room queued or running)
+// with the room's lane free. The turn moves only if the room did, and the
+// statement says whether each did.
 const claimAccepted = `
-UPDATE turns SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
-  lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1, started_at = now()
-WHERE id = $1 AND state = 'queued' RETURNING lease_token`
+WITH room AS (
+  UPDATE conversations c SET active_turn_id = $1
+  WHERE c.id = $4 AND c.active_turn_id IS NULL
+    AND NOT EXISTS (SELECT 1 FROM turns e WHERE e.conversation_id = c.id
+                    AND e.state IN ('queued', 'running') AND e.position < $5)
+  RETURNING c.id
+), claimed AS (
+  UPDATE turns SET state = 'running', lease_token = lease_token + 1, lease_owner = $2,
+    lease_expires_at = now() + make_interval(secs => $3), attempt = attempt + 1, started_at = now()
+  WHERE id = $1 AND state = 'queued' AND EXISTS (SELECT 1 FROM room)
+  RETURNING lease_token
+)
+SELECT EXISTS (SELECT 1 FROM room), (SELECT lease_token FROM claimed)`
+
+// errNotStarted is a claim at acceptance whose turn_started the journal
+// refused once the turn and the room had moved: unlike ErrNotClaimable,
+// the transaction must not commit.
+var errNotStarted = errors.New("claim at acceptance: turn_started refused")
 
 // ClaimAcceptedParams names a turn accepted into an idle lane.
 type ClaimAcceptedParams struct {
@@ -140,24 +160,37 @@ type ClaimAcceptedParams struct {
 	TTL          time.Duration
 }
 
-// ClaimAccepted claims a turn in the transaction that accepts it, for a
-// lane the accepting statement found idle (no active turn, nothing queued
-// or running) under the room's row lock. The same fenced updates as Claim
-// apply, and the partial unique index still has the last word. The caller
-// commits, and then tells the hub (the claim's turn_started follows the
-// turn_accepted entry at the next position).
+// ClaimAccepted claims a turn in the transaction that accepts it, which
+// holds the room's row lock. The lane is first-in-first-out here as in
+// Claim, decided by the claim's own statement under that lock: when an
+// earlier turn of the room is queued or running, or the room has an
+// active turn, it returns ErrNotClaimable having changed nothing, and tx
+// may still commit the acceptance with the turn queued, for a runner's
+// claim loop to take in order. Any other error leaves tx unable to
+// commit. The caller commits, and then tells the hub (the claim's
+// turn_started follows the turn_accepted entry at the next position).
 func (s *Store) ClaimAccepted(ctx context.Context, tx *sql.Tx, p ClaimAcceptedParams) (*Claimed, error) {
 	t := p.Turn
-	var token int64
-	if err := queryRow(ctx, tx, ErrNotClaimable, "claim at acceptance", t.ID, claimAccepted, []any{t.ID, p.Owner, p.TTL.Seconds()}, &token); err != nil {
-		return nil, err
+	var (
+		activated bool
+		token     sql.NullInt64
+	)
+	// Not interpretError: an index refusing this statement has aborted
+	// the acceptance's transaction, which is no refusal to commit past.
+	if err := tx.QueryRowContext(ctx, claimAccepted, t.ID, p.Owner, p.TTL.Seconds(), t.ConversationID, t.Position).Scan(&activated, &token); err != nil {
+		return nil, fmt.Errorf("claim at acceptance %s: %w", t.ID, err)
 	}
-	if _, err := tx.ExecContext(ctx, activateRoom, t.ConversationID, t.ID); err != nil {
-		return nil, interpretError(err, ErrNotClaimable, "claim at acceptance", t.ID)
+	if !activated {
+		return nil, ErrNotClaimable
+	}
+	if !token.Valid {
+		// The room was activated for a turn that was not queued: this
+		// transaction's own insert says otherwise, so it must not commit.
+		return nil, fmt.Errorf("claim at acceptance %s: the room was activated for a turn that is not queued", t.ID)
 	}
 	started := *t
-	started.State, started.Attempt, started.LeaseToken = entturn.StateRunning, 1, token
-	c, _, err := appendStarted(ctx, tx, &started, token, ErrNotClaimable, "claim at acceptance",
+	started.State, started.Attempt, started.LeaseToken = entturn.StateRunning, 1, token.Int64
+	c, _, err := appendStarted(ctx, tx, &started, token.Int64, errNotStarted, "claim at acceptance",
 		journal.StartedPayload{Attempt: 1, AgentVersion: p.AgentVersion, Runner: p.Owner})
 	return c, err
 }

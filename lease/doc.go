@@ -27,6 +27,21 @@
 // lease: LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
 // DeliveredSteers, PendingCancel, ClaimExecution.
 //
+// # The lane
+//
+// A room's turns start one at a time in position order, and every claim
+// says so in SQL: a turn moves to running only if no earlier turn of its
+// room is queued or running, and only together with the room's
+// active_turn_id going from NULL to it; the partial unique index on
+// running turns is the last word. Claim's statement may read a snapshot
+// older than its wait for the turn's row, and that is safe: a snapshot
+// that sees the turn sees every earlier one (their acceptances committed
+// before its own took the room's row), and an ended turn never runs
+// again. ClaimAccepted's turn is new, and an earlier acceptance may have
+// committed while its own waited for the room's row, so its guard is a
+// statement of its own, run after that lock is held; refused, it changes
+// nothing and the acceptance commits the turn queued.
+//
 // # Fencing
 //
 // A run holds a Fence: its turn and lease token. Every write a run makes
@@ -55,7 +70,8 @@
 // then the journal head; a checkpoint then the room's summary row), and the fenced journal append (turn FOR SHARE,
 // then the head, in one statement). Acceptance is the one transaction
 // that starts at the conversation's row, to take a position: after it, it
-// may lock only the turn it inserts (ClaimAccepted). Approval decisions
+// may lock only the turn it inserts (ClaimAccepted, which also sets the
+// room's active_turn_id on the row it already holds). Approval decisions
 // and joins lock the conversation's row and no turn's; a removal locks the
 // removed member's unfinished turns first (LockAuthorTurns), then the
 // conversation's row, and ends those turns (Revoke).

@@ -9,7 +9,9 @@
 // runner claims the head of a lane (lease.Store.Claim) when the journal hub
 // wakes it or on its slow sweep; a turn accepted into an idle lane is
 // claimed at acceptance instead (ClaimAccepted, the turn.Starter the API
-// side holds). While a run is active a heartbeat renews its lease; a
+// side holds); when that claim finds an earlier turn in the lane it is
+// refused, its slot is given back, and the loop takes the lane in order.
+// While a run is active a heartbeat renews its lease; a
 // renewal extends only an unexpired running claim. A failed renewal
 // cancels the run and records a failed terminal (input_lease_lost), fenced
 // by the same token.

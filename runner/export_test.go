@@ -12,3 +12,10 @@ func (r *Runner) Watching(room uuid.UUID) (refs, watchers int) {
 	}
 	return refs, len(r.watchers)
 }
+
+// Claiming reports whether the runner holds a slot reserved for turn id.
+func (r *Runner) Claiming(id uuid.UUID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.claiming[id]
+}

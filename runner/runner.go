@@ -336,15 +336,21 @@ func (r *Runner) unreserve(id uuid.UUID, freed chan<- struct{}) {
 // ClaimAccepted is the accept-time claim (turn.Starter): when this runner
 // has a free slot, it reserves it and claims t in tx, the transaction that
 // accepts t into an idle lane (see lease.Store.ClaimAccepted). It reports
-// false, having changed nothing, when the runner is full or stopping.
-// After the commit the caller calls StartClaimed, or Unclaim when the
-// transaction did not commit.
+// false, having changed nothing, when the runner is full or stopping, or
+// when the claim is refused because an earlier turn holds the lane: t
+// stays queued, and the claim loop takes the lane in order. After the
+// commit the caller calls StartClaimed, or Unclaim when the transaction
+// did not commit.
 func (r *Runner) ClaimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (*lease.Claimed, bool, error) {
 	if !r.reserve(t.ID) {
 		return nil, false, nil
 	}
 	c, err := r.store.ClaimAccepted(ctx, tx, lease.ClaimAcceptedParams{Turn: t, AgentVersion: agentVersion, Owner: r.cfg.Owner, TTL: r.cfg.LeaseTTL})
-	if err != nil {
+	switch {
+	case errors.Is(err, lease.ErrNotClaimable):
+		r.unreserve(t.ID, r.freed)
+		return nil, false, nil
+	case err != nil:
 		r.unreserve(t.ID, r.freed)
 		return nil, false, err
 	}

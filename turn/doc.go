@@ -19,6 +19,14 @@
 // narrow Starter interface (lease.Store.ClaimAccepted): the run starts with
 // no second commit. Any other turn waits for a runner's claim.
 //
+// The lane is read only after the room's row lock is held: by the insert
+// (acceptTurn), not by the statement that takes the lock, whose snapshot
+// predates its wait and misses an acceptance committed meanwhile by a
+// replica that left its turn queued. The claim's own statement then checks
+// the lane again (first in, first out), so the read is only a hint; a
+// claim refused there leaves the turn accepted and queued, gives the run
+// slot back, and the runners' claim loop takes the lane in order.
+//
 // # Commands
 //
 // Steer and Cancel store a durable command naming the exact turn, its

@@ -67,7 +67,8 @@ type Service struct {
 type Starter interface {
 	// ClaimAccepted reserves a run slot and claims t in tx, the
 	// transaction accepting it into an idle lane; ok is false, and nothing
-	// changed, when the runner has no free slot.
+	// changed, when the runner has no free slot or the claim's guard found
+	// an earlier turn in the lane. Then t stays queued, and tx commits it.
 	ClaimAccepted(ctx context.Context, tx *sql.Tx, t *ent.Turn, agentVersion int) (c *lease.Claimed, ok bool, err error)
 	// StartClaimed runs a claim whose transaction committed.
 	StartClaimed(c *lease.Claimed)
@@ -130,13 +131,16 @@ type Submission struct {
 // current version, and the member's permissions and roster as of now. The
 // room's row lock, held to commit, orders this submission against
 // membership changes and other appends.
+//
+// It does not tell whether the lane is idle: under READ COMMITTED its
+// subqueries read the snapshot taken before it waited for the room's
+// row, which misses an acceptance committed meanwhile. acceptTurn, the
+// next statement, reads the lane after the lock.
 var takePosition = `
 WITH room AS (
-  ` + journal.TakePositions("$1", "1", authority.MemberSQL("$1", "$2"), "id", "kind", "audience_version", "agent_id", "active_turn_id") + `
+  ` + journal.TakePositions("$1", "1", authority.MemberSQL("$1", "$2"), "id", "kind", "audience_version", "agent_id") + `
 )
 SELECT room.base + 1,
-       room.active_turn_id IS NULL AND NOT EXISTS (
-         SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running')),
        now(),
        (SELECT id FROM turns WHERE conversation_id = $1 AND author_id = $2 AND idempotency_key = $3),
        ` + authority.BundleColumns("$2") + `
@@ -146,16 +150,29 @@ FROM room
 // acceptTurn inserts the turn and, only if it was new, its turn_accepted
 // entry at the position taken by takePosition. A key already used leaves
 // both out, and the caller rolls back the position it took.
+//
+// It also says whether the lane was idle before this turn: no active
+// turn, nothing queued or running (its subquery does not see the turn the
+// statement inserts). The statement starts once the room's row lock is
+// held, so its snapshot holds every acceptance committed before this one,
+// and every later one waits for the lock. The idle lane is a hint for
+// whether to try the accept-time claim; the claim's own statement decides
+// (lease.Store.ClaimAccepted).
 const acceptTurn = `
 WITH t AS (
   INSERT INTO turns (id, conversation_id, author_id, idempotency_key, input, position, agent_version_id, authority_bundle, authority_digest, specialist, trace_parent)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($11, ''), NULLIF($12, ''))
   ON CONFLICT (conversation_id, author_id, idempotency_key) DO NOTHING
   RETURNING id, conversation_id, position
+), accepted AS (
+  INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
+  SELECT t.conversation_id, t.position, 'turn_accepted', t.id, 0, $3, $10 FROM t
+  RETURNING created_at
 )
-INSERT INTO journal_entries (conversation_id, seq, kind, turn_id, attempt, actor_id, payload)
-SELECT t.conversation_id, t.position, 'turn_accepted', t.id, 0, $3, $10 FROM t
-RETURNING created_at`
+SELECT accepted.created_at,
+       (SELECT active_turn_id IS NULL FROM conversations WHERE id = $2) AND NOT EXISTS (
+         SELECT 1 FROM turns WHERE conversation_id = $2 AND state IN ('queued', 'running'))
+FROM accepted`
 
 // pin completes the bundle inside the accepting transaction: the one-turn
 // specialist route (from the effective roster only) and the resource
@@ -272,7 +289,6 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 		used       uuid.NullUUID // the turn the key already names
 		row        authority.BundleRow
 		foundRoom  bool
-		idle       bool
 		acceptedAt time.Time
 	)
 	rows, err := queryIn(ctx, tx, take, takePosition, in.ConversationID, in.Member.ID, in.IdempotencyKey)
@@ -281,7 +297,7 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	}
 	for rows.Next() {
 		foundRoom = true
-		if err := rows.Scan(append([]any{&pos, &idle, &acceptedAt, &used}, row.Dest()...)...); err != nil {
+		if err := rows.Scan(append([]any{&pos, &acceptedAt, &used}, row.Dest()...)...); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("submit: take position: %w", err)
 		}
@@ -323,11 +339,14 @@ func (s *Service) submit(ctx context.Context, in Submission) (*ent.Turn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("submit: accept turn: %w", err)
 	}
-	var created time.Time
+	var (
+		created time.Time
+		idle    bool // the lane was, read after the room's lock
+	)
 	inserted := false
 	for rows.Next() {
 		inserted = true
-		if err := rows.Scan(&created); err != nil {
+		if err := rows.Scan(&created, &idle); err != nil {
 			rows.Close()
 			return nil, err
 		}
