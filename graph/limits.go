@@ -17,10 +17,13 @@ import (
 	"github.com/turngate/turngate/errcode"
 )
 
+// ExpandedFactor is how many times MaxFields a document may select once
+// its fragments are expanded: fragments are written to be reused.
+const ExpandedFactor = 10
+
 // QueryLimit is the gqlgen extension that bounds a query document before
-// gqlgen parses and validates it, in one linear lexer pass that allocates
-// nothing per token (scanDocument):
-//
+// gqlgen parses and validates it, in one linear lexer pass (scanDocument)
+// that builds no tree:
 //   - MaxBytes: longer is PAYLOAD_TOO_LARGE;
 //   - MaxTokens, or AnonMaxTokens for a request without an identity
 //     (all it can run is __typename and introspection): more tokens,
@@ -31,7 +34,12 @@ import (
 //     fragment definitions: more is GRAPHQL_VALIDATION_FAILED. Validation
 //     is quadratic in the selections that may overlap: measured, 64 KiB of
 //     "{ me { id id id ... } }" takes some 16 s of CPU and 13,000 spreads
-//     of one fragment 0.5 to 3 s, 500 fields about 10 ms.
+//     of one fragment 0.5 to 3 s, 500 fields about 10 ms;
+//   - ExpandedFactor × MaxFields selections once every fragment spread
+//     is expanded (summed over the definitions, each fragment sized once):
+//     more is GRAPHQL_VALIDATION_FAILED. A fragment that spreads the one
+//     before twice doubles it, and gqlgen's complexity walk visits every
+//     expanded field: 25 such fragments took 18 s of CPU, 40 for ever.
 //
 // Then, when Budget is set, the document takes its weight (queryCost) of
 // the replica's ParseBudget until gqlgen has parsed and validated it;
@@ -104,6 +112,9 @@ func (l QueryLimit) Bound(query string, member bool) (int, *errcode.Error) {
 		return 0, errcode.New(errcode.ValidationFailed, "the document selects more than %d fields and fragment spreads", l.MaxFields)
 	case l.MaxFragments > 0 && c.fragments > l.MaxFragments:
 		return 0, errcode.New(errcode.ValidationFailed, "the document defines more than %d fragments", l.MaxFragments)
+	case l.MaxFields > 0 && c.expanded > ExpandedFactor*l.MaxFields:
+		return 0, errcode.New(errcode.ValidationFailed,
+			"the document selects more than %d fields and fragment spreads once its fragments are expanded", ExpandedFactor*l.MaxFields)
 	}
 	return c.tokens, nil
 }
@@ -141,12 +152,33 @@ type docCounts struct {
 	tokens     int // every token, comments included
 	selections int // fields (an alias and its field once) and fragment spreads
 	fragments  int // fragment definitions
+	// expanded is selections with every fragment spread replaced by what
+	// the fragment selects, summed over the definitions (at most
+	// maxExpanded): what validation and the complexity walk visit.
+	expanded int
+}
+
+// maxExpanded is where docCounts.expanded stops counting: a fragment
+// that spreads the one before twice doubles it.
+const maxExpanded = 1 << 30
+
+// definition is one operation or fragment definition as scanDocument sees
+// it: its own fields, and the fragments it spreads, by name.
+type definition struct {
+	name    string // a fragment's; "" for an operation
+	fields  int
+	spreads []string
+	// size is the definition's selections once expanded; sizing marks a
+	// definition being sized (a cycle, which validation refuses).
+	size   int
+	sized  bool
+	sizing bool
 }
 
 // scanDocument counts a document's tokens, selections and fragment
 // definitions with the lexer alone, stopping once it has counted more
 // than maxTokens (when positive). It reads the document the way the
-// parser will without building anything: in an executable document every
+// parser will without building a tree: in an executable document every
 // value, object values included, is inside parentheses (arguments,
 // variable definitions), so a brace outside them is a selection set's and
 // a name in a selection set is a field, an alias, a spread or a fragment's
@@ -160,15 +192,21 @@ func scanDocument(query string, maxTokens int) docCounts {
 	var prev, prev2 lexer.Token
 	parens, depth := 0, 0
 	definitionStart := true
+	var defs []*definition
+	var cur *definition
 	for {
 		tok, err := lex.ReadToken()
 		if err != nil || tok.Kind == lexer.EOF {
-			return c
+			break
 		}
 		if c.tokens++; maxTokens > 0 && c.tokens > maxTokens {
-			return c
+			break
 		}
 		startsDefinition := false
+		if tok.Kind != lexer.Comment && definitionStart {
+			cur = &definition{}
+			defs = append(defs, cur)
+		}
 		switch tok.Kind {
 		case lexer.Comment:
 			continue
@@ -191,22 +229,59 @@ func scanDocument(query string, maxTokens int) docCounts {
 			case depth == 0:
 				if definitionStart && tok.Value == "fragment" {
 					c.fragments++
+				} else if prev.Kind == lexer.Name && prev.Value == "fragment" && cur.name == "" && len(defs) > 0 {
+					cur.name = tok.Value
 				}
 			case prev.Kind == lexer.At, prev.Kind == lexer.Colon:
 				// A directive's name; a field's name after its alias.
 			case prev.Kind == lexer.Spread:
 				if tok.Value != "on" {
 					c.selections++ // a fragment spread
+					cur.spreads = append(cur.spreads, tok.Value)
 				}
 			case prev.Kind == lexer.Name && prev.Value == "on" && prev2.Kind == lexer.Spread:
 				// An inline fragment's type condition.
 			default:
 				c.selections++
+				cur.fields++
 			}
 		}
 		definitionStart = startsDefinition
 		prev2, prev = prev, tok
 	}
+	c.expanded = expandedSize(defs)
+	return c
+}
+
+// expandedSize sums the definitions' selections with every spread of a
+// known fragment expanded, each fragment sized once.
+func expandedSize(defs []*definition) int {
+	fragments := map[string]*definition{}
+	for _, d := range defs {
+		if d.name != "" && fragments[d.name] == nil {
+			fragments[d.name] = d
+		}
+	}
+	var size func(d *definition) int
+	size = func(d *definition) int {
+		if d.sized || d.sizing {
+			return d.size
+		}
+		d.sizing = true
+		n := d.fields + len(d.spreads)
+		for _, name := range d.spreads {
+			if f := fragments[name]; f != nil {
+				n = min(n+size(f), maxExpanded)
+			}
+		}
+		d.size, d.sized, d.sizing = n, true, false
+		return n
+	}
+	total := 0
+	for _, d := range defs {
+		total = min(total+size(d), maxExpanded)
+	}
+	return total
 }
 
 // QueryCache is gqlgen's parsed-query cache bounded by bytes rather than

@@ -179,8 +179,9 @@ func liveHeap() uint64 {
 
 // TestScanDocumentCounts: the lexer pass counts what the parser builds —
 // selections (fields, an alias with its field once, and fragment spreads,
-// each spread again), fragment definitions and tokens, comments included —
-// on documents that use every place a name or a brace may stand.
+// each spread again), the selections once every spread is expanded,
+// fragment definitions and tokens, comments included — on documents that
+// use every place a name or a brace may stand.
 func TestScanDocumentCounts(t *testing.T) {
 	t.Parallel()
 	docs := []string{
@@ -196,6 +197,8 @@ func TestScanDocumentCounts(t *testing.T) {
 		subscription S { journal(conversationId: "c") { seq } }`,
 		`query fragment { on: __typename ... on on { on } } fragment F on on { x }`,
 		"{ a(b: \"\"\"block { string } ...F\"\"\") { c } }",
+		`query { ...F3 } fragment F0 on Query { a } fragment F1 on Query { ...F0 ...F0 }
+		fragment F2 on Query { ...F1 b ...F1 } fragment F3 on Query { c { ...F2 ...F2 } }`,
 	}
 	for _, q := range docs {
 		doc, err := parser.ParseQuery(&ast.Source{Input: q})
@@ -224,6 +227,32 @@ func TestScanDocumentCounts(t *testing.T) {
 			walk(f.SelectionSet)
 		}
 		want.fragments = len(doc.Fragments)
+		// expanded: each definition's selections, a spread replaced by
+		// the fragment's own, summed.
+		var size func(ast.SelectionSet) int
+		size = func(set ast.SelectionSet) int {
+			n := 0
+			for _, sel := range set {
+				switch sel := sel.(type) {
+				case *ast.Field:
+					n += 1 + size(sel.SelectionSet)
+				case *ast.FragmentSpread:
+					n++
+					if f := doc.Fragments.ForName(sel.Name); f != nil {
+						n += size(f.SelectionSet)
+					}
+				case *ast.InlineFragment:
+					n += size(sel.SelectionSet)
+				}
+			}
+			return n
+		}
+		for _, op := range doc.Operations {
+			want.expanded += size(op.SelectionSet)
+		}
+		for _, f := range doc.Fragments {
+			want.expanded += size(f.SelectionSet)
+		}
 		lex := lexer.New(&ast.Source{Input: q})
 		for {
 			tok, err := lex.ReadToken()

@@ -110,8 +110,9 @@ func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 }
 
 // TestSpreadsAndFragmentsCounted: fragment spreads count as selections —
-// each spread, also of one fragment again and again — and fragment
-// definitions have a bound of their own, both decided before validation
+// each spread, also of one fragment again and again — fragment
+// definitions have a bound of their own, and so do the selections once
+// every spread is expanded, all decided before validation
 // (GRAPHQL_VALIDATION_FAILED). Documents within the bounds run.
 func TestSpreadsAndFragmentsCounted(t *testing.T) {
 	t.Parallel()
@@ -131,11 +132,24 @@ func TestSpreadsAndFragmentsCounted(t *testing.T) {
 		}
 		return q.String() + " }" + defs.String()
 	}
+	// doubling(n): each of n fragments spreads the one before twice: 2n
+	// spreads as written, 2^n selections once expanded, which gqlgen's
+	// complexity walk visits one by one (25 deep took 18 s).
+	doubling := func(n int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "query { ...F%d } fragment F0 on Query { __typename }", n)
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, " fragment F%d on Query { ...F%d ...F%d }", i, i-1, i-1)
+		}
+		return b.String()
+	}
 	tests := []struct {
 		name  string
 		query string
 		code  string // "" when it runs
 	}{
+		{"fragments doubling 8 deep", doubling(8), ""},
+		{"fragments doubling 40 deep", doubling(40), "GRAPHQL_VALIDATION_FAILED"},
 		{"MaxFields-1 spreads of one fragment", spreads(DefaultMaxFields - 1), ""},
 		{"MaxFields spreads of one fragment", spreads(DefaultMaxFields), "GRAPHQL_VALIDATION_FAILED"},
 		{"13,000 spreads", spreads(13000), "GRAPHQL_VALIDATION_FAILED"},
@@ -144,6 +158,8 @@ func TestSpreadsAndFragmentsCounted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
 			res, err := a.Raw(ctx, gqlclient.Request{Query: tt.query})
 			if err != nil {
 				t.Fatal(err)
