@@ -74,9 +74,10 @@ check-web:
 # path (provider to subscriber), per-turn orchestration overhead, retrieval
 # over 100,000 documents with ACLs, run_code's start-to-result overhead, the
 # fan-out to 10,000 journal subscribers (TURNGATE_FANOUT_SUBSCRIBERS) and to
-# 1,000 SSE streams, long rooms (1,000 earlier turns against an empty room)
-# and history search over 100,000 messages. Each goal prints one
-# "goal P<n> ...: ... ok|short" line.
+# 1,000 SSE streams, long rooms (1,000 earlier turns against an empty room),
+# history search over 100,000 messages and what anonymous 64 KiB hostile
+# documents cost (and a member's p99 while four clients send them). Each
+# goal prints one "goal P<n> ..." or "goal S<n> ..." line ending ok|short.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./turn ./tools ./sandbox
 

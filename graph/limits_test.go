@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/lexer"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/rules"
@@ -174,4 +175,97 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// TestScanDocumentCounts: the lexer pass counts what the parser builds —
+// selections (fields, an alias with its field once, and fragment spreads,
+// each spread again), the selections once every spread is expanded,
+// fragment definitions and tokens, comments included — on documents that
+// use every place a name or a brace may stand.
+func TestScanDocumentCounts(t *testing.T) {
+	t.Parallel()
+	docs := []string{
+		`{ __typename }`,
+		`# a comment
+		query Q($fragment: [ID!] = ["on", "fragment"], $o: In = {a: {b: [1, {c: 2}]}}) @dir(on: {fragment: 1}) {
+		  me { id email: displayName ... on Member { id } ... @include(if: true) { on: id } ...F ...F }
+		  fragment: conversations(first: 10, filter: {query: "{ not a selection }"}) { edges { node { id } } }
+		}
+		fragment F on Member @dir(x: [{y: 1}]) { id ...G }
+		fragment G on Member { displayName # trailing
+		}
+		subscription S { journal(conversationId: "c") { seq } }`,
+		`query fragment { on: __typename ... on on { on } } fragment F on on { x }`,
+		"{ a(b: \"\"\"block { string } ...F\"\"\") { c } }",
+		`query { ...F3 } fragment F0 on Query { a } fragment F1 on Query { ...F0 ...F0 }
+		fragment F2 on Query { ...F1 b ...F1 } fragment F3 on Query { c { ...F2 ...F2 } }`,
+	}
+	for _, q := range docs {
+		doc, err := parser.ParseQuery(&ast.Source{Input: q})
+		if err != nil {
+			t.Fatalf("%q: %v", q, err)
+		}
+		var want docCounts
+		var walk func(ast.SelectionSet)
+		walk = func(set ast.SelectionSet) {
+			for _, sel := range set {
+				switch sel := sel.(type) {
+				case *ast.Field:
+					want.selections++
+					walk(sel.SelectionSet)
+				case *ast.FragmentSpread:
+					want.selections++
+				case *ast.InlineFragment:
+					walk(sel.SelectionSet)
+				}
+			}
+		}
+		for _, op := range doc.Operations {
+			walk(op.SelectionSet)
+		}
+		for _, f := range doc.Fragments {
+			walk(f.SelectionSet)
+		}
+		want.fragments = len(doc.Fragments)
+		// expanded: each definition's selections, a spread replaced by
+		// the fragment's own, summed.
+		var size func(ast.SelectionSet) int
+		size = func(set ast.SelectionSet) int {
+			n := 0
+			for _, sel := range set {
+				switch sel := sel.(type) {
+				case *ast.Field:
+					n += 1 + size(sel.SelectionSet)
+				case *ast.FragmentSpread:
+					n++
+					if f := doc.Fragments.ForName(sel.Name); f != nil {
+						n += size(f.SelectionSet)
+					}
+				case *ast.InlineFragment:
+					n += size(sel.SelectionSet)
+				}
+			}
+			return n
+		}
+		for _, op := range doc.Operations {
+			want.expanded += size(op.SelectionSet)
+		}
+		for _, f := range doc.Fragments {
+			want.expanded += size(f.SelectionSet)
+		}
+		lex := lexer.New(&ast.Source{Input: q})
+		for {
+			tok, err := lex.ReadToken()
+			if err != nil || tok.Kind == lexer.EOF {
+				break
+			}
+			want.tokens++
+		}
+		if got := scanDocument(q, 0); got != want {
+			t.Errorf("%.60q: scanned %+v, parsed %+v", q, got, want)
+		}
+		if got := scanDocument(q, 5); want.tokens > 5 && got.tokens != 6 {
+			t.Errorf("%.60q: with a limit of 5 tokens, counted %d", q, got.tokens)
+		}
+	}
 }

@@ -58,7 +58,9 @@ type App struct {
 	resources *resource.Store
 	streams   *graph.Streams // the subscriptions' goroutines
 	wsOpen    *wsOpen        // the open WebSockets, which an orderly stop closes
-	stopJWKS  func()         // ends the key set's refreshing; nil without one
+	// parseBudget bounds the query documents being parsed at once.
+	parseBudget *graph.ParseBudget
+	stopJWKS    func() // ends the key set's refreshing; nil without one
 	// stopTracing flushes and stops the OTEL exporter; nil when a test
 	// supplied the provider.
 	stopTracing func(context.Context) error

@@ -127,10 +127,35 @@ type Limits struct {
 	// documents it holds, weighted by what their parse costs
 	// (TURNGATE_QUERY_CACHE, 16 MiB).
 	QueryCache int64
-	// MaxFields bounds the field selections of a query document, counted
-	// before it is validated (TURNGATE_MAX_FIELDS, 500): validation is
-	// quadratic in fields that may overlap.
+	// MaxFields bounds the selections of a query document — fields and
+	// fragment spreads as written, each spread of a fragment again
+	// counted — counted by a lexer pass before it is validated
+	// (TURNGATE_MAX_FIELDS, 500): validation is quadratic in selections
+	// that may overlap.
 	MaxFields int
+	// MaxFragments bounds a query document's fragment definitions,
+	// counted with its selections (TURNGATE_MAX_FRAGMENTS, 100).
+	MaxFragments int
+	// MaxTokens bounds the tokens of a query document from a member,
+	// comments included, counted by a lexer pass before it is parsed
+	// (TURNGATE_MAX_TOKENS, 40000): a parsed token takes up to some 400
+	// bytes of tree.
+	MaxTokens int
+	// AnonMaxTokens is MaxTokens for a request without an identity
+	// envelope (TURNGATE_MAX_TOKENS_ANONYMOUS, 1000): enough for
+	// __typename and the introspection queries of GraphiQL and code
+	// generators, which is all such a request can run.
+	AnonMaxTokens int
+	// AnonRequests bounds the GraphQL requests without an identity
+	// envelope this replica serves at once (TURNGATE_ANONYMOUS_REQUESTS,
+	// 1); more wait their turn, up to a second, then are RATE_LIMITED.
+	AnonRequests int
+	// ParseBudget bounds the query documents being parsed and validated
+	// at once on this replica, each weighed as the parsed-query cache
+	// weighs it (TURNGATE_PARSE_BUDGET, 64 MiB); past it a request is
+	// RATE_LIMITED. Requests without an identity envelope may hold at
+	// most a quarter of it.
+	ParseBudget int64
 	// MaxDepth bounds the nesting of a query's selections, introspection
 	// included (TURNGATE_MAX_DEPTH, 15).
 	MaxDepth int
@@ -191,6 +216,11 @@ const (
 	DefaultQueryCache        = 16 << 20
 	DefaultMaxDepth          = 15
 	DefaultMaxFields         = 500
+	DefaultMaxFragments      = 100
+	DefaultMaxTokens         = 40000
+	DefaultAnonMaxTokens     = 1000
+	DefaultParseBudget       = 64 << 20
+	DefaultAnonRequests      = 1
 	DefaultWSInitTimeout     = 10 * time.Second
 	DefaultWSPing            = 15 * time.Second
 	DefaultMaxSubscriptions  = 100
@@ -228,6 +258,11 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.QueryCache, DefaultQueryCache)
 	defInt(&l.MaxDepth, DefaultMaxDepth)
 	defInt(&l.MaxFields, DefaultMaxFields)
+	defInt(&l.MaxFragments, DefaultMaxFragments)
+	defInt(&l.MaxTokens, DefaultMaxTokens)
+	defInt(&l.AnonMaxTokens, DefaultAnonMaxTokens)
+	def(&l.ParseBudget, DefaultParseBudget)
+	defInt(&l.AnonRequests, DefaultAnonRequests)
 	defDur(&l.WSInitTimeout, DefaultWSInitTimeout)
 	defDur(&l.WSPing, DefaultWSPing)
 	defInt(&l.MaxSubscriptions, DefaultMaxSubscriptions)
@@ -254,6 +289,11 @@ func (l *Limits) vars() []envVar {
 		{"TURNGATE_QUERY_CACHE", &l.QueryCache},
 		{"TURNGATE_MAX_DEPTH", &l.MaxDepth},
 		{"TURNGATE_MAX_FIELDS", &l.MaxFields},
+		{"TURNGATE_MAX_FRAGMENTS", &l.MaxFragments},
+		{"TURNGATE_MAX_TOKENS", &l.MaxTokens},
+		{"TURNGATE_MAX_TOKENS_ANONYMOUS", &l.AnonMaxTokens},
+		{"TURNGATE_PARSE_BUDGET", &l.ParseBudget},
+		{"TURNGATE_ANONYMOUS_REQUESTS", &l.AnonRequests},
 		{"TURNGATE_WS_INIT_TIMEOUT", &l.WSInitTimeout},
 		{"TURNGATE_WS_PING", &l.WSPing},
 		{"TURNGATE_MAX_SUBSCRIPTIONS", &l.MaxSubscriptions},

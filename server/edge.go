@@ -14,19 +14,26 @@ import (
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph"
 )
 
-// edge is the first thing a GraphQL request meets, before any
-// authentication or parsing work: it bounds the body, refuses what the
-// GraphQL transports would misread (a body that is not JSON, invalid
-// UTF-8, lone surrogate escapes) with a coded error that never echoes the
-// body, and lets a stream's request outlive the server's ReadTimeout once
-// its body is read.
+// edge is the first thing a GraphQL request meets after its identity is
+// decided (from a header alone), before any parsing work: it bounds the
+// body, refuses what the GraphQL transports would misread (a body that is
+// not JSON, invalid UTF-8, lone surrogate escapes) with a coded error that
+// never echoes the body, and lets a stream's request outlive the server's
+// ReadTimeout once its body is read. A request without an identity waits
+// for the anonymous gate once its body is read, and a POST's query
+// document is bounded here (anonymous), from the body the edge has
+// decoded anyway: gqlgen would decode the body again before refusing it,
+// which was most of what a refused anonymous request cost.
 type edge struct {
-	maxBody int64
-	next    http.Handler
+	maxBody   int64
+	gate      *anonymousGate
+	anonymous func(query string) error
+	next      http.Handler
 }
 
 func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -41,6 +48,11 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err)
 			return
 		}
+		leave, ok := e.enter(w, r)
+		if !ok {
+			return
+		}
+		defer leave()
 		e.next.ServeHTTP(w, r.WithContext(graph.NewContextReadOnly(r.Context())))
 		return
 	case r.Method == http.MethodOptions:
@@ -59,7 +71,7 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, errcode.New(errcode.BadUserInput, "the request body must be application/json"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, e.maxBody))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, e.maxBody), r.ContentLength)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -69,9 +81,28 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errcode.New(errcode.BadUserInput, "the request body could not be read"))
 		return
 	}
-	if err := checkBody(body); err != nil {
+	// The gate is taken once the body is read, so that a client that
+	// trickles its body (for up to ReadTimeout) holds nothing but its
+	// own connection.
+	leave, ok := e.enter(w, r)
+	if !ok {
+		return
+	}
+	defer leave()
+	query, err := checkBody(body)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
+	}
+	if _, member := authority.IdentityFromContext(r.Context()); !member && e.anonymous != nil {
+		if err := e.anonymous(query); err != nil {
+			status := http.StatusRequestEntityTooLarge
+			if e, _ := errcode.From(err); e != nil && e.Code == errcode.ValidationFailed {
+				status = http.StatusUnprocessableEntity
+			}
+			writeError(w, status, err)
+			return
+		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if isStream(r) {
@@ -80,6 +111,20 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
 	e.next.ServeHTTP(w, r)
+}
+
+// enter takes the anonymous gate for a request without an identity, or
+// answers it RATE_LIMITED; a member's request passes.
+func (e edge) enter(w http.ResponseWriter, r *http.Request) (leave func(), ok bool) {
+	if _, member := authority.IdentityFromContext(r.Context()); member || e.gate == nil {
+		return func() {}, true
+	}
+	leave, ok = e.gate.enter(r.Context())
+	if !ok {
+		writeError(w, http.StatusTooManyRequests, &errcode.Error{Code: errcode.RateLimited, RetryAfter: anonWait,
+			Message: "too many requests without an identity envelope on this server; retry later, or send a valid envelope"})
+	}
+	return leave, ok
 }
 
 // isStream reports whether r asks for an SSE subscription.
@@ -91,14 +136,24 @@ func tooLarge(limit int64) error {
 	return errcode.New(errcode.PayloadTooLarge, "the request body is over the limit of %d bytes", limit)
 }
 
-// checkBody refuses a body that is not one JSON object of valid UTF-8
-// without lone surrogate escapes. The body is never quoted back.
-func checkBody(body []byte) error {
-	if err := graph.CheckRawJSON(body); err != nil {
-		return err
+// readBody reads a request body whole, into a buffer of the declared
+// length when there is one (the reader bounds it): io.ReadAll's doubling
+// allocates some three times what it reads.
+func readBody(r io.Reader, declared int64) ([]byte, error) {
+	if declared <= 0 {
+		return io.ReadAll(r)
 	}
-	if !json.Valid(body) {
-		return errcode.New(errcode.BadUserInput, "the request body is not valid JSON")
+	buf := bytes.NewBuffer(make([]byte, 0, declared+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
+}
+
+// checkBody refuses a body that is not one JSON object of valid UTF-8
+// without lone surrogate escapes, and returns its query. The body is never
+// quoted back.
+func checkBody(body []byte) (string, error) {
+	if err := graph.CheckRawJSON(body); err != nil {
+		return "", err
 	}
 	// The shape gqlgen reads, checked here so that its decoding error,
 	// which quotes the whole body, never happens.
@@ -108,16 +163,23 @@ func checkBody(body []byte) error {
 		Variables     json.RawMessage `json:"variables"`
 		Extensions    json.RawMessage `json:"extensions"`
 	}
+	err := json.Unmarshal(body, &req)
+	if syntax := (*json.SyntaxError)(nil); errors.As(err, &syntax) {
+		return "", errcode.New(errcode.BadUserInput, "the request body is not valid JSON")
+	}
 	shape := errcode.New(errcode.BadUserInput, "the request body must be a JSON object with a string query, an optional string operationName and optional variables and extensions objects")
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' || json.Unmarshal(body, &req) != nil {
-		return shape
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' || err != nil {
+		return "", shape
 	}
 	for _, obj := range []json.RawMessage{req.Variables, req.Extensions} {
 		if o := bytes.TrimSpace(obj); len(o) > 0 && o[0] != '{' && !bytes.Equal(o, []byte("null")) {
-			return shape
+			return "", shape
 		}
 	}
-	return nil
+	if req.Query == nil {
+		return "", nil
+	}
+	return *req.Query, nil
 }
 
 // checkQueryParams checks a GET request's parameters like a body: each

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
@@ -31,12 +32,17 @@ import (
 
 // routes builds the HTTP surface: GraphQL (POST, graphql-transport-ws and
 // SSE on one path), artifact downloads at /artifacts/{id}, GraphiQL at /,
-// and /healthz. Every GraphQL request meets the edge first (body bounds
-// and raw-input checks, before any authentication or parsing), then the
-// envelope middleware; nothing else supplies identity.
+// and /healthz. Every request meets the envelope middleware first, which
+// reads only a header; nothing else supplies identity. A GraphQL request
+// with an invalid, expired or ambiguous envelope is then answered
+// UNAUTHENTICATED before anything else is spent on it (a WebSocket
+// upgrade is accepted, and the socket answers it: see ws.go); the others
+// meet the edge (body bounds and raw-input checks, before any parsing).
 func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier *authority.Verifier) (http.Handler, error) {
 	lim := a.cfg.Limits.WithDefaults()
-	gql := handler.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
+	exec := executor.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
+	a.parseBudget = graph.NewParseBudget(lim.ParseBudget)
+	gql := &gqlHandler{exec: a.parseBudget.Executor(exec), recover: exec.PresentRecoveredError}
 	gql.AddTransport(transport.Websocket{
 		// wsLimits adds what gqlgen leaves out of graphql-transport-ws:
 		// the connection_init timeout (4408; gqlgen's own InitTimeout
@@ -48,6 +54,8 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 				// origins only when configured.
 				OriginPatterns: a.cfg.AllowedOrigins,
 			}},
+			// initTimeout also bounds the life of a socket without a
+			// valid envelope, which can run nothing.
 			initTimeout:      lim.WSInitTimeout,
 			maxSubscriptions: lim.MaxSubscriptions,
 			open:             a.wsOpen,
@@ -70,19 +78,26 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
 	queries := graph.NewQueryCache[*ast.QueryDocument](lim.QueryCache)
-	gql.SetQueryCache(queries)
-	gql.SetDisableSuggestion(!a.suggestions())
+	exec.SetQueryCache(queries)
+	exec.SetDisableSuggestion(!a.suggestions())
+	// QueryLimit counts tokens before this does; the parser's own count
+	// (comments left out) is a second line that never fires first.
+	exec.SetParserTokenLimit(lim.MaxTokens)
 	if !lim.NoIntrospection {
-		gql.Use(extension.Introspection{})
+		exec.Use(extension.Introspection{})
 	}
-	gql.Use(graph.QueryLimit{MaxBytes: lim.MaxQuery, MaxFields: lim.MaxFields, Cache: queries})
-	gql.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
-	gql.Use(graph.InputCheck{})
-	gql.Use(graph.StreamErrors{})
-	gql.Use(&graph.CommandLimit{Rate: lim.CommandRate, Burst: lim.CommandBurst})
-	gql.Use(extension.FixedComplexityLimit(500))
-	gql.SetErrorPresenter(graph.ErrorPresenter(a.log))
-	gql.SetRecoverFunc(graph.Recover(a.log))
+	limit := graph.QueryLimit{
+		MaxBytes: lim.MaxQuery, MaxTokens: lim.MaxTokens, AnonMaxTokens: lim.AnonMaxTokens,
+		MaxFields: lim.MaxFields, MaxFragments: lim.MaxFragments, Cache: queries, Budget: a.parseBudget,
+	}
+	exec.Use(limit)
+	exec.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
+	exec.Use(graph.InputCheck{})
+	exec.Use(graph.StreamErrors{})
+	exec.Use(&graph.CommandLimit{Rate: lim.CommandRate, Burst: lim.CommandBurst})
+	exec.Use(graph.NewComplexityLimit(500))
+	exec.SetErrorPresenter(graph.ErrorPresenter(a.log))
+	exec.SetRecoverFunc(graph.Recover(a.log))
 
 	mux := http.NewServeMux()
 	// Each member's WebSockets and SSE subscriptions on this replica are
@@ -123,15 +138,64 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	mux.Handle("/graphiql/", http.StripPrefix("/graphiql", page))
 	mux.Handle("GET /graphiql", http.RedirectHandler("/graphiql/", http.StatusMovedPermanently))
 	mux.Handle("/", chat)
-	authed := authority.Middleware(verifier, a.cfg.IdentityHeader)(mux)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBody)
-		if r.URL.Path == "/graphql" {
-			edge{maxBody: lim.MaxBody, next: authed}.ServeHTTP(w, r)
+	api := edge{
+		maxBody: lim.MaxBody,
+		gate:    newAnonymousGate(lim.AnonRequests),
+		anonymous: func(query string) error {
+			if _, err := limit.Bound(query, false); err != nil {
+				return err
+			}
+			return nil // not err: a nil *errcode.Error is no nil error
+		},
+		next: mux,
+	}
+	authed := authority.Middleware(verifier, a.cfg.IdentityHeader)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/graphql" {
+			mux.ServeHTTP(w, r)
 			return
 		}
+		upgrade := r.Header.Get("Upgrade") != ""
+		if err := authority.AuthErrorFromContext(r.Context()); err != nil && !upgrade {
+			// Identity is decided first: an envelope that does not
+			// verify is never taken for no envelope, and no budget or
+			// rate limit answers before this does.
+			writeError(w, http.StatusUnauthorized, err)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, lim.MaxBody)
 		authed.ServeHTTP(w, r)
 	}), nil
+}
+
+// gqlHandler serves gqlgen's transports as handler.Server does, with exec
+// in place of gqlgen's executor: the parse budget's wrapper, which
+// handler.Server has no seam for.
+type gqlHandler struct {
+	transports []graphql.Transport
+	exec       graphql.GraphExecutor
+	recover    func(ctx context.Context, err any) error
+}
+
+func (h *gqlHandler) AddTransport(t graphql.Transport) { h.transports = append(h.transports, t) }
+
+func (h *gqlHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := h.recover(r.Context(), p)
+			writeError(w, http.StatusInternalServerError, err)
+		}
+	}()
+	r = r.WithContext(graphql.StartOperationTrace(r.Context()))
+	for _, t := range h.transports {
+		if t.Supports(r) {
+			t.Do(w, r, h.exec)
+			return
+		}
+	}
+	writeError(w, http.StatusBadRequest, errcode.New(errcode.BadUserInput, "transport not supported"))
 }
 
 // loopbackOnly serves signedIn to pages loaded by a loopback Host and

@@ -34,12 +34,13 @@ import (
 // What it holds in flight grows with the requests parsed at once (a 64
 // KiB document of comment lines is some 3 MB of tree, of list values 7 MB;
 // measured with those two shapes, +41 MiB two at a time, +65 MiB four at
-// a time), which no limit bounds yet.
+// a time), which Limits.ParseBudget bounds. They come from a member:
+// without an envelope, a document of this many tokens is refused before
+// it is parsed.
 func TestQueryCacheHeavyDocuments(t *testing.T) {
 	t.Parallel()
-	srv, _ := startAttackTarget(t)
+	srv, c := startMemberAttackTarget(t, alice)
 	pid := srv.cmd.Process.Pid
-	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: httpClient}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	idle := settledRSS(ctx, pid)

@@ -75,6 +75,22 @@ func startAttackTarget(t *testing.T) (*replica, int64) {
 	return srv, processRSS(srv.cmd.Process.Pid)
 }
 
+// startMemberAttackTarget is startAttackTarget with a client carrying
+// email's envelope.
+func startMemberAttackTarget(t *testing.T, email string) (*replica, *gqlclient.Client) {
+	t.Helper()
+	bin := buildBinary(t)
+	w := newProcessWorld(t, bin, "turngate-rss-")
+	srv := w.start(t, "rss", "TURNGATE_NO_RUNNER=true")
+	c := w.client(t, srv.base, email)
+	for range 20 {
+		if _, err := c.Raw(context.Background(), gqlclient.Request{Query: `{ __typename }`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return srv, c
+}
+
 // endlessBody yields n bytes of a JSON-looking body without holding them.
 type endlessBody struct{ left int64 }
 

@@ -37,6 +37,13 @@ import (
 //     Limits.MaxSubscriptions with an `error` (RATE_LIMITED), and one
 //     that is not valid UTF-8 or escapes a lone surrogate with an `error`
 //     (BAD_USER_INPUT); those never reach gqlgen, so nothing runs.
+//   - A socket whose upgrade carried no valid identity envelope runs
+//     nothing: its connection_init is acknowledged (so that the client
+//     learns why), its first subscribe is answered with an `error`
+//     (UNAUTHENTICATED, the envelope's precise failure) and the close
+//     4401, and it is closed with 4401 once Limits.WSInitTimeout has
+//     passed since its upgrade, subscribe or not: no operation reaches
+//     gqlgen, it is never pinged, and pongs do not keep it open.
 //   - streamSlots counts each member's WebSockets and SSE requests on this
 //     replica and refuses one past Limits.MaxStreams with HTTP 429.
 //
@@ -67,7 +74,7 @@ const (
 // Close codes of graphql-transport-ws the wsConn sends itself.
 const (
 	wsCloseBadRequest      = 4400 // "Invalid message received"
-	wsCloseUnauthorized    = 4401 // a subscribe before connection_ack; the envelope expired
+	wsCloseUnauthorized    = 4401 // a subscribe before connection_ack; no valid envelope; the envelope expired
 	wsCloseSubprotocol     = 4406 // "Subprotocol not acceptable"
 	wsCloseInitTimeout     = 4408 // "Connection initialisation timeout"
 	wsCloseSubscriberExist = 4409 // "Subscriber for <id> already exists"
@@ -79,8 +86,9 @@ const (
 // coder/websocket adapter, with every connection wrapped in a wsConn.
 type wsLimits struct {
 	accept transport.CoderWebsocketImplementation
-	// initTimeout bounds the wait for connection_init (Limits.WSInitTimeout).
-	// gqlgen's own InitTimeout must stay zero: it closes with 1002.
+	// initTimeout bounds the wait for connection_init (Limits.WSInitTimeout),
+	// and the whole life of a socket without a valid envelope. gqlgen's
+	// own InitTimeout must stay zero: it closes with 1002.
 	initTimeout time.Duration
 	// maxSubscriptions bounds the operations running on one connection
 	// (Limits.MaxSubscriptions).
@@ -161,6 +169,9 @@ func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		c.closeWith(wsCloseSubprotocol, "Subprotocol not acceptable")
 		return c, nil
 	}
+	if _, ok := authority.IdentityFromContext(r.Context()); !ok {
+		_, c.unauthenticated = authority.RequireIdentity(r.Context())
+	}
 	if until, ok := authority.ExpiresFromContext(r.Context()); ok {
 		// The identity verified at the upgrade is the connection's; when
 		// its envelope expires, the connection ends (4401), and the
@@ -174,8 +185,13 @@ func (l wsLimits) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		late := !c.initialised && !c.closed
 		c.closed = c.closed || late
 		c.mu.Unlock()
-		if late {
+		switch {
+		case late:
 			_ = c.inner.WriteClose(wsCloseInitTimeout, "Connection initialisation timeout")
+		case c.unauthenticated != nil:
+			// Its time is up: without an envelope it could only hold
+			// a stream slot.
+			c.closeUnauthenticated()
 		}
 	})
 	return c, nil
@@ -190,6 +206,9 @@ type wsConn struct {
 	inner     transport.WebsocketConn
 	max       int
 	initTimer *time.Timer
+	// unauthenticated is why the upgrade carried no identity (the
+	// envelope's failure, or none sent); nil for a member's socket.
+	unauthenticated error
 	// expiryTimer closes the connection when its envelope expires.
 	expiryTimer *time.Timer
 	// pingTimer pings the client every `every` once it is initialised; a
@@ -272,8 +291,10 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 				c.closeWith(wsCloseTooManyInits, "Too many initialisation requests")
 				return 0, nil, errWSClosed
 			}
-			c.initTimer.Stop()
-			c.startPings()
+			if c.unauthenticated == nil {
+				c.initTimer.Stop()
+				c.startPings()
+			}
 		case wsPong:
 			c.mu.Lock()
 			c.unanswered = 0
@@ -285,6 +306,15 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 			if early {
 				// Spec: a subscribe before connection_ack closes with 4401.
 				c.closeWith(wsCloseUnauthorized, "Unauthorized")
+				return 0, nil, errWSClosed
+			}
+			if c.unauthenticated != nil {
+				// Nothing runs without an identity: the client is told
+				// why, for this operation and then for the socket.
+				if err := c.refuse(m.ID, c.unauthenticated); err != nil {
+					return 0, nil, err
+				}
+				c.closeUnauthenticated()
 				return 0, nil, errWSClosed
 			}
 			out, ok, err := c.subscribe(m, raw)
@@ -313,6 +343,12 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		}
 		return typ, bytes.NewReader(raw), nil
 	}
+}
+
+// closeUnauthenticated closes a socket without a valid envelope with
+// 4401 and the envelope's failure.
+func (c *wsConn) closeUnauthenticated() {
+	c.closeWith(wsCloseUnauthorized, closeReason("Unauthorized: "+c.unauthenticated.Error()))
 }
 
 // startPings arms the connection's ping timer.
@@ -546,16 +582,30 @@ func closeReason(s string) string {
 
 // streamSlots bounds the streams each member holds open on this replica
 // (Limits.MaxStreams): WebSocket connections and SSE requests together.
-// Requests without a verified identity share one budget of the same size:
-// they can run nothing (every operation needs an identity), but they must
-// not be able to hold sockets without bound either.
+//
+// A stream without a valid identity can run nothing (every subscription
+// needs one), and it is told so before any budget is counted: an SSE
+// request gets HTTP 401 at once. A WebSocket upgrade is accepted, so that
+// its socket can say why in graphql-transport-ws terms (4401), and lives
+// at most Limits.WSInitTimeout; such sockets still have bounds of the same
+// size, so that they cannot pile up: those without an envelope share one,
+// refused with HTTP 429 past it, those with an envelope that does not
+// verify another, refused with HTTP 401 past it — never a retryable
+// refusal for a caller whose envelope is wrong.
 type streamSlots struct {
 	max int
 
 	mu      sync.Mutex
-	open    map[string]int   // by identity subject; "" for no identity
+	open    map[string]int   // by identity subject; see the keys below
 	metrics *metrics.Metrics // counts the open streams by transport
 }
+
+// The streamSlots keys of sockets without an identity; no subject is
+// empty or starts with a NUL.
+const (
+	slotAnonymous = ""
+	slotInvalid   = "\x00invalid envelope"
+)
 
 func newStreamSlots(max int) *streamSlots {
 	return &streamSlots{max: max, open: map[string]int{}}
@@ -569,24 +619,36 @@ func newStreamSlots(max int) *streamSlots {
 func (s *streamSlots) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The same tests gqlgen uses to pick the transport.
-		if !(transport.Websocket{}).Supports(r) && !(transport.SSE{}).Supports(r) {
+		ws := (transport.Websocket{}).Supports(r)
+		if !ws && !(transport.SSE{}).Supports(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := ""
+		key := slotAnonymous
 		if id, ok := authority.IdentityFromContext(r.Context()); ok {
 			key = id.Subject
+		} else if !ws {
+			_, err := authority.RequireIdentity(r.Context())
+			writeError(w, http.StatusUnauthorized, err)
+			return
+		} else if authority.AuthErrorFromContext(r.Context()) != nil {
+			key = slotInvalid
 		}
 		transportName := "ws"
-		if !(transport.Websocket{}).Supports(r) {
+		if !ws {
 			transportName = "sse"
 		}
 		if !s.acquire(key) {
-			msg := "too many open streams: at most %d WebSockets and SSE subscriptions per member; close one first"
-			if key == "" {
-				msg = "too many open streams without an identity envelope: at most %d; send a valid envelope"
+			switch key {
+			case slotInvalid:
+				writeError(w, http.StatusUnauthorized, authority.AuthErrorFromContext(r.Context()))
+			case slotAnonymous:
+				writeError(w, http.StatusTooManyRequests, errcode.New(errcode.RateLimited,
+					"too many open streams without an identity envelope: at most %d; send a valid envelope", s.max))
+			default:
+				writeError(w, http.StatusTooManyRequests, errcode.New(errcode.RateLimited,
+					"too many open streams: at most %d WebSockets and SSE subscriptions per member; close one first", s.max))
 			}
-			writeError(w, http.StatusTooManyRequests, errcode.New(errcode.RateLimited, msg, s.max))
 			return
 		}
 		defer s.release(key)

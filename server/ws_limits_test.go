@@ -443,19 +443,20 @@ func TestStreamsPerMember(t *testing.T) {
 		pause(ctx, t, 10*time.Millisecond)
 	}
 
-	// Without an identity: a shared budget, and nothing runs.
+	// Without an identity: a shared budget, and nothing runs. (A
+	// subscribe ends an anonymous socket, so it comes last.)
 	anon := dialRaw(t, ctx, h, "")
 	anon.init(ctx)
-	anon.subscribe(ctx, "j", journalFrom(room))
-	if m := anon.read(ctx); !containsCode(m.Payload, "UNAUTHENTICATED") {
-		t.Fatalf("anonymous subscribe: %s %s", m.Type, m.Payload)
-	}
 	dialRaw(t, ctx, h, "")
 	_, res, err = dial("")
 	if err == nil {
 		t.Fatal("a third anonymous socket was upgraded")
 	}
 	checkTooMany(t, "third anonymous WebSocket", res)
+	anon.subscribe(ctx, "j", journalFrom(room))
+	if m := anon.read(ctx); !containsCode(m.Payload, "UNAUTHENTICATED") {
+		t.Fatalf("anonymous subscribe: %s %s", m.Type, m.Payload)
+	}
 }
 
 // TestSlowBodyCutOff: a client that sends its headers and then trickles
