@@ -98,6 +98,8 @@ func TestAdminNeedsItsPermission(t *testing.T) {
 	mid := adminState(t, h)
 	for _, q := range []string{
 		`mutation { addDocument(input: {title: "", body: "B", readers: []}) { id } }`,
+		`mutation { addDocument(input: {title: "\u200b\u2060 \u3164", body: "B", readers: []}) { id } }`,
+		`mutation { replaceDocument(input: {documentId: "` + launch + `", title: "\u200d\ufeff", body: "new"}) { id } }`,
 		`mutation { addDocument(input: {title: "T", body: "B", readers: ["not an email"]}) { id } }`,
 		`mutation { addGroupMember(input: {email: "bob@example.com", group: "Bad Name"}) { id } }`,
 		`mutation { createAgent(input: {slug: "x", name: "X", version: {controller: "plugin", modelRoute: "builtin"}}) { id } }`,
