@@ -6,10 +6,12 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -424,4 +426,82 @@ func reasonOf(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestJWKSKeyTypes: a key set may hold Ed25519, RSA and P-256 keys, each
+// verifying envelopes of its own algorithm only; keys the server cannot
+// use safely are left out of the set, so envelopes naming them are signed
+// by an unknown key: RSA under 2048 bits, keys for encryption, and two
+// keys under one kid.
+func TestJWKSKeyTypes(t *testing.T) {
+	t.Parallel()
+	b64 := base64.RawURLEncoding.EncodeToString
+	edPub, edKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	weak, err := rsa.GenerateKey(rand.Reader, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaJWK := func(kid string, k *rsa.PrivateKey) map[string]string {
+		return map[string]string{"kty": "RSA", "kid": kid, "n": b64(k.N.Bytes()), "e": b64(big.NewInt(int64(k.E)).Bytes())}
+	}
+	ecPoint, err := ecKey.PublicKey.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := []map[string]string{
+		{"kty": "OKP", "crv": "Ed25519", "kid": "ed", "x": b64(edPub)},
+		rsaJWK("rsa", rsaKey),
+		{"kty": "EC", "crv": "P-256", "kid": "ec", "use": "sig", "x": b64(ecPoint[1:33]), "y": b64(ecPoint[33:])},
+		rsaJWK("weak", weak),
+		{"kty": "OKP", "crv": "Ed25519", "kid": "enc", "use": "enc", "x": b64(edPub)},
+		{"kty": "OKP", "crv": "Ed25519", "kid": "twice", "x": b64(edPub)},
+		rsaJWK("twice", rsaKey),
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"keys": set})
+	}))
+	defer srv.Close()
+	keys := authority.NewKeySet(authority.JWKSConfig{URL: srv.URL})
+	if err := keys.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Stop()
+	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: "https://idp.example", Audience: "turngate", Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := claims("ada@example.com", time.Hour)
+	tests := []struct {
+		name   string
+		token  string
+		reason string
+	}{
+		{"EdDSA", signAs(t, "ed", jwt.SigningMethodEdDSA, edKey, good), ""},
+		{"RS256", signAs(t, "rsa", jwt.SigningMethodRS256, rsaKey, good), ""},
+		{"ES256", signAs(t, "ec", jwt.SigningMethodES256, ecKey, good), ""},
+		{"RS256 under the Ed25519 key", signAs(t, "ed", jwt.SigningMethodRS256, rsaKey, good), authority.ReasonKeyMismatch},
+		{"ES256 under the RSA key", signAs(t, "rsa", jwt.SigningMethodES256, ecKey, good), authority.ReasonKeyMismatch},
+		{"RS256 by another key", signAs(t, "rsa", jwt.SigningMethodRS256, weak, good), authority.ReasonSignature},
+		{"a 1024-bit RSA key", signAs(t, "weak", jwt.SigningMethodRS256, weak, good), authority.ReasonUnknownKey},
+		{"a key for encryption", signAs(t, "enc", jwt.SigningMethodEdDSA, edKey, good), authority.ReasonUnknownKey},
+		{"two keys under one kid", signAs(t, "twice", jwt.SigningMethodEdDSA, edKey, good), authority.ReasonUnknownKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := v.Verify(tt.token); reasonOf(err) != tt.reason {
+				t.Fatalf("Verify: %v, want %q", err, tt.reason)
+			}
+		})
+	}
 }
