@@ -22,6 +22,22 @@
 // is no identity. Errors carry reasons that are safe to show, such as
 // "identity envelope expired"; see [AuthError].
 //
+// # Key sets
+//
+// Instead of one key, an identity provider's key set (JWKS) may sign
+// envelopes ([KeySet]); each envelope then names its key by kid, and one
+// without a kid is refused — trying every key would accept an envelope no
+// key claims. The set is read at start, every refresh interval, and at
+// once for an unknown kid (at most once a second, one read shared by every
+// envelope waiting), so a rotated-in key verifies from its first envelope
+// while invented kids cannot make the server hammer the provider. A key
+// the provider withdraws stops verifying at the next read that no longer
+// finds it: the memory of verified envelopes is keyed by the set's
+// version. [VerifierConfig.MaxLifetime] bounds exp from iat, so a leaked
+// envelope cannot serve for months. Each refusal names the check that
+// failed (no kid, unknown key, a key of another algorithm, lifetime,
+// expired, ...) and never echoes the envelope.
+//
 // # Why identity comes only from the header
 //
 // Identity is never read from a request body, GraphQL variables, a

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,12 +24,17 @@ type VerifierConfig struct {
 	Audience  string
 	PublicKey ed25519.PublicKey // EdDSA envelopes
 	// Keys, instead of PublicKey, picks the key of each envelope from an
-	// identity provider's key set (JWKS: by kid, refreshed when a kid is
-	// unknown; see JWKS). Envelopes may then be EdDSA, RS256 or ES256,
-	// each under a key of its own type; HMAC and none never.
-	Keys   jwt.Keyfunc
-	Leeway time.Duration    // clock skew allowance, at most MaxLeeway
-	Now    func() time.Time // for tests; nil = time.Now
+	// identity provider's key set (JWKS) by the kid its header must carry
+	// (see KeySet). Envelopes may then be EdDSA, RS256 or ES256, each
+	// under a key of its own type; HMAC and none never.
+	Keys   *KeySet
+	Leeway time.Duration // clock skew allowance, at most MaxLeeway
+	// MaxLifetime, when positive, refuses an envelope whose exp lies
+	// further than it from its iat (without iat: from now, within the
+	// leeway), so a leaked envelope cannot serve for months. Zero leaves
+	// the lifetime to the signer.
+	MaxLifetime time.Duration
+	Now         func() time.Time // for tests; nil = time.Now
 }
 
 // Verifier checks identity envelopes. It is safe for concurrent use.
@@ -36,16 +42,20 @@ type Verifier struct {
 	issuer   string
 	audience string
 	key      ed25519.PublicKey
-	keys     jwt.Keyfunc
+	keys     *KeySet
 	leeway   time.Duration
+	lifetime time.Duration
 	now      func() time.Time
+	methods  []string
 	parser   *jwt.Parser
 
 	// verified remembers envelopes that passed, until they expire: the
 	// same envelope arrives on every request of a session, and checking
 	// its signature again costs more than the rest of an acceptance's Go
 	// work. Only an exact, already verified token string hits; expiry is
-	// checked on every hit.
+	// checked on every hit, and with a key set, the set's version: an
+	// envelope remembered under keys since changed is checked again, so
+	// it outlives its key no longer than the set's next read.
 	mu       sync.Mutex
 	verified map[string]verifiedEnvelope
 }
@@ -53,6 +63,7 @@ type Verifier struct {
 type verifiedEnvelope struct {
 	id      Identity
 	expires time.Time // exp + leeway
+	keys    uint64    // the key set's version it verified under
 }
 
 // maxVerified bounds the cache; it is emptied when full.
@@ -70,6 +81,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		return nil, fmt.Errorf("authority: verifier needs an Ed25519 public key of %d bytes, got %d", ed25519.PublicKeySize, len(cfg.PublicKey))
 	case cfg.Leeway < 0 || cfg.Leeway > MaxLeeway:
 		return nil, fmt.Errorf("authority: leeway %v outside [0, %v]", cfg.Leeway, MaxLeeway)
+	case cfg.MaxLifetime < 0:
+		return nil, fmt.Errorf("authority: negative maximum lifetime %v", cfg.MaxLifetime)
 	}
 	now := cfg.Now
 	if now == nil {
@@ -85,7 +98,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 		key:      append(ed25519.PublicKey(nil), cfg.PublicKey...),
 		keys:     cfg.Keys,
 		leeway:   cfg.Leeway,
+		lifetime: cfg.MaxLifetime,
 		now:      now,
+		methods:  methods,
 		// The library checks the algorithm and the signature; the claims
 		// are checked in Verify, each failure with its own reason.
 		parser: jwt.NewParser(
@@ -106,10 +121,12 @@ type envelopeClaims struct {
 
 // Verify checks an envelope and returns the identity it asserts. It
 // accepts only EdDSA signatures under the configured key (alg none, HS*
-// and every other algorithm are rejected), the configured issuer and
-// audience, a required exp, nbf and iat when present (all within the
-// leeway), email_verified exactly true (not "true"), a non-empty sub and a
-// plain email address. The email comes back trimmed and lowercased, the
+// and every other algorithm are rejected) — or, with a key set, EdDSA,
+// RS256 or ES256 under the set's key its kid names —, the configured
+// issuer and audience, a required exp, nbf and iat when present (all
+// within the leeway), a lifetime within MaxLifetime when one is set,
+// email_verified exactly true (not "true"), a non-empty sub and a plain
+// email address. The email comes back trimmed and lowercased, the
 // name flattened by FlattenName. Every failure is an *AuthError.
 func (v *Verifier) Verify(token string) (Identity, error) {
 	id, _, err := v.VerifyUntil(token)
@@ -131,34 +148,53 @@ func (v *Verifier) VerifyUntil(token string) (Identity, time.Time, error) {
 	v.mu.Lock()
 	hit, ok := v.verified[token]
 	v.mu.Unlock()
-	if ok {
+	stale := ok && v.keys != nil && hit.keys != v.keys.Version()
+	if ok && !stale {
 		if v.now().Before(hit.expires) {
 			return hit.id, hit.expires, nil
 		}
 		return Identity{}, time.Time{}, unauthenticated(ReasonExpired, nil)
 	}
-	id, exp, err := v.verify(token)
+	id, exp, keys, err := v.verify(token)
 	if err != nil {
+		if stale {
+			// The keys changed since, and it verifies no longer.
+			v.mu.Lock()
+			delete(v.verified, token)
+			v.mu.Unlock()
+		}
 		return Identity{}, time.Time{}, err
 	}
 	v.mu.Lock()
 	if v.verified == nil || len(v.verified) >= maxVerified {
 		v.verified = make(map[string]verifiedEnvelope)
 	}
-	v.verified[token] = verifiedEnvelope{id: id, expires: exp}
+	v.verified[token] = verifiedEnvelope{id: id, expires: exp, keys: keys}
 	v.mu.Unlock()
 	return id, exp, nil
 }
 
-// verify checks an envelope in full and returns the identity and the
-// instant from which it counts as expired.
-func (v *Verifier) verify(token string) (Identity, time.Time, error) {
+// verify checks an envelope in full and returns the identity, the
+// instant from which it counts as expired and the key set's version it
+// verified under (0 without a key set).
+func (v *Verifier) verify(token string) (Identity, time.Time, uint64, error) {
 	var c envelopeClaims
+	var version uint64
 	tok, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		if v.keys != nil {
-			// The key set's key for the envelope's kid; the library
-			// checks it is of the type the alg names.
-			return v.keys(t)
+			// The key set's key named by the envelope's kid, which must
+			// be there: trying every key of the set would accept an
+			// envelope no key claims.
+			kid, present := t.Header["kid"]
+			switch s, ok := kid.(string); {
+			case !present || (ok && s == ""):
+				return nil, unauthenticated(ReasonNoKeyID, nil)
+			case !ok:
+				return nil, unauthenticated(ReasonMalformed, errors.New("kid is not a string"))
+			}
+			key, ver, err := v.keys.key(kid.(string), t.Method.Alg())
+			version = ver
+			return key, err
 		}
 		// WithValidMethods has checked the alg name; insist on the
 		// implementation too.
@@ -168,34 +204,37 @@ func (v *Verifier) verify(token string) (Identity, time.Time, error) {
 		return v.key, nil
 	})
 	if err != nil {
-		return Identity{}, time.Time{}, parseFailure(tok, err)
+		return Identity{}, time.Time{}, 0, v.parseFailure(tok, err)
+	}
+	fail := func(reason string) (Identity, time.Time, uint64, error) {
+		return Identity{}, time.Time{}, 0, unauthenticated(reason, nil)
 	}
 	if !tok.Valid {
-		return Identity{}, time.Time{}, unauthenticated(ReasonSignature, nil)
+		return fail(ReasonSignature)
 	}
 	if err := v.checkTimes(&c.RegisteredClaims); err != nil {
-		return Identity{}, time.Time{}, err
+		return Identity{}, time.Time{}, 0, err
 	}
 	if c.Issuer != v.issuer {
-		return Identity{}, time.Time{}, unauthenticated(ReasonIssuer, nil)
+		return fail(ReasonIssuer)
 	}
 	if !v.audienceMatches(c.Audience) {
-		return Identity{}, time.Time{}, unauthenticated(ReasonAudience, nil)
+		return fail(ReasonAudience)
 	}
 	switch {
 	case strings.TrimSpace(c.Subject) == "":
-		return Identity{}, time.Time{}, unauthenticated(ReasonNoSubject, nil)
+		return fail(ReasonNoSubject)
 	case !validSubject(c.Subject):
-		return Identity{}, time.Time{}, unauthenticated(ReasonSubject, nil)
+		return fail(ReasonSubject)
 	}
 	if verified, ok := c.EmailVerified.(bool); !ok || !verified {
-		return Identity{}, time.Time{}, unauthenticated(ReasonEmailNotVerified, nil)
+		return fail(ReasonEmailNotVerified)
 	}
 	email, ok := normalizeEmail(c.Email)
 	if !ok {
-		return Identity{}, time.Time{}, unauthenticated(ReasonEmailInvalid, nil)
+		return fail(ReasonEmailInvalid)
 	}
-	return Identity{Subject: c.Subject, Email: email, DisplayName: FlattenName(c.Name)}, c.ExpiresAt.Add(v.leeway), nil
+	return Identity{Subject: c.Subject, Email: email, DisplayName: FlattenName(c.Name)}, c.ExpiresAt.Add(v.leeway), version, nil
 }
 
 // compactSerialization reports whether token holds only the characters of
@@ -239,6 +278,10 @@ func (v *Verifier) checkTimes(c *jwt.RegisteredClaims) error {
 		return unauthenticated(ReasonNotYetValid, nil)
 	case c.IssuedAt != nil && now.Before(c.IssuedAt.Add(-v.leeway)):
 		return unauthenticated(ReasonIssuedInFuture, nil)
+	case v.lifetime > 0 && c.IssuedAt != nil && c.ExpiresAt.Sub(c.IssuedAt.Time) > v.lifetime:
+		return unauthenticated(ReasonLifetime, nil)
+	case v.lifetime > 0 && c.IssuedAt == nil && c.ExpiresAt.Sub(now) > v.lifetime+v.leeway:
+		return unauthenticated(ReasonLifetime, nil)
 	}
 	return nil
 }
@@ -253,15 +296,21 @@ func (v *Verifier) audienceMatches(aud jwt.ClaimStrings) bool {
 }
 
 // parseFailure maps a jwt parse error to a reason.
-func parseFailure(tok *jwt.Token, err error) *AuthError {
+func (v *Verifier) parseFailure(tok *jwt.Token, err error) *AuthError {
+	var ae *AuthError
 	switch {
+	case errors.As(err, &ae):
+		// The key lookup's own verdict: no kid, unknown key, a key of
+		// another algorithm.
+		return ae
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return unauthenticated(ReasonMalformed, err)
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		// An alg jwt does not know, or one the keyfunc refused.
+		// An alg jwt does not know, or one the key function refused.
 		return unauthenticated(ReasonAlgorithm, err)
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		if tok != nil && tok.Method != nil && tok.Method.Alg() != jwt.SigningMethodEdDSA.Alg() {
+		// jwt says so of an alg outside the accepted ones, too.
+		if tok != nil && tok.Method != nil && !slices.Contains(v.methods, tok.Method.Alg()) {
 			return unauthenticated(ReasonAlgorithm, err)
 		}
 		return unauthenticated(ReasonSignature, err)

@@ -276,6 +276,7 @@ var reasons = map[string]bool{
 	ReasonSignature: true, ReasonNoExpiry: true, ReasonExpired: true, ReasonNotYetValid: true,
 	ReasonIssuedInFuture: true, ReasonIssuer: true, ReasonAudience: true, ReasonNoSubject: true,
 	ReasonSubject: true, ReasonEmailNotVerified: true, ReasonEmailInvalid: true,
+	ReasonNoKeyID: true, ReasonUnknownKey: true, ReasonKeyMismatch: true, ReasonLifetime: true,
 }
 
 // assertVerdict checks Verify's answer (id, err) for token against a

@@ -311,3 +311,46 @@ func TestVerifiedEnvelopeStillExpires(t *testing.T) {
 		t.Fatal("a tampered envelope was accepted")
 	}
 }
+
+// TestVerifyMaxLifetime: with a maximum lifetime, an envelope whose exp
+// lies further than it from its iat (or, without iat, from now, within
+// the leeway) is refused as too long-lived, however valid otherwise.
+func TestVerifyMaxLifetime(t *testing.T) {
+	t.Parallel()
+	k := newKit(t)
+	v, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: testAudience, PublicKey: k.priv.Public().(ed25519.PublicKey),
+		Leeway: 30 * time.Second, MaxLifetime: 24 * time.Hour, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		claims map[string]any
+		reason string
+	}{
+		{"an hour", goodClaims(), ""},
+		{"exactly the maximum from iat", with("iat", t0.Add(-time.Hour).Unix(), "exp", t0.Add(23*time.Hour).Unix()), ""},
+		{"a second over the maximum from iat", with("iat", t0.Add(-time.Hour).Unix(), "exp", t0.Add(23*time.Hour+time.Second).Unix()), ReasonLifetime},
+		{"thirty days", with("iat", t0.Unix(), "exp", t0.Add(30*24*time.Hour).Unix()), ReasonLifetime},
+		{"no iat, within the maximum and the leeway", with("iat", nil, "exp", t0.Add(24*time.Hour+30*time.Second).Unix()), ""},
+		{"no iat, over the maximum", with("iat", nil, "exp", t0.Add(24*time.Hour+31*time.Second).Unix()), ReasonLifetime},
+		{"year 9999", with("exp", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).Unix()), ReasonLifetime},
+		{"expired and too long", with("iat", t0.Add(-48*time.Hour).Unix(), "exp", t0.Add(-time.Hour).Unix()), ReasonExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := v.Verify(mustMint(t, k.signer, tt.claims))
+			if reasonOf(err) != tt.reason {
+				t.Fatalf("Verify: %v, want %q", err, tt.reason)
+			}
+		})
+	}
+	// No maximum configured: the lifetime is the provider's business.
+	if _, err := k.verifier.Verify(mustMint(t, k.signer, with("exp", t0.Add(30*24*time.Hour).Unix()))); err != nil {
+		t.Fatalf("thirty days without a maximum: %v", err)
+	}
+	if _, err := NewVerifier(VerifierConfig{Issuer: testIssuer, Audience: testAudience, PublicKey: k.priv.Public().(ed25519.PublicKey), MaxLifetime: -time.Hour}); err == nil {
+		t.Fatal("a negative maximum lifetime was accepted")
+	}
+}

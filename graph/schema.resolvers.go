@@ -277,6 +277,9 @@ func (r *mutationResolver) AddDocument(ctx context.Context, input model.AddDocum
 	if err != nil {
 		return nil, err
 	}
+	if err := check(documentTitleInput{Title: input.Title}); err != nil {
+		return nil, err
+	}
 	return adminDocumentResult(r.Admin.AddDocument(ctx, m, input.Title, input.Body, input.Readers))
 }
 
@@ -291,8 +294,13 @@ func (r *mutationResolver) ReplaceDocument(ctx context.Context, input model.Repl
 		return nil, err
 	}
 	title := ""
-	if input.Title != nil {
+	if input.Title != nil && strings.TrimSpace(*input.Title) != "" {
+		// A blank title keeps the document's; one of only invisible
+		// characters is refused.
 		title = *input.Title
+		if err := check(documentTitleInput{Title: title}); err != nil {
+			return nil, err
+		}
 	}
 	return adminDocumentResult(r.Admin.ReplaceDocument(ctx, m, id, title, input.Body))
 }

@@ -85,6 +85,12 @@ type createConversationInput struct {
 	Agent string `json:"agent" validate:"omitempty,max=100"`
 }
 
+// documentTitleInput is a document's title as addDocument and
+// replaceDocument accept it (the admin service bounds its length).
+type documentTitleInput struct {
+	Title string `json:"title" validate:"notblank"`
+}
+
 type roomMemberInput struct {
 	ConversationID string `json:"conversationId" validate:"required,max=200"`
 	Email          string `json:"email" validate:"required,email,max=320"`

@@ -98,6 +98,8 @@ func TestAdminNeedsItsPermission(t *testing.T) {
 	mid := adminState(t, h)
 	for _, q := range []string{
 		`mutation { addDocument(input: {title: "", body: "B", readers: []}) { id } }`,
+		`mutation { addDocument(input: {title: "\u200b\u2060 \u3164", body: "B", readers: []}) { id } }`,
+		`mutation { replaceDocument(input: {documentId: "` + launch + `", title: "\u200d\ufeff", body: "new"}) { id } }`,
 		`mutation { addDocument(input: {title: "T", body: "B", readers: ["not an email"]}) { id } }`,
 		`mutation { addGroupMember(input: {email: "bob@example.com", group: "Bad Name"}) { id } }`,
 		`mutation { createAgent(input: {slug: "x", name: "X", version: {controller: "plugin", modelRoute: "builtin"}}) { id } }`,
@@ -316,5 +318,140 @@ func TestAdminLoadsAFolder(t *testing.T) {
 	listed, err := list.Output()
 	if err != nil || strings.Count(string(listed), "Note ") != 1000 {
 		t.Fatalf("docs list: %v, %d notes", err, strings.Count(string(listed), "Note "))
+	}
+}
+
+// TestAdminDocsAddChecksFirst: `turngate admin docs add` reads and checks
+// every file before it adds any. A folder holding a symbolic link out of
+// it, a file that is not UTF-8, one with a NUL or one whose title has
+// nothing visible is refused as a whole, naming each bad file, and adds
+// nothing; dot-files and dot-folders are left out; a symbolic link inside
+// the folder is read. Run again, it adds nothing twice: a file whose
+// title and content digest a document already has is reported unchanged.
+func TestAdminDocsAddChecksFirst(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	h := newHarness(t, nil)
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docsAdd := func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"admin", "--url", h.base, "--as", alice, "--data", h.cfg.DataDir, "docs", "add", "--reader", alice}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	outside := t.TempDir()
+	write(filepath.Join(outside, "passwd.txt"), "root:x:0:0:root:/root:/bin/bash\n")
+	dir := t.TempDir()
+	write(filepath.Join(dir, "handbook.md"), "# Handbook\n\nThe office opens at nine.\n")
+	write(filepath.Join(dir, "team", "onboarding.md"), "# Onboarding\n\nAsk for a badge on day one.\n")
+	write(filepath.Join(dir, ".env.md"), "# Secrets\n\nAPI_KEY=hunter2\n")
+	write(filepath.Join(dir, ".git", "notes.md"), "# Git notes\n\nnot a document\n")
+	if err := os.Symlink(filepath.Join(dir, "team", "onboarding.md"), filepath.Join(dir, "welcome.md")); err != nil {
+		t.Fatal(err)
+	}
+
+	before := adminState(t, h)
+	bad := []struct{ name, file, body, says string }{
+		{"a link out of the folder", "passwd.md", "", "outside"},
+		{"invalid UTF-8", "latin1.md", "# Caf\xe9\n\nCr\xe8me br\xfbl\xe9e.\n", "UTF-8"},
+		{"a NUL", "nul.txt", "# Nul\n\nbefore\x00after\n", "NUL"},
+		{"an invisible title", "blank.md", "# \u200b\u2060\u200d\n\nA body.\n", "visible"},
+	}
+	for _, tt := range bad {
+		path := filepath.Join(dir, tt.file)
+		if tt.body == "" {
+			if err := os.Symlink(filepath.Join(outside, "passwd.txt"), path); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			write(path, tt.body)
+		}
+	}
+	out, err := docsAdd(dir)
+	if err == nil {
+		t.Fatalf("docs add of a folder with bad files succeeded:\n%s", out)
+	}
+	for _, tt := range bad {
+		if !strings.Contains(out, tt.file) || !strings.Contains(out, tt.says) {
+			t.Errorf("%s: the refusal does not name %s and say %q:\n%s", tt.name, tt.file, tt.says, out)
+		}
+	}
+	if strings.Contains(out, "root:x") {
+		t.Errorf("the refusal shows the linked file's content:\n%s", out)
+	}
+	if after := adminState(t, h); after != before {
+		t.Fatalf("a refused import added documents:\n%s\n%s", before, after)
+	}
+	// Each file alone is refused too (but for the link: a file named on
+	// the command line is read as named), and --title is checked like a
+	// heading.
+	for _, tt := range bad {
+		if tt.body != "" {
+			if out, err := docsAdd(filepath.Join(dir, tt.file)); err == nil {
+				t.Errorf("%s alone: added\n%s", tt.name, out)
+			}
+		}
+		os.Remove(filepath.Join(dir, tt.file))
+	}
+	if out, err := docsAdd("--title", "\u3164\u200b", filepath.Join(dir, "handbook.md")); err == nil || !strings.Contains(out, "visible") {
+		t.Errorf("an invisible --title: %v\n%s", err, out)
+	}
+	if after := adminState(t, h); after != before {
+		t.Fatalf("a refused file added documents:\n%s\n%s", before, after)
+	}
+
+	titles := func() map[string]int {
+		t.Helper()
+		rows, err := h.app.db.Query(`SELECT title FROM documents`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		n := map[string]int{}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			n[s]++
+		}
+		return n
+	}
+	out, err = docsAdd(dir)
+	if err != nil {
+		t.Fatalf("docs add of the clean folder: %v\n%s", err, out)
+	}
+	got := titles()
+	if got["Handbook"] != 1 || got["Onboarding"] != 1 || got["Secrets"] != 0 || got["Git notes"] != 0 {
+		t.Fatalf("documents by title %v: want Handbook and Onboarding once each, no dot-file", got)
+	}
+	added := adminState(t, h)
+	again, err := docsAdd(dir)
+	if err != nil {
+		t.Fatalf("docs add again: %v\n%s", err, again)
+	}
+	if after := adminState(t, h); after != added {
+		t.Fatalf("a second run changed the documents:\n%s\n%s", added, after)
+	}
+	if strings.Count(again, "unchanged") != 3 {
+		t.Fatalf("the second run reported\n%s\nwant the three files unchanged", again)
+	}
+	// New content under the same title is a new document (docs replace
+	// updates one in place).
+	write(filepath.Join(dir, "handbook.md"), "# Handbook\n\nThe office opens at ten.\n")
+	if out, err := docsAdd(dir); err != nil {
+		t.Fatalf("docs add of changed content: %v\n%s", err, out)
+	}
+	if got := titles(); got["Handbook"] != 2 || got["Onboarding"] != 1 {
+		t.Fatalf("documents by title after a change %v: want a second Handbook only", got)
 	}
 }

@@ -7,9 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/Khan/genqlient/graphql"
 
 	"github.com/turngate/turngate/client"
+	"github.com/turngate/turngate/resource"
 )
 
 // multiFlag is a flag that may be given many times.
@@ -27,7 +26,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 const adminUsage = `usage: turngate admin [--url URL] [--as EMAIL] <command>
 
-  docs add [--reader R ...] [--title T] FILE|FOLDER ...   add documents (title: --title, the first # heading, or the file name)
+  docs add [--reader R ...] [--title T] FILE|FOLDER ...   add documents (title: --title, the first # heading, or the file name); all checked first, unchanged ones skipped
   docs list                                            every document with its readers
   docs replace [--title T] ID FILE                     new content for a document
   docs readers ID --reader R ...                       replace a document's readers (emails, group:<name>)
@@ -119,46 +118,6 @@ func (a *adminCLI) need(args []string, n int, f func() error) error {
 	return f()
 }
 
-// docTitle is a document's title: the first Markdown heading, else the
-// file's name without its extension.
-func docTitle(path, body string) string {
-	for _, line := range strings.SplitN(body, "\n", 50) {
-		if t, ok := strings.CutPrefix(strings.TrimSpace(line), "# "); ok && strings.TrimSpace(t) != "" {
-			return strings.TrimSpace(t)
-		}
-	}
-	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-}
-
-// docFiles expands folders into the text and Markdown files below them.
-func docFiles(args []string) ([]string, error) {
-	var files []string
-	for _, p := range args {
-		info, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !info.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			switch strings.ToLower(filepath.Ext(path)) {
-			case ".md", ".markdown", ".txt":
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return files, nil
-}
-
 func (a *adminCLI) docsAdd(args []string) error {
 	fs := flag.NewFlagSet("docs add", flag.ContinueOnError)
 	var readers multiFlag
@@ -167,36 +126,58 @@ func (a *adminCLI) docsAdd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	files, err := docFiles(fs.Args())
+	files, err := readDocFiles(fs.Args(), *title)
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 {
-		return errors.New("docs add: name at least one file or folder")
-	}
-	if *title != "" && len(files) > 1 {
-		return errors.New("docs add: --title names one file's title")
+	// A re-run adds nothing twice: a file whose title and content digest
+	// a document already has is that document.
+	have, err := a.documentsByContent()
+	if err != nil {
+		return err
 	}
 	for _, f := range files {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		t := *title
-		if t == "" {
-			t = docTitle(f, string(body))
+		key := docContent{title: f.title, digest: resource.Digest(f.body)}
+		if id, ok := have[key]; ok {
+			fmt.Fprintf(a.out, "%s\t%s\tunchanged\n", id, f.title)
+			continue
 		}
 		var out *client.AddDocumentResponse
 		err = a.c.Mutate(a.ctx, func(g graphql.Client) (err error) {
-			out, err = client.AddDocument(a.ctx, g, &client.AddDocumentInput{Title: t, Body: string(body), Readers: append([]string{}, readers...)})
+			out, err = client.AddDocument(a.ctx, g, &client.AddDocumentInput{Title: f.title, Body: f.body, Readers: append([]string{}, readers...)})
 			return
 		})
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return fmt.Errorf("%s: %w", f.path, err)
 		}
+		have[key] = out.AddDocument.Id
 		fmt.Fprintf(a.out, "%s\t%s\n", out.AddDocument.Id, out.AddDocument.Title)
 	}
 	return nil
+}
+
+// docContent is what makes two documents the same for docs add.
+type docContent struct{ title, digest string }
+
+// documentsByContent is every document's id by its title and digest.
+func (a *adminCLI) documentsByContent() (map[docContent]string, error) {
+	have := map[docContent]string{}
+	var after *string
+	for {
+		var out *client.AdminDocumentsResponse
+		first := 500
+		err := a.c.Query(a.ctx, func(g graphql.Client) (err error) { out, err = client.AdminDocuments(a.ctx, g, &first, after); return })
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range out.AdminDocuments.Nodes {
+			have[docContent{title: d.Title, digest: d.Digest}] = d.Id
+		}
+		if !out.AdminDocuments.PageInfo.HasNextPage {
+			return have, nil
+		}
+		after = out.AdminDocuments.PageInfo.EndCursor
+	}
 }
 
 func (a *adminCLI) docsList() error {

@@ -21,10 +21,10 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/ent"
+	"github.com/turngate/turngate/feed"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/generated"
-	"github.com/turngate/turngate/feed"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/metrics"
 	"github.com/turngate/turngate/migrations"
@@ -56,11 +56,11 @@ type App struct {
 	// resources is the artifact and document store the API and the
 	// download route read through.
 	resources *resource.Store
-	streams   *graph.Streams // the subscriptions' goroutines
-	wsOpen    *wsOpen        // the open WebSockets, which an orderly stop closes
+	streams   *graph.Streams    // the subscriptions' goroutines
+	wsOpen    *wsOpen           // the open WebSockets, which an orderly stop closes
+	keySet    *authority.KeySet // the identity provider's keys; nil without one
 	// parseBudget bounds the query documents being parsed at once.
 	parseBudget *graph.ParseBudget
-	stopJWKS    func() // ends the key set's refreshing; nil without one
 	// stopTracing flushes and stops the OTEL exporter; nil when a test
 	// supplied the provider.
 	stopTracing func(context.Context) error
@@ -221,7 +221,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 // verifier builds the envelope verifier: the platform's public key in
 // production, the dev key in the data folder otherwise.
 func (a *App) verifier(ctx context.Context) (*authority.Verifier, error) {
-	vc := authority.VerifierConfig{Issuer: a.cfg.EnvelopeIssuer, Audience: a.cfg.EnvelopeAud, Leeway: 30 * time.Second}
+	vc := authority.VerifierConfig{Issuer: a.cfg.EnvelopeIssuer, Audience: a.cfg.EnvelopeAud, Leeway: 30 * time.Second,
+		MaxLifetime: a.cfg.EnvelopeLifetime()}
 	switch {
 	case a.cfg.Dev():
 		key, err := authority.LoadOrCreateDevKey(a.cfg.DataDir)
@@ -233,13 +234,11 @@ func (a *App) verifier(ctx context.Context) (*authority.Verifier, error) {
 	case a.cfg.EnvelopeJWKSURL != "":
 		// The key set is read now (a replica that cannot verify anyone
 		// does not start) and refreshed until the app closes.
-		jctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		a.stopJWKS = cancel
-		keys, err := authority.JWKS(jctx, authority.JWKSConfig{URL: a.cfg.EnvelopeJWKSURL})
-		if err != nil {
+		a.keySet = authority.NewKeySet(authority.JWKSConfig{URL: a.cfg.EnvelopeJWKSURL, Refresh: a.cfg.EnvelopeJWKSRefresh})
+		if err := a.keySet.Start(context.WithoutCancel(ctx)); err != nil {
 			return nil, err
 		}
-		vc.Keys = keys
+		vc.Keys = a.keySet
 	default:
 		pub, err := authority.LoadPublicKeyPEM(a.cfg.EnvelopeKeyFile)
 		if err != nil {
@@ -369,8 +368,8 @@ func (a *App) Serve(ctx context.Context) error {
 // embedded Postgres. Safe to call twice.
 func (a *App) Close() {
 	a.closeOnce.Do(func() {
-		if a.stopJWKS != nil {
-			a.stopJWKS()
+		if a.keySet != nil {
+			a.keySet.Stop()
 		}
 		if a.stopTracing != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

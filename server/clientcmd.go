@@ -43,7 +43,7 @@ func (f *clientFlags) client(cfg Config) (*client.Client, error) {
 	switch {
 	case f.as != "":
 		cfg.DataDir = f.data
-		tok, err := devEnvelope(cfg, f.as, 24*time.Hour)
+		tok, err := devEnvelope(cfg, f.as, min(24*time.Hour, cfg.EnvelopeLifetime()))
 		if err != nil {
 			return nil, err
 		}
@@ -62,6 +62,9 @@ func (f *clientFlags) client(cfg Config) (*client.Client, error) {
 func devEnvelope(cfg Config, email string, ttl time.Duration) (string, error) {
 	if !cfg.Dev() {
 		return "", errors.New("envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
+	}
+	if max := cfg.EnvelopeLifetime(); ttl > max {
+		return "", fmt.Errorf("an envelope of %v would be refused: the server accepts envelopes of at most %v (TURNGATE_ENVELOPE_MAX_LIFETIME)", ttl, max)
 	}
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

@@ -64,8 +64,17 @@ type Config struct {
 	// of one key: envelopes name their key by kid
 	// (TURNGATE_ENVELOPE_JWKS_URL).
 	EnvelopeJWKSURL string
-	EnvelopeIssuer  string // TURNGATE_ENVELOPE_ISSUER
-	EnvelopeAud     string // TURNGATE_ENVELOPE_AUDIENCE
+	// EnvelopeJWKSRefresh is how often the key set is read again when no
+	// envelope asks sooner (TURNGATE_ENVELOPE_JWKS_REFRESH; 0 means
+	// authority.DefaultJWKSRefresh): the longest a withdrawn key keeps
+	// verifying.
+	EnvelopeJWKSRefresh time.Duration
+	// EnvelopeMaxLifetime bounds an envelope's exp from its iat
+	// (TURNGATE_ENVELOPE_MAX_LIFETIME; 0 means EnvelopeLifetime's
+	// default).
+	EnvelopeMaxLifetime time.Duration
+	EnvelopeIssuer      string // TURNGATE_ENVELOPE_ISSUER
+	EnvelopeAud         string // TURNGATE_ENVELOPE_AUDIENCE
 	// Demo seeds demo members, an agent and rooms (TURNGATE_DEMO; default
 	// on in dev mode).
 	Demo bool
@@ -354,6 +363,26 @@ func parseBytes(s string) (int64, error) {
 // Dev reports whether envelopes are verified with the dev key.
 func (c Config) Dev() bool { return c.EnvelopeKeyFile == "" && c.EnvelopeJWKSURL == "" }
 
+// Envelope lifetimes: the longest an envelope may live by default, and
+// the dev page's envelopes, which are minted once, when the server starts.
+const (
+	DefaultEnvelopeMaxLifetime = 24 * time.Hour
+	devPageEnvelopeLifetime    = 30 * 24 * time.Hour
+)
+
+// EnvelopeLifetime is the longest lifetime an envelope may have:
+// EnvelopeMaxLifetime when set, else a day — an identity provider's ID
+// tokens live an hour or so — and in dev mode the dev page's 30 days.
+func (c Config) EnvelopeLifetime() time.Duration {
+	switch {
+	case c.EnvelopeMaxLifetime > 0:
+		return c.EnvelopeMaxLifetime
+	case c.Dev():
+		return devPageEnvelopeLifetime
+	}
+	return DefaultEnvelopeMaxLifetime
+}
+
 const (
 	devIssuer   = "turngate-dev"
 	devAudience = "turngate"
@@ -451,6 +480,16 @@ func ConfigFromEnv() (Config, error) {
 	if v := os.Getenv("TURNGATE_DRAIN"); v != "" {
 		if c.Drain, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_DRAIN: %w", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{{"TURNGATE_ENVELOPE_MAX_LIFETIME", &c.EnvelopeMaxLifetime}, {"TURNGATE_ENVELOPE_JWKS_REFRESH", &c.EnvelopeJWKSRefresh}} {
+		if v := os.Getenv(d.name); v != "" {
+			if *d.to, err = time.ParseDuration(v); err != nil || *d.to <= 0 {
+				return c, fmt.Errorf("%s: want a positive duration, got %q", d.name, v)
+			}
 		}
 	}
 	if v := os.Getenv("TURNGATE_LEASE_TTL"); v != "" {

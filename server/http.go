@@ -122,7 +122,7 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 		// name that resolves here (DNS rebinding) never reads an
 		// envelope.
 		for _, p := range demo.People {
-			tok, err := a.DevToken(p.Email, 30*24*time.Hour)
+			tok, err := a.DevToken(p.Email, min(devPageEnvelopeLifetime, a.cfg.EnvelopeLifetime()))
 			if err != nil {
 				return nil, err
 			}

@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	}
 	fmt.Fprintf(stdout, "turngate is serving the chat at http://%s/ (GraphiQL at http://%s/graphiql/)\n", app.Addr(), app.Addr())
 	if cfg.Dev() {
-		tok, err := app.DevToken(demo.People[0].Email, 24*time.Hour)
+		tok, err := app.DevToken(demo.People[0].Email, min(24*time.Hour, cfg.EnvelopeLifetime()))
 		if err == nil {
 			fmt.Fprintf(stdout, "dev identity envelope for %s (header %s):\n%s\n", demo.People[0].Email, cfg.IdentityHeader, tok)
 		}
@@ -155,7 +155,7 @@ func migrate(ctx context.Context, cfg Config, args []string, stdout io.Writer, l
 func token(cfg Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	email := fs.String("email", "", "the demo member's email")
-	ttl := fs.Duration("ttl", 24*time.Hour, "how long the envelope is valid")
+	ttl := fs.Duration("ttl", min(24*time.Hour, cfg.EnvelopeLifetime()), "how long the envelope is valid (at most TURNGATE_ENVELOPE_MAX_LIFETIME)")
 	fs.StringVar(&cfg.DataDir, "data", cfg.DataDir, "the server's data folder, where its dev key is (TURNGATE_DATA)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
@@ -287,6 +288,31 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 	}
 	if err := h.client(t, alice).Do(ctx, `{ me { email } }`, nil, &me); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
 		t.Fatalf("a dev envelope under a key set: %v, want UNAUTHENTICATED", err)
+	}
+	// Outside dev mode an envelope lives a day at most, and one checked
+	// against a key set must name its key; each refusal says which check
+	// failed.
+	for _, tt := range []struct {
+		name, kid, reason string
+		ttl               time.Duration
+	}{
+		{"two days", "idp-1", authority.ReasonLifetime, 48 * time.Hour},
+		{"no kid", "", authority.ReasonNoKeyID, time.Hour},
+		{"a kid the provider never published", "idp-2", authority.ReasonUnknownKey, time.Hour},
+	} {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://idp.example", "aud": "turngate",
+			"sub": "idp|ada", "email": "ada@example.com", "email_verified": true, "iat": now.Unix(), "exp": now.Add(tt.ttl).Unix()})
+		if tt.kid != "" {
+			tok.Header["kid"] = tt.kid
+		}
+		signed, err := tok.SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.clientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me)
+		if gqlclient.CodeOf(err) != "UNAUTHENTICATED" || !strings.Contains(err.Error(), tt.reason) {
+			t.Fatalf("%s: %v, want UNAUTHENTICATED saying %q", tt.name, err, tt.reason)
+		}
 	}
 }
 

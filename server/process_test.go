@@ -259,3 +259,43 @@ func TestTokenUsesTheServersKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenLifetime: `turngate token`'s default envelope (a day) passes a
+// verifier with the default maximum lifetime, and a --ttl longer than the
+// server would accept is refused before anything is minted, naming the
+// setting.
+func TestTokenLifetime(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	server := t.TempDir()
+	key, err := authority.LoadOrCreateDevKey(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: devIssuer, Audience: devAudience,
+		PublicKey: key.Public().(ed25519.PublicKey), MaxLifetime: DefaultEnvelopeMaxLifetime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "token", "--email", alice, "--data", server)
+	cmd.Env = cleanEnv()
+	tok, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("token: %v", err)
+	}
+	if _, err := v.Verify(strings.TrimSpace(string(tok))); err != nil {
+		t.Fatalf("the default envelope under a maximum lifetime of %v: %v", DefaultEnvelopeMaxLifetime, err)
+	}
+	for _, env := range [][]string{nil, {"TURNGATE_ENVELOPE_MAX_LIFETIME=1h"}} {
+		ttl := "721h" // past the dev page's 30 days
+		if env != nil {
+			ttl = "2h"
+		}
+		cmd := exec.Command(bin, "token", "--email", alice, "--data", server, "--ttl", ttl)
+		cmd.Env = append(cleanEnv(), env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "TURNGATE_ENVELOPE_MAX_LIFETIME") {
+			t.Fatalf("token --ttl %s with %v: %v, %q; want a refusal naming TURNGATE_ENVELOPE_MAX_LIFETIME", ttl, env, err, out)
+		}
+	}
+}

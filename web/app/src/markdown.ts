@@ -1,15 +1,99 @@
 import DOMPurify from 'dompurify';
 import { Marked } from 'marked';
 
-const md = new Marked({ async: false, gfm: true, breaks: false });
-
 /** A citation anchor's element id: per turn and index, so ids never clash. */
 export const citationAnchor = (turnId: string, i: number) => `cite-${turnId}-${i}`;
 
+const escapeHTML = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+
 /**
- * The answer as sanitized HTML: Markdown (GFM), each [ref] the answer
- * cites turned into a link to its passage below, then DOMPurify, which
- * keeps only inert markup (no script, no handlers, no javascript: URLs).
+ * Markdown (GFM) as the app renders it. An answer is model output, which
+ * anyone who can put text in front of the model can steer, so it renders
+ * Markdown only:
+ *
+ *  - raw HTML is shown as the text it is, never parsed as markup (a
+ *    <style>, <form> or <script> in an answer reads as itself);
+ *  - an image is a link to it, never fetched (an image from anywhere is a
+ *    beacon that tells its host who read the answer, and when);
+ *  - a task list's box is a character, not an <input>.
+ */
+const md = new Marked({
+  async: false,
+  gfm: true,
+  breaks: false,
+  renderer: {
+    html({ text }) {
+      return escapeHTML(text);
+    },
+    image({ href, text }) {
+      return `<a href="${escapeHTML(href)}">${escapeHTML(`image: ${text || href}`)}</a>`;
+    },
+    checkbox({ checked }) {
+      return checked ? '☑ ' : '☐ ';
+    },
+  },
+});
+
+/**
+ * What DOMPurify keeps: the elements and attributes the Markdown above
+ * produces, and nothing else — no class, id or style an answer could use to
+ * pass for the app's own controls.
+ */
+const allowed = {
+  ALLOWED_TAGS: ['a', 'blockquote', 'br', 'code', 'del', 'em', 'h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'hr', 'li', 'ol', 'p', 'pre', 'strong',
+    'table', 'tbody', 'td', 'th', 'thead', 'tr', 'ul'],
+  ALLOWED_ATTR: ['href', 'align', 'start'],
+  ALLOWED_URI_REGEXP: /^(?:https?:|#)/i,
+  ALLOW_DATA_ATTR: false,
+  ALLOW_ARIA_ATTR: false,
+  RETURN_DOM_FRAGMENT: true as const,
+};
+
+/**
+ * Links as an answer may carry them: a citation (#cite-…) stays on the
+ * page; any other link must be http(s), opens in a new tab with
+ * rel="noopener noreferrer" (the page it opens gets no handle on this one
+ * and no Referer), carries its full address as its title and shows its
+ * host beside its text, so "[your bank](https://evil.example)" reads
+ * "your bank (evil.example)". Anything else is unwrapped into its text.
+ */
+function decorateLinks(root: DocumentFragment) {
+  for (const a of [...root.querySelectorAll('a')]) {
+    const href = a.getAttribute('href') ?? '';
+    if (href.startsWith('#')) {
+      a.className = 'cite';
+      continue;
+    }
+    let url: URL | null = null;
+    try {
+      url = new URL(href);
+    } catch {
+      url = null;
+    }
+    if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+      a.replaceWith(...a.childNodes);
+      continue;
+    }
+    a.className = 'external';
+    a.setAttribute('href', url.href);
+    a.setAttribute('target', '_blank');
+    a.setAttribute('rel', 'noopener noreferrer');
+    a.setAttribute('title', url.href);
+    const text = (a.textContent ?? '').trim();
+    if (text !== href && text !== url.href && text !== url.host) {
+      const host = document.createElement('span');
+      host.className = 'link-host';
+      host.textContent = ` (${url.host})`;
+      a.after(host);
+    }
+  }
+}
+
+/**
+ * The answer as sanitized HTML: Markdown as above, each [ref] the answer
+ * cites turned into a link to its passage below, then DOMPurify with an
+ * allow-list of what that Markdown produces, then the links decorated.
  */
 export function renderAnswer(text: string, turnId: string, refs: readonly string[]): string {
   let src = text;
@@ -17,5 +101,9 @@ export function renderAnswer(text: string, turnId: string, refs: readonly string
     src = src.split(`[${ref}]`).join(`[[${i + 1}]](#${citationAnchor(turnId, i)})`);
   });
   const html = md.parse(src) as string;
-  return DOMPurify.sanitize(html, { USE_PROFILES: { html: true }, ALLOWED_URI_REGEXP: /^(?:https?:|#)/i });
+  const frag = DOMPurify.sanitize(html, allowed);
+  decorateLinks(frag);
+  const out = document.createElement('div');
+  out.append(frag);
+  return out.innerHTML;
 }
