@@ -7,7 +7,10 @@
 // live transcript with tool activity and citations. Enter sends a
 // message, or steers the running turn when one of the member's runs;
 // Ctrl-C stops the running turn, and a second Ctrl-C quits; an approval
-// the member may decide is prompted (y/n). The connection state shows,
+// the member may decide is prompted (y/n). The owner of a shared room
+// adds a member with /invite EMAIL (or /add) and is told how many earlier
+// turns the newcomer reads withheld; a turn withheld from the member shows
+// the server's notice in place of its answer. The connection state shows,
 // and a dropped connection resumes without losing or repeating text (the
 // client's room stream).
 //

@@ -49,12 +49,22 @@ func Once(ctx context.Context, c *client.Client, room, text string, out, errOut 
 		switch {
 		case len(v.Answer) >= len(printed) && v.Answer[:len(printed)] == printed:
 			io.WriteString(out, v.Answer[len(printed):])
+			printed = v.Answer
+		case v.Answered && !v.Ended():
+			// A published answer that is not the streamed text: its
+			// terminal, next, says why.
+		case v.Withheld:
+			// Someone joined who may not read what the answer drew on:
+			// the room reads the notice in its place.
+			fmt.Fprintln(errOut, "\n[the answer is withheld from the room]")
+			io.WriteString(out, "\n"+v.Answer)
+			printed = v.Answer
 		default:
 			// A recovered attempt started its answer again.
 			fmt.Fprintf(errOut, "\n[the answer restarts: attempt %d]\n", v.Attempt)
 			io.WriteString(out, "\n"+v.Answer)
+			printed = v.Answer
 		}
-		printed = v.Answer
 		if !v.Ended() {
 			continue
 		}

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -82,6 +83,10 @@ type (
 	closedMsg  struct{}
 	noticeMsg  string
 	failureMsg struct{ err error }
+	invitedMsg struct {
+		email string
+		added *client.AddedMember
+	}
 )
 
 func (m *model) Init() tea.Cmd {
@@ -160,8 +165,13 @@ func (m *model) mine() *client.TurnView {
 }
 
 func (m *model) mayCommand(t *client.TurnView) bool {
-	owner := m.room != nil && m.room.Owner != nil && m.room.Owner.Id == m.me.Id && m.room.Kind == client.ConversationKindShared
-	return t.AuthorID == m.me.Id || owner
+	return t.AuthorID == m.me.Id || m.owns()
+}
+
+// owns reports whether the member owns the open room and it is shared:
+// they may command its turns and add members.
+func (m *model) owns() bool {
+	return m.room != nil && m.room.Owner != nil && m.me != nil && m.room.Owner.Id == m.me.Id && m.room.Kind == client.ConversationKindShared
 }
 
 // pending is the first approval the member may decide that waits.
@@ -222,6 +232,12 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case noticeMsg:
 		m.notice = string(msg)
 		return m, nil
+	case invitedMsg:
+		if m.room != nil && msg.added.Room.Id == m.room.Id {
+			m.room = msg.added.Room
+		}
+		m.notice = joinedNotice(msg.email, msg.added.WithheldTurns)
+		return m, nil
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
@@ -275,6 +291,10 @@ func (m *model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		m.input.SetValue("")
 		room := m.room.Id
+		if email, ok := inviteCommand(text); ok {
+			m.notice = "Inviting " + email + "…"
+			return m, m.invite(room, email)
+		}
 		if t := m.mine(); t != nil {
 			id := t.ID
 			m.notice = "Steering the running turn."
@@ -285,6 +305,53 @@ func (m *model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(k)
 	return m, cmd
+}
+
+// inviteCommand reads "/invite EMAIL" (or "/add EMAIL"): the owner of a
+// shared room adds a member.
+func inviteCommand(text string) (string, bool) {
+	f := strings.Fields(text)
+	if len(f) != 2 || (f[0] != "/invite" && f[0] != "/add") {
+		return "", false
+	}
+	return f[1], true
+}
+
+// invite adds email to room and tells the owner what the newcomer will
+// read withheld. The server decides who may: the room's owner, in a
+// shared room.
+func (m *model) invite(room, email string) tea.Cmd {
+	return func() tea.Msg {
+		added, err := m.c.AddRoomMember(m.ctx, room, email)
+		if err == nil {
+			return invitedMsg{email: email, added: added}
+		}
+		var e *client.Error
+		switch {
+		case !errors.As(err, &e):
+			return noticeMsg(fmt.Sprintf("invite %s: %v", email, err))
+		case e.Code == client.Forbidden:
+			return noticeMsg("Only the room's owner can invite.")
+		case e.Code == client.NotFound:
+			return noticeMsg(fmt.Sprintf("No member has the email %s: they sign in to turngate once first.", email))
+		default:
+			return noticeMsg(fmt.Sprintf("invite %s: %s", email, e.Message))
+		}
+	}
+}
+
+// joinedNotice is what the owner is told of a member just added: how many
+// earlier turns they will read withheld (they drew on documents the
+// newcomer may not read), when there are any.
+func joinedNotice(email string, withheld int) string {
+	if withheld <= 0 {
+		return email + " joined the room."
+	}
+	turns, them := "1 earlier turn", "it"
+	if withheld > 1 {
+		turns, them = fmt.Sprintf("%d earlier turns", withheld), "those"
+	}
+	return fmt.Sprintf("%s joined the room. %s drew on documents they may not read: they will see %s withheld.", email, turns, them)
 }
 
 var (
@@ -330,7 +397,14 @@ func (m *model) View() string {
 		for _, s := range t.Steers {
 			lines = append(lines, dim.Render(fmt.Sprintf("  ↪ steer %q: %s", s.Text, strings.ToLower(string(s.State)))))
 		}
-		if t.Answer != "" {
+		switch {
+		case t.Withheld && t.Answer != "":
+			// The server's notice, in place of an answer this member may
+			// not read.
+			lines = append(lines, strings.Split(dim.Render(wrap.Render("  "+t.Answer)), "\n")...)
+		case t.Withheld:
+			lines = append(lines, dim.Render("  (withheld here: it drew on documents not everyone in this room may read)"))
+		case t.Answer != "":
 			lines = append(lines, strings.Split(wrap.Render("  "+t.Answer), "\n")...)
 		}
 		for i, cite := range t.Citations {
@@ -356,6 +430,9 @@ func (m *model) View() string {
 	}
 	head := title.Render("turngate") + " · " + m.room.Title + " · " + state
 	help := "Enter sends · Ctrl-C quits"
+	if m.owns() {
+		help += " · /invite EMAIL adds a member"
+	}
 	if m.mine() != nil {
 		help = "Your turn is running: Enter steers it · Ctrl-C stops it"
 	}

@@ -259,8 +259,21 @@ func (c *Client) CreateConversation(ctx context.Context, title string, kind Conv
 	return &out.CreateConversation.ConversationFields, nil
 }
 
-// AddRoomMember adds a member to a shared room (converges: safe to re-send).
-func (c *Client) AddRoomMember(ctx context.Context, room, email string) (*ConversationFields, error) {
+// AddedMember is a member just added to a shared room, as its owner is
+// told of it.
+type AddedMember struct {
+	// Room is the room with its members now.
+	Room *ConversationFields
+	// WithheldTurns is how many of the room's earlier turns the new member
+	// reads withheld: turns that drew on a document they may not read, and
+	// answers withheld from the whole room. Each keeps its place in the
+	// journal and reads as the withheld notice (AUDIENCE_WITHHELD).
+	WithheldTurns int
+}
+
+// AddRoomMember adds a member to a shared room (converges: safe to
+// re-send) and says how much of the room's history they read withheld.
+func (c *Client) AddRoomMember(ctx context.Context, room, email string) (*AddedMember, error) {
 	var out *AddRoomMemberResponse
 	err := c.retrying(ctx, func() (err error) {
 		out, err = AddRoomMember(ctx, c.gql, &RoomMemberInput{ConversationId: room, Email: email})
@@ -269,7 +282,25 @@ func (c *Client) AddRoomMember(ctx context.Context, room, email string) (*Conver
 	if err != nil {
 		return nil, err
 	}
-	return &out.AddRoomMember.ConversationFields, nil
+	added := &AddedMember{Room: &out.AddRoomMember.ConversationFields}
+	// The result lists every member; the server keeps emails trimmed and
+	// lowercased (A-Z only).
+	want := lowerASCII(strings.TrimSpace(email))
+	for _, m := range out.AddRoomMember.Members {
+		if m.Member != nil && m.Member.Email == want {
+			added.WithheldTurns = m.WithheldTurns
+		}
+	}
+	return added, nil
+}
+
+func lowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
 }
 
 // SubmitOptions are a submit's optional parts.

@@ -65,3 +65,46 @@ func TestFoldPlacesDeltasAndCountsTheLane(t *testing.T) {
 		t.Fatalf("after a ended: %d %d", f.Turn("a").QueuePosition, f.Turn("b").QueuePosition)
 	}
 }
+
+// TestFoldShowsAWithheldTurnAsTheNotice: a turn withheld from the viewer
+// (AUDIENCE_WITHHELD) folds to the server's notice alone, whether its
+// deltas were replayed empty or streamed with text before it was
+// withheld, and to no text at all when no answer was published.
+func TestFoldShowsAWithheldTurnAsTheNotice(t *testing.T) {
+	t.Parallel()
+	const notice = "withheld here"
+	id := func(s string) *string { return &s }
+	delta := func(seq, offset int, text string) *EntryFields {
+		return &EntryFields{Seq: seq, Kind: JournalKindAnswerDelta, TurnId: id("a"), Attempt: 1,
+			Delta: &EntryFieldsDeltaAnswerDelta{Seq: seq, Attempt: 1, Offset: offset, Text: text}}
+	}
+	answer := &EntryFields{Kind: JournalKindTurnAnswer, TurnId: id("a"), Answer: &EntryFieldsAnswerTurnAnswer{Text: notice}}
+	terminal := &EntryFields{Kind: JournalKindTurnTerminal, TurnId: id("a"),
+		Terminal: &EntryFieldsTerminalTurnTerminal{Outcome: TurnStateCompleted, Reason: TerminalReasonAudienceWithheld}}
+	for _, tt := range []struct {
+		name    string
+		entries []*EntryFields
+		want    string
+	}{
+		{"replayed: empty deltas, then the notice", []*EntryFields{delta(3, 0, ""), delta(4, 7, ""), answer, terminal}, notice},
+		{"live: text streamed before it was withheld", []*EntryFields{delta(3, 0, "Hello, "), delta(4, 7, "world"), answer, terminal}, notice},
+		{"no answer published", []*EntryFields{delta(3, 0, "Hello, "), terminal}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := NewFold(0)
+			f.Apply(&EntryFields{Seq: 1, Kind: JournalKindTurnAccepted, TurnId: id("a"), Text: id("q")})
+			f.Apply(&EntryFields{Seq: 2, Kind: JournalKindTurnStarted, TurnId: id("a"), Attempt: 1, Started: &EntryFieldsStartedTurnStart{Attempt: 1}})
+			for i, e := range tt.entries {
+				e := *e
+				if e.Seq == 0 {
+					e.Seq = 10 + i
+				}
+				f.Apply(&e)
+			}
+			v := f.Turn("a")
+			if v.Answer != tt.want || !v.Withheld || v.State != TurnStateCompleted {
+				t.Fatalf("folded to %q (withheld %v, %s); want %q, withheld", v.Answer, v.Withheld, v.State, tt.want)
+			}
+		})
+	}
+}

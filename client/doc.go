@@ -11,7 +11,8 @@
 //   - Follow streams a room's journal over graphql-transport-ws and
 //     resumes from the last position across dropped sockets, restarts and
 //     replicas, with no gap, no repeat and no expiry; Fold turns entries
-//     into turn views.
+//     into turn views, a turn withheld from the viewer into the server's
+//     notice (Withheld).
 //   - Reads and subscriptions retry on their own only for network
 //     failures, RATE_LIMITED and UNAVAILABLE, with full-jitter backoff
 //     inside a window (60 s by default), then a stream is Offline until

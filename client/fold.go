@@ -34,8 +34,14 @@ type TurnView struct {
 	Attempt  int
 	// Answer is the answer so far: the current attempt's streamed text,
 	// then the published answer (Answered).
-	Answer    string
-	Answered  bool
+	Answer   string
+	Answered bool
+	// Withheld: the turn drew on a document this viewer may not read now
+	// (they joined later, or lost access), or its answer was withheld
+	// from the whole room. Answer is then the server's withheld notice,
+	// never the text of an earlier view, and the terminal reason
+	// AUDIENCE_WITHHELD.
+	Withheld  bool
 	Citations []*EntryFieldsAnswerTurnAnswerCitationsCitation
 	Artifacts []*EntryFieldsAnswerTurnAnswerArtifactsAnswerArtifact
 	Tools     []ToolView
@@ -183,6 +189,14 @@ func (f *Fold) Apply(e *EntryFields) bool {
 	case JournalKindTurnTerminal:
 		if e.Terminal != nil {
 			t.Terminal, t.State = e.Terminal, e.Terminal.Outcome
+			if e.Terminal.Reason == TerminalReasonAudienceWithheld {
+				// The published answer is the notice; text streamed before
+				// the turn was withheld from this viewer is not kept.
+				t.Withheld = true
+				if !t.Answered {
+					t.Answer = ""
+				}
+			}
 			f.requeue()
 		}
 	}

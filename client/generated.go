@@ -334,6 +334,13 @@ func (v *AddGroupMemberResponse) GetAddGroupMember() *AddGroupMemberAddGroupMemb
 // A room: a conversation of one member or several with the assistant.
 type AddRoomMemberAddRoomMemberConversation struct {
 	ConversationFields `json:"-"`
+	// The current members, the owner first.
+	Members []*AddRoomMemberAddRoomMemberConversationMembersRoomMember `json:"members"`
+}
+
+// GetMembers returns AddRoomMemberAddRoomMemberConversation.Members, and is useful for accessing the field via an interface.
+func (v *AddRoomMemberAddRoomMemberConversation) GetMembers() []*AddRoomMemberAddRoomMemberConversationMembersRoomMember {
+	return v.Members
 }
 
 // GetId returns AddRoomMemberAddRoomMemberConversation.Id, and is useful for accessing the field via an interface.
@@ -365,11 +372,6 @@ func (v *AddRoomMemberAddRoomMemberConversation) GetOwner() *ConversationFieldsO
 	return v.ConversationFields.Owner
 }
 
-// GetMembers returns AddRoomMemberAddRoomMemberConversation.Members, and is useful for accessing the field via an interface.
-func (v *AddRoomMemberAddRoomMemberConversation) GetMembers() []*ConversationFieldsMembersRoomMember {
-	return v.ConversationFields.Members
-}
-
 func (v *AddRoomMemberAddRoomMemberConversation) UnmarshalJSON(b []byte) error {
 
 	if string(b) == "null" {
@@ -396,6 +398,8 @@ func (v *AddRoomMemberAddRoomMemberConversation) UnmarshalJSON(b []byte) error {
 }
 
 type __premarshalAddRoomMemberAddRoomMemberConversation struct {
+	Members []*AddRoomMemberAddRoomMemberConversationMembersRoomMember `json:"members"`
+
 	Id string `json:"id"`
 
 	Title string `json:"title"`
@@ -409,8 +413,6 @@ type __premarshalAddRoomMemberAddRoomMemberConversation struct {
 	CreatedAt time.Time `json:"createdAt"`
 
 	Owner *ConversationFieldsOwnerMember `json:"owner"`
-
-	Members []*ConversationFieldsMembersRoomMember `json:"members"`
 }
 
 func (v *AddRoomMemberAddRoomMemberConversation) MarshalJSON() ([]byte, error) {
@@ -424,6 +426,7 @@ func (v *AddRoomMemberAddRoomMemberConversation) MarshalJSON() ([]byte, error) {
 func (v *AddRoomMemberAddRoomMemberConversation) __premarshalJSON() (*__premarshalAddRoomMemberAddRoomMemberConversation, error) {
 	var retval __premarshalAddRoomMemberAddRoomMemberConversation
 
+	retval.Members = v.Members
 	retval.Id = v.ConversationFields.Id
 	retval.Title = v.ConversationFields.Title
 	retval.Kind = v.ConversationFields.Kind
@@ -431,8 +434,53 @@ func (v *AddRoomMemberAddRoomMemberConversation) __premarshalJSON() (*__premarsh
 	retval.AudienceVersion = v.ConversationFields.AudienceVersion
 	retval.CreatedAt = v.ConversationFields.CreatedAt
 	retval.Owner = v.ConversationFields.Owner
-	retval.Members = v.ConversationFields.Members
 	return &retval, nil
+}
+
+// AddRoomMemberAddRoomMemberConversationMembersRoomMember includes the requested fields of the GraphQL type RoomMember.
+// The GraphQL type's documentation follows.
+//
+// A member's place in a conversation.
+type AddRoomMemberAddRoomMemberConversationMembersRoomMember struct {
+	// The member.
+	Member *AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember `json:"member"`
+	// How many of the room's turns this member reads withheld now: turns whose
+	// answer drew on a document they may not read (a member added later, or one
+	// who lost a document's access since), and answers withheld from the whole
+	// audience. Such a turn keeps its place in the journal with its text empty
+	// and the AUDIENCE_WITHHELD notice as its answer. addRoomMember's result
+	// tells the owner, for the member just added, how much history they will
+	// not see.
+	WithheldTurns int `json:"withheldTurns"`
+}
+
+// GetMember returns AddRoomMemberAddRoomMemberConversationMembersRoomMember.Member, and is useful for accessing the field via an interface.
+func (v *AddRoomMemberAddRoomMemberConversationMembersRoomMember) GetMember() *AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember {
+	return v.Member
+}
+
+// GetWithheldTurns returns AddRoomMemberAddRoomMemberConversationMembersRoomMember.WithheldTurns, and is useful for accessing the field via an interface.
+func (v *AddRoomMemberAddRoomMemberConversationMembersRoomMember) GetWithheldTurns() int {
+	return v.WithheldTurns
+}
+
+// AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember includes the requested fields of the GraphQL type Member.
+// The GraphQL type's documentation follows.
+//
+// A person of the organisation, as the identity provider names them.
+type AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember struct {
+	// The member's id.
+	Id string `json:"id"`
+	// The verified email, lowercased: the principal document ACLs name.
+	Email string `json:"email"`
+}
+
+// GetId returns AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember.Id, and is useful for accessing the field via an interface.
+func (v *AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember) GetId() string { return v.Id }
+
+// GetEmail returns AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember.Email, and is useful for accessing the field via an interface.
+func (v *AddRoomMemberAddRoomMemberConversationMembersRoomMemberMember) GetEmail() string {
+	return v.Email
 }
 
 // AddRoomMemberResponse is returned by AddRoomMember on success.
@@ -5785,6 +5833,13 @@ const AddRoomMember_Operation = `
 mutation AddRoomMember ($input: RoomMemberInput!) {
 	addRoomMember(input: $input) {
 		... ConversationFields
+		members {
+			member {
+				id
+				email
+			}
+			withheldTurns
+		}
 	}
 }
 fragment ConversationFields on Conversation {
@@ -5813,6 +5868,8 @@ fragment MemberFields on Member {
 }
 `
 
+// The room, and for each member how many of its turns they read withheld
+// now: the owner is told how much history the newcomer will not see.
 func AddRoomMember(
 	ctx_ context.Context,
 	client_ graphql.Client,

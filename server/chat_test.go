@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/turngate/turngate/client"
+	"github.com/turngate/turngate/lease"
 )
 
 // terminal is `turngate chat` in a real pseudo-terminal.
@@ -233,5 +234,77 @@ func TestChatOnceForScripts(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Fatalf("a cancelled turn: %v, want exit status 2", err)
+	}
+}
+
+// TestChatInvitesAndShowsWithheldTurns: in `turngate chat` the owner of a
+// shared room adds a member with /invite and is told how many earlier
+// turns the newcomer reads withheld; the newcomer's terminal shows such a
+// turn as the withheld notice and nothing of its answer, and is told that
+// only the owner may invite. `chat -m` whose answer is withheld at
+// publication (someone joined who may not read its sources) prints the
+// notice and says so.
+func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
+	t.Parallel()
+	g := newGoWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := g.client(t, alice, nil)
+	if _, err := g.client(t, "carol@example.com", nil).Me(ctx); err != nil {
+		t.Fatal(err)
+	}
+	room, err := a.CreateConversation(ctx, "Planning", client.ConversationKindShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := goFollow(t, ctx, a, room.Id)
+	bands, err := a.Submit(ctx, room.Id, "What are the engineering bands for 2027?", client.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ended(t, ctx, bands.Id)
+	drewOn(t, ctx, g.w.db, room.Id, bands.Id, "Compensation bands 2027")
+
+	owner := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", room.Id)
+	owner.waitFor(ctx, "· Planning · live")
+	owner.waitFor(ctx, "95,000")
+	owner.waitFor(ctx, "/invite EMAIL adds a member")
+	owner.markNow()
+	owner.typeKeys("/invite bob@example.com\r")
+	owner.waitFor(ctx, "bob@example.com joined the room. 1 earlier turn drew on documents they may not read: they will see it withheld.")
+
+	newcomer := startChat(t, g.w.bin, "--url", g.f.base, "--as", bob, "--data", g.w.dataDir, "--room", room.Id)
+	newcomer.waitFor(ctx, "· Planning · live")
+	newcomer.waitFor(ctx, lease.WithheldAnswer)
+	newcomer.markNow()
+	newcomer.typeKeys("/invite carol@example.com\r")
+	newcomer.waitFor(ctx, "Only the room's owner can invite.")
+	if s := newcomer.all(); strings.Contains(s, "95,000") || strings.Contains(s, "/invite EMAIL") {
+		t.Fatalf("bob's terminal shows the withheld answer or the owner's help:\n%s", s)
+	}
+
+	var stdout, stderr bytes.Buffer
+	once := exec.CommandContext(ctx, g.w.bin, "chat", "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", room.Id, "-m", "When is the launch?")
+	once.Env, once.Stdout, once.Stderr = cleanEnv(), &stdout, &stderr
+	if err := once.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.until(t, ctx, "the launch answer streams", func(f *goFollower) bool {
+		for _, v := range f.fold.Turns() {
+			if v.Input == "When is the launch?" && v.Answer != "" {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := a.AddRoomMember(ctx, room.Id, "carol@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := once.Wait(); err != nil {
+		t.Fatalf("chat -m: %v\n%s", err, stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "\n"+lease.WithheldAnswer+"\n") || !strings.Contains(stderr.String(), "[the answer is withheld from the room]") ||
+		strings.Contains(stderr.String(), "restarts") {
+		t.Fatalf("chat -m of a withheld answer: stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 }

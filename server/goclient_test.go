@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/client"
+	"github.com/turngate/turngate/lease"
 )
 
 // The Go client against real turngate processes behind one front door:
@@ -585,6 +587,67 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 		}
 	})
 
+	t.Run("a member added later reads earlier turns withheld, and the owner is told how many", func(t *testing.T) {
+		bob := g.client(t, "bob@example.com", nil)
+		quiet, err := a.CreateConversation(ctx, "Nothing withheld "+client.NewID(), client.ConversationKindShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		added, err := a.AddRoomMember(ctx, quiet.Id, "bob@example.com")
+		if err != nil || added.Room.Id != quiet.Id || !hasMember(added.Room, "bob@example.com") || added.WithheldTurns != 0 {
+			t.Fatalf("adding bob to a room with no history: %+v, %v; want the room with bob, 0 withheld", added, err)
+		}
+
+		room, err := a.CreateConversation(ctx, "Planning "+client.NewID(), client.ConversationKindShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := goFollow(t, ctx, a, room.Id)
+		turn, err := a.Submit(ctx, room.Id, "What are the engineering bands for 2027?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := live.ended(t, ctx, turn.Id); v.State != client.TurnStateCompleted || v.Withheld || !strings.Contains(v.Answer, "95,000") {
+			t.Fatalf("alice's turn, alone in the room: %+v", v)
+		}
+		drewOn(t, ctx, g.w.db, room.Id, turn.Id, "Compensation bands 2027")
+		added, err = a.AddRoomMember(ctx, room.Id, "bob@example.com")
+		if err != nil || !hasMember(added.Room, "bob@example.com") || added.WithheldTurns != 1 {
+			t.Fatalf("adding bob after a turn on the bands: %+v, %v; want 1 earlier turn withheld", added, err)
+		}
+		// Bob's fold replays the room from position 0: the turn keeps its
+		// place and reads withheld, the notice its text.
+		v := goFollow(t, ctx, bob, room.Id).ended(t, ctx, turn.Id)
+		withheldView(t, ctx, bob, v)
+		// Alice, who may read the bands, still reads the answer.
+		if v := goFollow(t, ctx, a, room.Id).ended(t, ctx, turn.Id); v.Withheld || !strings.Contains(v.Answer, "95,000") || v.Terminal.Reason != client.TerminalReasonCompleted {
+			t.Fatalf("alice's replay after bob joined: %+v", v)
+		}
+	})
+
+	t.Run("an answer withheld at publication folds to the notice, live and replayed", func(t *testing.T) {
+		carol := g.client(t, "carol@example.com", nil)
+		if _, err := carol.Me(ctx); err != nil {
+			t.Fatal(err)
+		}
+		room, err := a.CreateConversation(ctx, "Launch "+client.NewID(), client.ConversationKindShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := goFollow(t, ctx, a, room.Id)
+		live.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
+		id := live.midAnswer(t, ctx, a, room.Id, "When is the launch?")
+		// Carol, who may not read the launch plan, joins while the answer
+		// streams: nothing is withheld yet, and publication withholds it.
+		added, err := a.AddRoomMember(ctx, room.Id, "carol@example.com")
+		if err != nil || added.WithheldTurns != 0 {
+			t.Fatalf("adding carol mid-answer: %+v, %v", added, err)
+		}
+		withheldView(t, ctx, a, live.ended(t, ctx, id))
+		withheldView(t, ctx, a, goFollow(t, ctx, a, room.Id).ended(t, ctx, id))
+		withheldView(t, ctx, carol, goFollow(t, ctx, carol, room.Id).ended(t, ctx, id))
+	})
+
 	t.Run("a turn's replay", func(t *testing.T) {
 		f := goFollow(t, ctx, a, team)
 		turn, err := a.Submit(ctx, team, "When is the launch?", client.SubmitOptions{})
@@ -601,4 +664,48 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 			t.Fatalf("replay: last call %+v, answer %q", last, v.Answer)
 		}
 	})
+}
+
+func hasMember(room *client.ConversationFields, email string) bool {
+	for _, m := range room.Members {
+		if m.Member.Email == email {
+			return true
+		}
+	}
+	return false
+}
+
+// drewOn records that turn drew on the document titled title, as the
+// server records what a turn's text derives from.
+func drewOn(t *testing.T, ctx context.Context, db *sql.DB, room, turn, title string) {
+	t.Helper()
+	res, err := db.ExecContext(ctx, `INSERT INTO turn_evidence (id, conversation_id, turn_id, document_id)
+  SELECT gen_random_uuid(), $1, $2, id FROM documents WHERE title = $3 ON CONFLICT DO NOTHING`, room, turn, title)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		var recorded bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turn_evidence WHERE turn_id = $1)`, turn).Scan(&recorded); err != nil || !recorded {
+			t.Fatalf("no evidence of %q recorded for turn %s (%v)", title, turn, err)
+		}
+	}
+}
+
+// withheldView checks a folded turn reads withheld: completed, its text
+// the notice (none of the streamed text), AUDIENCE_WITHHELD, as the
+// server's turn reads to the same viewer.
+func withheldView(t *testing.T, ctx context.Context, viewer *client.Client, v client.TurnView) {
+	t.Helper()
+	if v.State != client.TurnStateCompleted || v.Terminal.Reason != client.TerminalReasonAudienceWithheld || !v.Withheld ||
+		!v.Answered || v.Answer != lease.WithheldAnswer || len(v.Artifacts) != 0 {
+		t.Fatalf("the turn folds to %+v; want it withheld, its answer the notice", v)
+	}
+	server, err := viewer.Turn(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server.Answer == nil || *server.Answer != v.Answer || server.Terminal.Reason != v.Terminal.Reason {
+		t.Fatalf("the fold's answer %q (%s); the server's %v (%+v)", v.Answer, v.Terminal.Reason, server.Answer, server.Terminal)
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/lease"
 )
 
 // The chat web app in a real Chromium, against a real server. These tests
@@ -464,4 +465,52 @@ func TestChatRendersOnlyMarkdown(t *testing.T) {
 		}
 	}
 	page.screenshot("chat-hostile-answer")
+}
+
+// TestChatTellsTheOwnerWhatANewcomerReadsWithheld: alice, alone in a
+// shared room, asked about the compensation bands, which only she may
+// read. She invites bob in the page: it tells her bob will read that
+// earlier turn withheld. Bob's page shows the turn in its place with the
+// withheld notice as its answer and no sources; alice's still shows the
+// answer.
+func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
+	h := newHarness(t, nil)
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	room, bands := soloSharedRoom(t, ctx, h, a)
+	drewOn(t, ctx, h.app.db, room, bands, "Compensation bands 2027")
+	question := "What are the engineering bands for 2027?"
+
+	page := openChat(t, b, ctx, h.base, "/#room="+room)
+	page.waitConnection("Live")
+	page.turnWith(question, "alice reads her answer", func(t pageTurn) bool { return t.Answered && strings.Contains(t.Answer, "95,000") })
+	page.fill("Invite by email", bob)
+	page.click("button", "Invite")
+	want := "bob@example.com joined the room. 1 earlier turn drew on documents they may not read: they will see it withheld."
+	var note string
+	if err := browserPoll(ctx, "the page tells alice what bob reads withheld", 50*time.Millisecond, func() (bool, error) {
+		var err error
+		note, err = chromedp.Run(page.ctx, chromedp.Evaluate[string](`document.querySelector('form[aria-label="Invite"] [role="status"]')?.innerText ?? ''`))
+		return note == want, err
+	}); err != nil {
+		t.Fatalf("%v: the note reads %q", err, note)
+	}
+	page.screenshot("chat-invited-withheld")
+
+	bobs := openChat(t, b, ctx, h.base, "/")
+	bobs.switchMember(bob)
+	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.base+"/#room="+room), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	bobs.waitConnection("Live")
+	seen := bobs.turnWith(question, "bob's page shows the turn", func(t pageTurn) bool { return t.Answered })
+	if seen.Answer != lease.WithheldAnswer || seen.Sources != 0 || seen.ID != bands {
+		t.Fatalf("bob's page shows %+v; want the turn withheld, its answer the notice", seen)
+	}
+	bobs.screenshot("chat-withheld")
+	if own := page.turnWith(question, "alice still reads her answer", func(t pageTurn) bool { return t.Answered }); !strings.Contains(own.Answer, "95,000") {
+		t.Fatalf("alice's page after bob joined: %+v", own)
+	}
 }

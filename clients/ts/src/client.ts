@@ -52,6 +52,19 @@ export interface CommandResult<T> {
   result: T;
 }
 
+/** A member just added to a shared room, as its owner is told of it. */
+export interface AddedMember {
+  /** The room with its members now. */
+  room: ConversationFieldsFragment;
+  /**
+   * How many of the room's earlier turns the new member reads withheld:
+   * turns that drew on a document they may not read, and answers withheld
+   * from the whole room. Each keeps its place in the journal and reads as
+   * the withheld notice (AUDIENCE_WITHHELD).
+   */
+  withheldTurns: number;
+}
+
 /** The client: every method speaks turngate's contract, typed from schema.graphql. */
 export interface TurngateClient {
   readonly transport: Transport;
@@ -65,7 +78,8 @@ export interface TurngateClient {
   conversations(first?: number, signal?: AbortSignal): Promise<ConversationFieldsFragment[]>;
   conversation(id: string, signal?: AbortSignal): Promise<ConversationFieldsFragment | null>;
   createConversation(title: string, kind: ConversationKind, signal?: AbortSignal): Promise<ConversationFieldsFragment>;
-  addRoomMember(roomId: string, email: string, signal?: AbortSignal): Promise<ConversationFieldsFragment>;
+  /** Adds a member to a shared room (owner only; safe to re-send) and says how much history they read withheld. */
+  addRoomMember(roomId: string, email: string, signal?: AbortSignal): Promise<AddedMember>;
   /**
    * Durably submits a message: makes an idempotency key when none is
    * given and re-sends the same key on retryable failures (network,
@@ -144,7 +158,12 @@ export function createClient(opts: ClientOptions): TurngateClient {
     },
     async addRoomMember(roomId, email, signal) {
       // Adding a member who is already one converges: safe to re-send.
-      return (await keyed(AddRoomMemberDocument, { input: { conversationId: roomId, email } }, signal)).addRoomMember;
+      const room = (await keyed(AddRoomMemberDocument, { input: { conversationId: roomId, email } }, signal)).addRoomMember;
+      // The result lists every member; the server keeps emails trimmed and
+      // lowercased (A-Z only).
+      const want = email.trim().replace(/[A-Z]/g, (c) => c.toLowerCase());
+      const added = room.members.find((m) => m.member.email === want);
+      return { room, withheldTurns: added?.withheldTurns ?? 0 };
     },
     async submit(roomId, text, o = {}) {
       const input = {

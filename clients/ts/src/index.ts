@@ -11,7 +11,7 @@
  * graphql-transport-ws (transport: 'ws') with the header on the upgrade.
  */
 export { createClient, newId, retrying } from './client.js';
-export type { ClientOptions, CommandOptions, CommandResult, SubmitOptions, TurngateClient } from './client.js';
+export type { AddedMember, ClientOptions, CommandOptions, CommandResult, SubmitOptions, TurngateClient } from './client.js';
 export { TurngateError, isRetryable } from './errors.js';
 export type { ErrorCode, GraphQLErrorLike } from './errors.js';
 export { RoomStream } from './room.js';

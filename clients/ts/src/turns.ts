@@ -51,6 +51,13 @@ export interface TurnView {
   answer: string;
   /** Whether answer is the final, published answer (a turn_answer entry). */
   answered: boolean;
+  /**
+   * The turn is withheld from this viewer (terminal AUDIENCE_WITHHELD): it
+   * drew on a document they may not read now (they joined later, or lost
+   * access), or its answer was withheld from the whole room. answer is
+   * then the server's withheld notice, never text of an earlier view.
+   */
+  withheld: boolean;
   citations: CitationFieldsFragment[];
   artifacts: AnswerArtifactFieldsFragment[];
   tools: ToolView[];
@@ -101,6 +108,7 @@ export class TurnFolder {
         attempt: 0,
         answer: '',
         answered: false,
+        withheld: false,
         citations: [],
         artifacts: [],
         tools: [],
@@ -176,6 +184,12 @@ export class TurnFolder {
         if (e.terminal) {
           next.terminal = e.terminal;
           next.state = e.terminal.outcome;
+          if (e.terminal.reason === 'AUDIENCE_WITHHELD') {
+            // The published answer is the notice; text streamed before the
+            // turn was withheld from this viewer is not kept.
+            next.withheld = true;
+            if (!next.answered) next.answer = '';
+          }
         }
         break;
     }

@@ -55,4 +55,21 @@ describe('TurnFolder', () => {
     f.apply(entry(5, 'TURN_TERMINAL', { turnId: 'a', terminal: { outcome: 'COMPLETED', reason: 'COMPLETED' } }));
     expect(f.turns().map((t) => t.queuePosition)).toEqual([null, 0, 1]);
   });
+  it('shows a withheld turn as the notice alone, however its deltas came', () => {
+    const notice = 'withheld here';
+    const answer = entry(10, 'TURN_ANSWER', { answer: { text: notice, citations: [], artifacts: [] } });
+    const terminal = entry(11, 'TURN_TERMINAL', { terminal: { outcome: 'COMPLETED', reason: 'AUDIENCE_WITHHELD' } });
+    const cases: [string, Entry[], string][] = [
+      ['replayed: empty deltas, then the notice', [delta(3, 0, ''), delta(4, 7, ''), answer, terminal], notice],
+      ['live: text streamed before it was withheld', [delta(3, 0, 'Hello, '), delta(4, 7, 'world'), answer, terminal], notice],
+      ['no answer published', [delta(3, 0, 'Hello, '), terminal], ''],
+    ];
+    for (const [name, entries, want] of cases) {
+      const f = new TurnFolder();
+      f.apply(entry(1, 'TURN_ACCEPTED', { text: 'q' }));
+      f.apply(entry(2, 'TURN_STARTED', { started: { attempt: 1, agentVersion: 1, recovered: false } }));
+      for (const e of entries) f.apply(e);
+      expect({ name, answer: f.get('t')?.answer, withheld: f.get('t')?.withheld }).toEqual({ name, answer: want, withheld: true });
+    }
+  });
 });

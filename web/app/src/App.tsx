@@ -249,9 +249,10 @@ function Invite({ client, roomId, onInvited }: { client: TurngateClient; roomId:
   const [note, setNote] = useState<string | null>(null);
   const invite = async (e: FormEvent) => {
     e.preventDefault();
+    const who = email.trim();
     try {
-      await client.addRoomMember(roomId, email.trim());
-      setNote(`${email.trim()} joined the room.`);
+      const { withheldTurns } = await client.addRoomMember(roomId, who);
+      setNote(joinedNote(who, withheldTurns));
       setEmail('');
       onInvited();
     } catch (err) {
@@ -267,10 +268,21 @@ function Invite({ client, roomId, onInvited }: { client: TurngateClient; roomId:
   );
 }
 
+/**
+ * What the owner is told of a member just added: how many earlier turns
+ * they will read withheld (they drew on documents the newcomer may not
+ * read), when there are any.
+ */
+function joinedNote(email: string, withheld: number): string {
+  if (withheld <= 0) return `${email} joined the room.`;
+  const turns = withheld === 1 ? '1 earlier turn' : `${withheld} earlier turns`;
+  return `${email} joined the room. ${turns} drew on documents they may not read: they will see ${withheld === 1 ? 'it' : 'those'} withheld.`;
+}
+
 const reasonText: Record<string, string> = {
   CANCELLED_BY_MEMBER: 'Stopped.',
   MEMBERSHIP_REVOKED: 'Its author left the room.',
-  AUDIENCE_WITHHELD: 'The answer was withheld: someone in the room may not read its sources.',
+  AUDIENCE_WITHHELD: 'The answer is withheld here: it drew on documents not everyone in this room may read.',
   BUDGET_EXHAUSTED: 'The assistant ran out of budget.',
   MODEL_RATE_LIMITED: 'The model is rate limited: try again shortly.',
   MODEL_UNAVAILABLE: 'The model is unavailable.',
@@ -283,7 +295,9 @@ function status(t: TurnView): string | null {
     case 'RUNNING':
       return t.attempt > 1 ? `Working (attempt ${t.attempt})…` : 'Working…';
     case 'COMPLETED':
-      return t.terminal?.reason === 'AUDIENCE_WITHHELD' ? reasonText.AUDIENCE_WITHHELD : null;
+      // A withheld turn's answer is the server's notice; say it here only
+      // when there is no answer to show it.
+      return t.withheld && !t.answer ? reasonText.AUDIENCE_WITHHELD : null;
     default:
       return reasonText[t.terminal?.reason ?? ''] ?? `Failed (${t.terminal?.reason.toLowerCase().replaceAll('_', ' ')}).`;
   }
@@ -339,7 +353,13 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           {a.state === 'PENDING' && !mayDecide && <p>Waiting for the author's decision.</p>}
         </div>
       ))}
-      {t.answer && <div className="answer" data-answered={t.answered ? 'true' : 'false'} dangerouslySetInnerHTML={{ __html: html }} />}
+      {t.answer && (
+        <div
+          className={t.withheld ? 'answer withheld' : 'answer'}
+          data-answered={t.answered ? 'true' : 'false'}
+          dangerouslySetInnerHTML={{ __html: html }}
+        />
+      )}
       {t.citations.length > 0 && (
         <ol className="citations" aria-label="Sources">
           {t.citations.map((c, i) => (

@@ -265,7 +265,7 @@ export type AddRoomMemberMutationVariables = Exact<{
 }>;
 
 
-export type AddRoomMemberMutation = { addRoomMember: { id: string, title: string, kind: ConversationKind, head: number, audienceVersion: number, createdAt: string, owner: { id: string, email: string, displayName: string }, members: Array<{ id: string, role: RoomRole, joinedAt: string, member: { id: string, email: string, displayName: string } }> } };
+export type AddRoomMemberMutation = { addRoomMember: { id: string, title: string, kind: ConversationKind, head: number, audienceVersion: number, createdAt: string, members: Array<{ withheldTurns: number, id: string, role: RoomRole, joinedAt: string, member: { id: string, email: string, displayName: string } }>, owner: { id: string, email: string, displayName: string } } };
 
 export type SubmitMessageMutationVariables = Exact<{
   input: SubmitMessageInput;
@@ -812,6 +812,13 @@ export const AddRoomMemberDocument = new TypedDocumentString(`
     mutation AddRoomMember($input: RoomMemberInput!) {
   addRoomMember(input: $input) {
     ...ConversationFields
+    members {
+      member {
+        id
+        email
+      }
+      withheldTurns
+    }
   }
 }
     fragment MemberFields on Member {
