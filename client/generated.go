@@ -4577,7 +4577,10 @@ const (
 	TerminalReasonCancelledByMember TerminalReason = "CANCELLED_BY_MEMBER"
 	// Its author left or was removed from the room before it ended.
 	TerminalReasonMembershipRevoked TerminalReason = "MEMBERSHIP_REVOKED"
-	// A member who may not read what the answer drew on joined before it was published.
+	// A member who may not read what the answer drew on joined before it was
+	// published; or, read by a viewer who may not read now what the answer drew
+	// on (added later, or since lost a document's access), the answer is
+	// withheld from that viewer.
 	TerminalReasonAudienceWithheld TerminalReason = "AUDIENCE_WITHHELD"
 	// It spent its budget of steps, tool calls, tokens or wall time.
 	TerminalReasonBudgetExhausted TerminalReason = "BUDGET_EXHAUSTED"
@@ -4683,7 +4686,10 @@ type TurnFields struct {
 	State TurnState `json:"state"`
 	// The member's message.
 	Input string `json:"input"`
-	// The final answer, once COMPLETED (withheld answers are null).
+	// The final answer, once COMPLETED. A turn withheld from the viewer — its
+	// answer drew on a document the viewer may not read now, or the room's
+	// audience could not at publication — reads the withheld notice here, and
+	// ends AUDIENCE_WITHHELD for them.
 	Answer *string `json:"answer"`
 	// The run attempt: 1, more after recovery took a lost run over.
 	Attempt int `json:"attempt"`
@@ -4837,7 +4843,8 @@ type TurnReplayTurn struct {
 	// response, in order (attempt, then step), after redaction and bounded in
 	// size. The turn's author reads all of it; another member of the room reads
 	// it with tool results withheld (they were gathered with the author's
-	// permissions), and with no text at all when the turn's answer was withheld.
+	// permissions), and with no text at all, for anyone, when the turn is withheld
+	// from the viewer.
 	// At most `first` calls (default 50, at most 200).
 	ModelCalls []*TurnReplayTurnModelCallsModelCall `json:"modelCalls"`
 }

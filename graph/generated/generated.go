@@ -2684,7 +2684,12 @@ enum TerminalReason {
   CANCELLED_BY_MEMBER
   "Its author left or was removed from the room before it ended."
   MEMBERSHIP_REVOKED
-  "A member who may not read what the answer drew on joined before it was published."
+  """
+  A member who may not read what the answer drew on joined before it was
+  published; or, read by a viewer who may not read now what the answer drew
+  on (added later, or since lost a document's access), the answer is
+  withheld from that viewer.
+  """
   AUDIENCE_WITHHELD
   "It spent its budget of steps, tool calls, tokens or wall time."
   BUDGET_EXHAUSTED
@@ -2732,7 +2737,12 @@ type Turn {
   state: TurnState!
   "The member's message."
   input: String!
-  "The final answer, once COMPLETED (withheld answers are null)."
+  """
+  The final answer, once COMPLETED. A turn withheld from the viewer — its
+  answer drew on a document the viewer may not read now, or the room's
+  audience could not at publication — reads the withheld notice here, and
+  ends AUDIENCE_WITHHELD for them.
+  """
   answer: String
   "The run attempt: 1, more after recovery took a lost run over."
   attempt: Int!
@@ -2759,7 +2769,8 @@ type Turn {
   response, in order (attempt, then step), after redaction and bounded in
   size. The turn's author reads all of it; another member of the room reads
   it with tool results withheld (they were gathered with the author's
-  permissions), and with no text at all when the turn's answer was withheld.
+  permissions), and with no text at all, for anyone, when the turn is withheld
+  from the viewer.
   At most ` + "`" + `first` + "`" + ` calls (default 50, at most 200).
   """
   modelCalls(

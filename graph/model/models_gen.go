@@ -1150,7 +1150,10 @@ const (
 	TerminalReasonCancelledByMember TerminalReason = "CANCELLED_BY_MEMBER"
 	// Its author left or was removed from the room before it ended.
 	TerminalReasonMembershipRevoked TerminalReason = "MEMBERSHIP_REVOKED"
-	// A member who may not read what the answer drew on joined before it was published.
+	// A member who may not read what the answer drew on joined before it was
+	// published; or, read by a viewer who may not read now what the answer drew
+	// on (added later, or since lost a document's access), the answer is
+	// withheld from that viewer.
 	TerminalReasonAudienceWithheld TerminalReason = "AUDIENCE_WITHHELD"
 	// It spent its budget of steps, tool calls, tokens or wall time.
 	TerminalReasonBudgetExhausted TerminalReason = "BUDGET_EXHAUSTED"

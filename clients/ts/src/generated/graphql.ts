@@ -155,7 +155,12 @@ export type SubmitMessageInput = {
  * differently; RUNTIME_FAILED covers the rest.
  */
 export type TerminalReason =
-  /** A member who may not read what the answer drew on joined before it was published. */
+  /**
+   * A member who may not read what the answer drew on joined before it was
+   * published; or, read by a viewer who may not read now what the answer drew
+   * on (added later, or since lost a document's access), the answer is
+   * withheld from that viewer.
+   */
   | 'AUDIENCE_WITHHELD'
   /** It spent its budget of steps, tool calls, tokens or wall time. */
   | 'BUDGET_EXHAUSTED'
