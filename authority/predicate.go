@@ -106,11 +106,16 @@ func ReadableDocuments(ctx context.Context, q pg.Querier, principal string, ids 
 
 // ArtifactReadableSQL is artifact visibility as SQL: true when viewer may
 // read artifact now — they own it (ownerColumn is the artifact's owner), or
-// a room they are a current member of holds a reference to it. All three
+// a room they are a current member of holds a reference to it — and, for
+// an artifact a turn made (turnColumn, NULL for an uploaded one), they may
+// read that turn's evidence now (TurnReadableSQL): a file derives from
+// what its turn drew on, whoever reads it, its owner included. All four
 // are SQL expressions.
-func ArtifactReadableSQL(artifact, ownerColumn, viewer string) string {
-	return fmt.Sprintf("(%s = %s OR EXISTS (SELECT 1 FROM room_resources rr WHERE rr.artifact_id = %s AND %s))",
-		ownerColumn, viewer, artifact, MemberSQL("rr.conversation_id", viewer))
+func ArtifactReadableSQL(artifact, ownerColumn, turnColumn, viewer string) string {
+	return fmt.Sprintf(`((%s = %s OR EXISTS (SELECT 1 FROM room_resources rr WHERE rr.artifact_id = %s AND %s))
+  AND (%s IS NULL OR EXISTS (SELECT 1 FROM turns mk WHERE mk.id = %s AND %s)))`,
+		ownerColumn, viewer, artifact, MemberSQL("rr.conversation_id", viewer),
+		turnColumn, turnColumn, TurnReadableSQL("mk.conversation_id", "mk.id", viewer))
 }
 
 // Room is what the command rule needs to know of a room.
