@@ -228,3 +228,15 @@ func TurnAudienceReadableSQL(room, turn, audience string) string {
 	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM turn_evidence ev WHERE ev.conversation_id = %s AND ev.turn_id = %s AND NOT %s)`,
 		room, turn, AudienceReadableSQL("ev.document_id", audience))
 }
+
+// EvidenceAudienceReadableSQL is the evidence rule over a stored list of
+// documents (a room summary's evidence): true when evidence, an SQL
+// expression of a jsonb array of document ids, is an array and every
+// current member of audience (a room) may read each of its documents now
+// (AudienceReadableSQL). A list of any other form — unknown evidence — is
+// read by no audience.
+func EvidenceAudienceReadableSQL(evidence, audience string) string {
+	return fmt.Sprintf(`(coalesce(jsonb_typeof(%[1]s) = 'array', false) AND NOT EXISTS (
+  SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(%[1]s) = 'array' THEN %[1]s ELSE '[]' END) sev(doc)
+  WHERE NOT %[2]s))`, evidence, AudienceReadableSQL("sev.doc::uuid", audience))
+}

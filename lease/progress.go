@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
 )
@@ -45,11 +46,12 @@ type RoomSummary struct {
 
 // saveSummary keeps a room's summary, moving only forward within one
 // audience: an older position than the stored one of the same audience
-// version changes nothing, and a summary of another (an earlier) audience
-// version is replaced whatever its position. A summary built for an
-// audience the room no longer has is not written at all: no run of the
-// room would start from it.
-const saveSummary = `
+// version changes nothing, while a stored summary no run of the room
+// would start from any more — of another (an earlier) audience version,
+// or drawing on a document a current member may no longer read — is
+// replaced whatever its position. A summary built for an audience the
+// room no longer has is not written at all: no run would start from it.
+var saveSummary = `
 INSERT INTO room_summaries (id, conversation_id, through_position, summary, turns, turn_id, audience_version, evidence, updated_at)
 SELECT $1, c.id, $3, $4, $5, $6, $7, $8::jsonb, now()
 FROM conversations c WHERE c.id = $2 AND c.audience_version = $7
@@ -58,7 +60,8 @@ SET through_position = EXCLUDED.through_position, summary = EXCLUDED.summary, tu
     turn_id = EXCLUDED.turn_id, audience_version = EXCLUDED.audience_version, evidence = EXCLUDED.evidence,
     updated_at = now()
 WHERE room_summaries.through_position < EXCLUDED.through_position
-   OR room_summaries.audience_version <> EXCLUDED.audience_version`
+   OR room_summaries.audience_version <> EXCLUDED.audience_version
+   OR NOT ` + authority.EvidenceAudienceReadableSQL("room_summaries.evidence", "room_summaries.conversation_id")
 
 // Checkpoint stores the run's progress on the turn and journals drafts
 // with it, fenced by the lease token: a run that no longer owns the turn

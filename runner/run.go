@@ -296,10 +296,7 @@ WITH room AS (
 s AS (
   SELECT rs.through_position, rs.summary, rs.turns, rs.evidence FROM room_summaries rs, room
   WHERE rs.conversation_id = $1 AND rs.through_position < $2 AND rs.audience_version = room.audience_version
-    AND jsonb_typeof(rs.evidence) = 'array'
-    AND NOT EXISTS (
-      SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(rs.evidence) = 'array' THEN rs.evidence ELSE '[]' END) e(doc)
-      WHERE NOT ` + authority.AudienceReadableSQL("e.doc::uuid", "$1") + `)),
+    AND ` + authority.EvidenceAudienceReadableSQL("rs.evidence", "$1") + `),
 h AS (
   (SELECT 's' AS kind, through_position AS position, summary AS input, NULL::text AS answer, turns,
      ARRAY(SELECT jsonb_array_elements_text(evidence)) AS evidence FROM s)

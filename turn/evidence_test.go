@@ -298,7 +298,8 @@ WHERE s.conversation_id = $1`, room.ID).Scan(&stored, &now); err != nil || store
 // removed, or he is taken out of the group the ACL names — the room's
 // later model contexts leave out the turns that drew on it: their
 // history, the room summary made of them, and history search, in the
-// shared room and from bob's private room.
+// shared room and from bob's private room; and the room's summary is
+// made again of what the room may still read.
 func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 	t.Parallel()
 	exec := func(t *testing.T, env *testkit.Env, query string, args ...any) {
@@ -340,6 +341,7 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 				t.Fatalf("the room's audience may not read the launch plan before the revocation (%v)", err)
 			}
 			env.Agent(t, "react", []string{tools.RetrievalName}, map[string]int64{"context_tokens": 8000})
+			completedBy(t, env, env.Alice, env.Shared.ID, "note: "+strings.Repeat("lorem ipsum ", 30))
 			asked := completedBy(t, env, env.Alice, env.Shared.ID, "When is the launch?")
 			if len(leaked(*asked.Answer, secrets)) == 0 {
 				t.Fatalf("the launch turn was not answered from the launch plan: %q", *asked.Answer)
@@ -352,7 +354,9 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 
 			tt.revoke(t, env, launch)
 
-			env.Agent(t, "react", []string{tools.HistorySearchName}, map[string]int64{"context_tokens": 8000})
+			// A budget that makes the next turn summarise its history
+			// again: the note alone, older than the stored summary.
+			env.Agent(t, "react", []string{tools.HistorySearchName}, map[string]int64{"context_tokens": 100})
 			for _, c := range []struct {
 				name string
 				who  authority.Member
@@ -371,6 +375,12 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 						t.Errorf("%s: the turn started from the summary of the launch turn: %+v", c.name, comp)
 					}
 				}
+			}
+			// The summary no run of the room may start from any more is
+			// replaced by the one of the readable history, though that
+			// ends at an older position.
+			if s, ok := roomSummary(t, env, env.Shared.ID); !ok || len(leaked(s.text, secrets)) > 0 || !strings.Contains(s.text, "lorem") {
+				t.Errorf("the room keeps a summary of the launch turn (%v): %.300q", ok, s.text)
 			}
 		})
 	}
