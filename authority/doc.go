@@ -81,8 +81,12 @@
 //   - in a shared room, evidence only the whole audience may read: a
 //     document every current member may read, [AudienceReadableSQL]; a
 //     conversation every member is in, [AudienceSharesRoomSQL];
+//   - a turn's evidence (every document its text may derive from), for
+//     one viewer, [TurnReadableSQL], and for a model context built for a
+//     room's audience, [TurnAudienceReadableSQL];
 //   - artifact visibility (its owner, or a current member of a room that
-//     holds a reference): [ArtifactReadableSQL];
+//     holds a reference, who may read the evidence of the turn that made
+//     it): [ArtifactReadableSQL];
 //   - a permission held at the moment a tool runs: [Holds].
 //
 // The authority bundle a turn is pinned to is resolved in one place,

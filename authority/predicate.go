@@ -106,11 +106,16 @@ func ReadableDocuments(ctx context.Context, q pg.Querier, principal string, ids 
 
 // ArtifactReadableSQL is artifact visibility as SQL: true when viewer may
 // read artifact now — they own it (ownerColumn is the artifact's owner), or
-// a room they are a current member of holds a reference to it. All three
+// a room they are a current member of holds a reference to it — and, for
+// an artifact a turn made (turnColumn, NULL for an uploaded one), they may
+// read that turn's evidence now (TurnReadableSQL): a file derives from
+// what its turn drew on, whoever reads it, its owner included. All four
 // are SQL expressions.
-func ArtifactReadableSQL(artifact, ownerColumn, viewer string) string {
-	return fmt.Sprintf("(%s = %s OR EXISTS (SELECT 1 FROM room_resources rr WHERE rr.artifact_id = %s AND %s))",
-		ownerColumn, viewer, artifact, MemberSQL("rr.conversation_id", viewer))
+func ArtifactReadableSQL(artifact, ownerColumn, turnColumn, viewer string) string {
+	return fmt.Sprintf(`((%s = %s OR EXISTS (SELECT 1 FROM room_resources rr WHERE rr.artifact_id = %s AND %s))
+  AND (%s IS NULL OR EXISTS (SELECT 1 FROM turns mk WHERE mk.id = %s AND %s)))`,
+		ownerColumn, viewer, artifact, MemberSQL("rr.conversation_id", viewer),
+		turnColumn, turnColumn, TurnReadableSQL("mk.conversation_id", "mk.id", viewer))
 }
 
 // Room is what the command rule needs to know of a room.
@@ -222,4 +227,16 @@ func TurnReadableSQL(room, turn, member string) string {
 func TurnAudienceReadableSQL(room, turn, audience string) string {
 	return fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM turn_evidence ev WHERE ev.conversation_id = %s AND ev.turn_id = %s AND NOT %s)`,
 		room, turn, AudienceReadableSQL("ev.document_id", audience))
+}
+
+// EvidenceAudienceReadableSQL is the evidence rule over a stored list of
+// documents (a room summary's evidence): true when evidence, an SQL
+// expression of a jsonb array of document ids, is an array and every
+// current member of audience (a room) may read each of its documents now
+// (AudienceReadableSQL). A list of any other form — unknown evidence — is
+// read by no audience.
+func EvidenceAudienceReadableSQL(evidence, audience string) string {
+	return fmt.Sprintf(`(coalesce(jsonb_typeof(%[1]s) = 'array', false) AND NOT EXISTS (
+  SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(%[1]s) = 'array' THEN %[1]s ELSE '[]' END) sev(doc)
+  WHERE NOT %[2]s))`, evidence, AudienceReadableSQL("sev.doc::uuid", audience))
 }

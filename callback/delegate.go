@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/lease"
@@ -80,7 +82,11 @@ func (h *Host) delegate(ctx context.Context, call runtime.ToolCall) (string, too
 	res := tools.Result{Content: fmt.Sprintf("Answer from the specialist %s:\n%s", args.Specialist, checked.Text)}
 	h.mu.Lock()
 	for _, id := range checked.Cited {
-		res.Citations = append(res.Citations, h.lineage[id])
+		l := h.lineage[id]
+		res.Citations = append(res.Citations, l)
+		if l.Document != uuid.Nil {
+			res.Documents = append(res.Documents, l.Document)
+		}
 	}
 	h.mu.Unlock()
 	return ToolOK, res

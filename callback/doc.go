@@ -20,7 +20,13 @@
 // the terminal when the run completes next. Tool runs one tool as the
 // turn's member with the permission they hold at that moment, journaled
 // before and after, its result redacted and bounded; an effectful tool
-// waits at the approval gate and runs at most once per approval.
+// waits at the approval gate and runs at most once per approval. What a
+// tool result derives from (tools.Result.Documents, and the documents
+// its citations name) is recorded as the turn's evidence, fenced, before
+// the result is journaled or the model reads it
+// (lease.Store.AddEvidence). A room summary a compaction of the history
+// makes is kept for the audience the history was built for, with the
+// evidence of what it summarised.
 // Checkpoint, Steering and Complete are the run's fenced progress, its
 // member commands and its one completed terminal (citations checked,
 // answer redacted, authorship re-checked under the room's lock).

@@ -82,7 +82,12 @@ type Host struct {
 	history     []runtime.Message
 	summary     Summary
 	roomSummary *lease.RoomSummary
-	notes       []journal.Draft
+	// audience is the room's audience version the history was built for,
+	// historyEvidence every document it derives from: a summary of it is
+	// the room's for that audience, with that evidence.
+	audience        int64
+	historyEvidence []uuid.UUID
+	notes           []journal.Draft
 	// calls numbers the attempt's model calls as they are stored.
 	calls int64
 }
@@ -149,9 +154,16 @@ type Run struct {
 	Version *ent.AgentVersion
 	Tools   map[string]tools.Tool
 	// History is the contract's room history, Summary the room summary at
-	// its head (zero when the room has none).
+	// its head (zero when the room has none or it was not for the room's
+	// audience now).
 	History []runtime.Message
 	Summary Summary
+	// Audience is the room's audience version History was built for —
+	// only turns every member of that audience may read — and Evidence
+	// every document History derives from (its turns' evidence and its
+	// summary's).
+	Audience int64
+	Evidence []uuid.UUID
 	// Log is the run's logger, whose lines carry its room, turn, attempt
 	// and trace; nil logs to Deps.Logger with the room, turn and attempt.
 	Log *slog.Logger
@@ -171,7 +183,7 @@ func New(deps Deps, run Run) *Host {
 		// One snapshot for the whole turn, taken when the run starts, so
 		// every model call of the turn carries the same clock.
 		turnContext: gateway.TurnContext(deps.Now(), run.Bundle.DisplayName),
-		history:     run.History, summary: run.Summary}
+		history:     run.History, summary: run.Summary, audience: run.Audience, historyEvidence: run.Evidence}
 	if run.Summary.Through > 0 {
 		// The run starts from the room's summary: the journal says so.
 		h.notes = append(h.notes, journal.Draft{Kind: journal.KindCompaction, TurnID: h.turnID(), Attempt: run.Claim.Turn.Attempt,
@@ -281,7 +293,8 @@ func (h *Host) Model(ctx context.Context, req runtime.ModelRequest, onDelta func
 	if through, turns, ok := h.historyCompaction(req); ok {
 		h.mu.Lock()
 		h.roomSummary = &lease.RoomSummary{Through: through, Turns: turns,
-			Text: guard.Bound(runtime.SummaryPrefix+res.Text, maxRoomSummary)}
+			Text:     guard.Bound(runtime.SummaryPrefix+res.Text, maxRoomSummary),
+			Audience: h.audience, Evidence: h.historyEvidence}
 		h.mu.Unlock()
 	}
 	return h.settle(res, ""), nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -81,6 +82,12 @@ func (h *Host) Tool(ctx context.Context, req runtime.ToolRequest) (runtime.ToolR
 		cites = append(cites, c.ID)
 	}
 	if status == ToolOK {
+		// What the result derives from is the turn's evidence before the
+		// result is journaled or reaches the model: a viewer, or a later
+		// model context, that may not read it all does not get the turn.
+		if err := h.deps.Store.AddEvidence(ctx, lease.EvidenceParams{Claim: h.claim, Documents: documentsOf(res)}); err != nil {
+			return runtime.ToolResult{}, err
+		}
 		h.remember(res.Citations)
 		if err := h.settleArtifacts(ctx, res.Artifacts); err != nil {
 			return runtime.ToolResult{}, err
@@ -161,6 +168,18 @@ func (h *Host) run(ctx context.Context, call runtime.ToolCall, t tools.Tool, ide
 		return ToolFailed, tools.Result{Content: "The tool failed."}
 	}
 	return ToolOK, res
+}
+
+// documentsOf is every document a tool result derives from: those the
+// tool says (Result.Documents) and those its citations name.
+func documentsOf(res tools.Result) []uuid.UUID {
+	docs := slices.Clone(res.Documents)
+	for _, c := range res.Citations {
+		if c.Document != uuid.Nil && !slices.Contains(docs, c.Document) {
+			docs = append(docs, c.Document)
+		}
+	}
+	return docs
 }
 
 // remember adds what a tool retrieved to the turn's evidence, with its

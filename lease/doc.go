@@ -25,7 +25,24 @@
 //
 // Besides, the reads and fenced writes a run makes while it holds its
 // lease: LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
-// DeliveredSteers, PendingCancel, ClaimExecution.
+// DeliveredSteers, PendingCancel, ClaimExecution, AddEvidence.
+//
+// # Evidence
+//
+// A turn's evidence (turn_evidence) is every document its text may derive
+// from: the documents selected as its input, every document a tool
+// returned to it, and the evidence of every turn whose text it was given
+// — its history, the room summary it started from, history search hits,
+// the turns that made the files given as its input. AddEvidence records
+// it, fenced, before anything derived from it is journaled or reaches the
+// model: the input and history part at admission, a tool result's part
+// before its tool_completed entry. It only grows. A viewer reads a turn
+// only while they may read all of its evidence, and a model context built
+// for a room holds a turn only while every current member may
+// (authority.TurnReadableSQL, TurnAudienceReadableSQL). A room summary is
+// kept with the audience version its history was built for and the
+// evidence of what it summarised; a run starts from it only while both
+// still hold.
 //
 // # The lane
 //
@@ -67,8 +84,10 @@
 // active_turn_id), recover and release (turn, then the journal head),
 // terminal (turn, then the room's row lock for the audience check, the
 // journal head and the release), checkpoint and steering (turn FOR SHARE,
-// then the journal head; a checkpoint then the room's summary row), and the fenced journal append (turn FOR SHARE,
-// then the head, in one statement). Acceptance is the one transaction
+// then the journal head; a checkpoint then the room's summary row), the
+// fenced journal append (turn FOR SHARE, then the head, in one
+// statement), and AddEvidence (turn FOR SHARE, then its evidence rows, in
+// one statement). Acceptance is the one transaction
 // that starts at the conversation's row, to take a position: after it, it
 // may lock only the turn it inserts (ClaimAccepted, which also sets the
 // room's active_turn_id on the row it already holds). Approval decisions

@@ -3,11 +3,13 @@ package lease
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/journal"
 )
@@ -24,7 +26,7 @@ type CheckpointParams struct {
 	// checkpoint entry itself).
 	Drafts []journal.Draft
 	// Summary, when set, becomes the room's summary, unless the room has
-	// one of a later position already.
+	// one of a later position for the same audience already.
 	Summary *RoomSummary
 }
 
@@ -34,17 +36,32 @@ type RoomSummary struct {
 	Through int64
 	Turns   int64
 	Text    string
+	// Audience is the room's audience version the summarised history was
+	// built for, and Evidence every document that history derived from:
+	// a later run starts from the summary only while the room's audience
+	// is still that one and may read them all.
+	Audience int64
+	Evidence []uuid.UUID
 }
 
-// saveSummary keeps a room's summary, moving only forward: an older
-// position than the stored one changes nothing.
-const saveSummary = `
-INSERT INTO room_summaries (id, conversation_id, through_position, summary, turns, turn_id, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, now())
+// saveSummary keeps a room's summary, moving only forward within one
+// audience: an older position than the stored one of the same audience
+// version changes nothing, while a stored summary no run of the room
+// would start from any more — of another (an earlier) audience version,
+// or drawing on a document a current member may no longer read — is
+// replaced whatever its position. A summary built for an audience the
+// room no longer has is not written at all: no run would start from it.
+var saveSummary = `
+INSERT INTO room_summaries (id, conversation_id, through_position, summary, turns, turn_id, audience_version, evidence, updated_at)
+SELECT $1, c.id, $3, $4, $5, $6, $7, $8::jsonb, now()
+FROM conversations c WHERE c.id = $2 AND c.audience_version = $7
 ON CONFLICT (conversation_id) DO UPDATE
 SET through_position = EXCLUDED.through_position, summary = EXCLUDED.summary, turns = EXCLUDED.turns,
-    turn_id = EXCLUDED.turn_id, updated_at = now()
-WHERE room_summaries.through_position < EXCLUDED.through_position`
+    turn_id = EXCLUDED.turn_id, audience_version = EXCLUDED.audience_version, evidence = EXCLUDED.evidence,
+    updated_at = now()
+WHERE room_summaries.through_position < EXCLUDED.through_position
+   OR room_summaries.audience_version <> EXCLUDED.audience_version
+   OR NOT ` + authority.EvidenceAudienceReadableSQL("room_summaries.evidence", "room_summaries.conversation_id")
 
 // Checkpoint stores the run's progress on the turn and journals drafts
 // with it, fenced by the lease token: a run that no longer owns the turn
@@ -64,7 +81,12 @@ func (s *Store) Checkpoint(ctx context.Context, p CheckpointParams) error {
 			head = entries[len(entries)-1].Seq
 		}
 		if sm := p.Summary; sm != nil {
-			if _, err := tx.ExecContext(ctx, saveSummary, uuid.New(), c.Turn.ConversationID, sm.Through, sm.Text, sm.Turns, c.Turn.ID); err != nil {
+			evidence, err := json.Marshal(nonNil(sm.Evidence))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, saveSummary, uuid.New(), c.Turn.ConversationID, sm.Through, sm.Text, sm.Turns, c.Turn.ID,
+				sm.Audience, string(evidence)); err != nil {
 				return interpretError(err, ErrFenced, "checkpoint", c.Turn.ID)
 			}
 		}

@@ -136,14 +136,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 
 // visibleArtifact selects artifact $2 for viewer $1 only when the viewer
 // may read it now: they own it, or a room they are a current member of
-// holds a reference to it. refs are the digests of those references.
+// holds a reference to it, and they may read the evidence of the turn
+// that made it. refs are the digests of those references.
 var visibleArtifact = `
 SELECT a.name, a.media_type, a.size, a.sha256, %s,
        ARRAY(SELECT rr.digest FROM room_resources rr
              WHERE rr.artifact_id = a.id AND ` + authority.MemberSQL("rr.conversation_id", "$1") + `
              ORDER BY rr.id) AS refs
 FROM artifacts a
-WHERE a.id = $2 AND ` + authority.ArtifactReadableSQL("a.id", "a.owner_id", "$1")
+WHERE a.id = $2 AND ` + authority.ArtifactReadableSQL("a.id", "a.owner_id", "a.turn_id", "$1")
 
 var (
 	statArtifact = fmt.Sprintf(visibleArtifact, "NULL::bytea")
@@ -179,6 +180,51 @@ func ReadArtifact(ctx context.Context, q pg.Querier, viewer uuid.UUID, id uuid.U
 		}
 	}
 	return ref, content, nil
+}
+
+// artifactEvidence is the evidence of the turns that made the artifacts
+// ($1): every document their content may derive from.
+const artifactEvidence = `
+SELECT DISTINCT ev.document_id FROM artifacts a
+JOIN turns t ON t.id = a.turn_id
+JOIN turn_evidence ev ON ev.conversation_id = t.conversation_id AND ev.turn_id = t.id
+WHERE a.id = ANY($1::uuid[])`
+
+// ArtifactEvidence returns every document the artifacts ids derive from:
+// the evidence of the turns that made them. An uploaded artifact (made in
+// no turn) derives from none.
+func ArtifactEvidence(ctx context.Context, q pg.Querier, ids []uuid.UUID) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	strs := make(pq.StringArray, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	docs, err := pg.QueryIDs(ctx, q, artifactEvidence, strs)
+	if err != nil {
+		return nil, fmt.Errorf("evidence of artifacts: %w", err)
+	}
+	return docs, nil
+}
+
+// audienceReadsArtifact is true when every current member of room $2 may
+// read the evidence of the turn that made artifact $1 (or no turn made
+// it).
+var audienceReadsArtifact = `
+SELECT NOT EXISTS (SELECT 1 FROM artifacts a JOIN turns mk ON mk.id = a.turn_id
+  WHERE a.id = $1 AND NOT ` + authority.TurnAudienceReadableSQL("mk.conversation_id", "mk.id", "$2") + `)`
+
+// AudienceMayRead reports whether every current member of room may read
+// now what the artifact id derives from — the evidence of the turn that
+// made it — so its content may enter a model context built for that room.
+// An uploaded artifact (made in no turn) derives from no document.
+func AudienceMayRead(ctx context.Context, q pg.Querier, id, room uuid.UUID) (bool, error) {
+	var ok bool
+	if err := pg.QueryRow(ctx, q, audienceReadsArtifact, []any{id, room}, &ok); err != nil {
+		return false, fmt.Errorf("audience of artifact %s: %w", id, err)
+	}
+	return ok, nil
 }
 
 func loadArtifact(ctx context.Context, q pg.Querier, query string, viewer, id uuid.UUID) (ArtifactRef, []byte, []string, error) {

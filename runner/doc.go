@@ -21,6 +21,12 @@
 // Admit builds one immutable runtime.Contract from the turn's pinned
 // authority bundle (refused if it no longer hashes to the turn's digest)
 // and agent version, and runtime.Run drives it through a callback.Host.
+// The history it gives the run holds only what every current member of
+// the room may read now: the finished turns whose evidence they may all
+// read, and the room's summary only when it was built for the room's
+// audience version now and they may all read its evidence. What the
+// turn is given — that history, the documents and files selected as its
+// input — is recorded as its evidence, fenced, before the run starts.
 // The run's outcome is decided here — completed by the host's own
 // terminal, cancelled by a member's durable command, failed with a reason
 // — and lands only through lease.Store.Terminal, fenced: a run that lost

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -19,6 +21,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/callback"
 	"github.com/turngate/turngate/ent"
+	entconv "github.com/turngate/turngate/ent/conversation"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
@@ -63,6 +66,11 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	r.mu.Unlock()
 
 	host, contract, err := r.Admit(runCtx, c)
+	if errors.Is(err, lease.ErrFenced) {
+		// Another run owns the turn now: its outcome is that run's.
+		log.Info("run fenced out at admission", "err", err)
+		return
+	}
 	if err != nil {
 		log.Error("admitting run failed", "err", err)
 		r.fail(c, lease.ReasonRuntimeFailed, log)
@@ -219,9 +227,21 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 	if err != nil {
 		return nil, runtime.Contract{}, fmt.Errorf("agent version: %w", err)
 	}
-	history, summary, err := r.history(ctx, c.Turn)
+	history, err := r.history(ctx, c.Turn)
 	if err != nil {
 		return nil, runtime.Contract{}, err
+	}
+	var files string
+	var given []uuid.UUID
+	if len(b.Manifest.Artifacts) > 0 {
+		files, given = r.attachments(ctx, b)
+	}
+	// What the turn is given — its history, the documents and the files
+	// selected as its input — is its evidence before any of it reaches
+	// the model.
+	if err := r.store.AddEvidence(ctx, lease.EvidenceParams{Claim: c,
+		Documents: append(slices.Clone(b.Manifest.Documents), history.Evidence...), Artifacts: given}); err != nil {
+		return nil, runtime.Contract{}, fmt.Errorf("evidence of %s: %w", c.Turn.ID, err)
 	}
 	ref := runtime.RunRef{TurnID: c.Turn.ID.String(), Attempt: c.Turn.Attempt, LeaseToken: c.Fence.LeaseToken, BundleDigest: c.Turn.AuthorityDigest}
 	offered := map[string]tools.Tool{}
@@ -232,13 +252,14 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 		specs = append(specs, runtime.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
 	h := callback.New(r.deps, callback.Run{Claim: c, Ref: ref, Bundle: b, Version: av, Tools: offered,
-		History: history, Summary: summary, Log: r.runLog(ctx, c)})
+		History: history.Messages, Summary: history.Summary, Audience: history.Audience, Evidence: history.Evidence,
+		Log: r.runLog(ctx, c)})
 	contract := runtime.Contract{
 		Run:          ref,
 		AgentVersion: av.Version,
 		Controller:   av.Controller,
 		System:       av.SystemPrompt,
-		History:      history,
+		History:      history.Messages,
 		Message:      runtime.Message{Role: runtime.RoleUser, Content: c.Turn.Input, Origin: runtime.OriginTurn},
 		Tools:        specs,
 		Budgets: runtime.Budgets{
@@ -252,75 +273,118 @@ func (r *Runner) Admit(ctx context.Context, c *lease.Claimed) (*callback.Host, r
 	if err := runtime.Admit(contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
-	if len(b.Manifest.Artifacts) > 0 {
-		contract.System += r.attachments(ctx, b)
-	}
+	contract.System += files
 	if err := h.Resume(ctx, &contract); err != nil {
 		return nil, runtime.Contract{}, err
 	}
 	return h, contract, nil
 }
 
-// historyQuery reads the room's summary, when one covers turns before
-// this one, and the finished turns after it, newest first: the summary is
-// the row with a null answer and kind 's'.
-const historyQuery = `
-WITH s AS (
-  SELECT through_position, summary, turns FROM room_summaries
-  WHERE conversation_id = $1 AND through_position < $2)
-(SELECT 's' AS kind, through_position, summary, NULL::text, turns FROM s)
-UNION ALL
-(SELECT 't', position, input, answer, 0 FROM turns
- WHERE conversation_id = $1 AND position < $2 AND state = 'completed'
-   AND position > coalesce((SELECT through_position FROM s), -1)
- ORDER BY position DESC LIMIT $3)`
+// historyQuery reads what a run sees of its room's earlier turns, built
+// for the room's audience now: its audience version, then the room's
+// summary, when one covers turns before this one, was built for that
+// audience version and draws only on documents every current member may
+// read now, and the finished turns after it, newest first, each only when
+// every current member may read all of its evidence now
+// (authority.TurnAudienceReadableSQL). The summary is the row of kind
+// 's'; each row carries the evidence it derives from. A summary of
+// unknown evidence is not used. One statement: the audience version and
+// the membership the rules read are of one snapshot.
+var historyQuery = `
+WITH room AS (
+  SELECT audience_version FROM conversations WHERE id = $1),
+s AS (
+  SELECT rs.through_position, rs.summary, rs.turns, rs.evidence FROM room_summaries rs, room
+  WHERE rs.conversation_id = $1 AND rs.through_position < $2 AND rs.audience_version = room.audience_version
+    AND ` + authority.EvidenceAudienceReadableSQL("rs.evidence", "$1") + `),
+h AS (
+  (SELECT 's' AS kind, through_position AS position, summary AS input, NULL::text AS answer, turns,
+     ARRAY(SELECT jsonb_array_elements_text(evidence)) AS evidence FROM s)
+  UNION ALL
+  (SELECT 't', t.position, t.input, t.answer, 0,
+     ARRAY(SELECT ev.document_id::text FROM turn_evidence ev WHERE ev.conversation_id = t.conversation_id AND ev.turn_id = t.id)
+   FROM turns t
+   WHERE t.conversation_id = $1 AND t.position < $2 AND t.state = 'completed'
+     AND t.position > coalesce((SELECT through_position FROM s), -1)
+     AND ` + authority.TurnAudienceReadableSQL("t.conversation_id", "t.id", "$1") + `
+   ORDER BY t.position DESC LIMIT $3))
+SELECT room.audience_version, h.kind, h.position, h.input, h.answer, h.turns, h.evidence
+FROM room LEFT JOIN h ON true`
 
-// history is what a run sees of the room's earlier finished turns, oldest
-// first: the room's summary, when it has one, then the turns after it,
-// each message with its turn's position.
-func (r *Runner) history(ctx context.Context, t *ent.Turn) ([]runtime.Message, callback.Summary, error) {
-	var sum callback.Summary
+// roomHistory is what a run sees of its room's earlier finished turns.
+type roomHistory struct {
+	// Messages are oldest first: the room's summary, when it has one the
+	// audience may read, then the turns after it, each message with its
+	// turn's position.
+	Messages []runtime.Message
+	Summary  callback.Summary
+	// Audience is the room's audience version the history was built for;
+	// Evidence every document it derives from.
+	Audience int64
+	Evidence []uuid.UUID
+}
+
+// history is what a run sees of the room's earlier finished turns: only
+// what every current member of the room may read.
+func (r *Runner) history(ctx context.Context, t *ent.Turn) (roomHistory, error) {
+	var out roomHistory
 	rows, err := r.cfg.Client.QueryContext(ctx, historyQuery, t.ConversationID, t.Position, r.cfg.HistoryTurns)
 	if err != nil {
-		return nil, sum, fmt.Errorf("history of %s: %w", t.ID, err)
+		return out, fmt.Errorf("history of %s: %w", t.ID, err)
 	}
 	defer rows.Close()
 	var prev []runtime.Message // newest first
 	var summary *runtime.Message
+	seen := map[uuid.UUID]bool{}
 	for rows.Next() {
-		var kind, input string
-		var position, turns int64
+		var kind, input sql.NullString
+		var position, turns sql.NullInt64
 		var answer *string
-		if err := rows.Scan(&kind, &position, &input, &answer, &turns); err != nil {
-			return nil, sum, err
+		var evidence pq.StringArray
+		if err := rows.Scan(&out.Audience, &kind, &position, &input, &answer, &turns, &evidence); err != nil {
+			return out, err
 		}
-		if kind == "s" {
-			summary = &runtime.Message{Role: runtime.RoleSystem, Content: input, Position: position}
-			sum = callback.Summary{Through: position, Turns: turns}
-			continue
+		for _, raw := range evidence {
+			id, err := uuid.Parse(raw)
+			if err != nil {
+				return out, fmt.Errorf("history of %s: evidence %q: %w", t.ID, raw, err)
+			}
+			if !seen[id] {
+				seen[id] = true
+				out.Evidence = append(out.Evidence, id)
+			}
 		}
-		if answer != nil {
-			prev = append(prev, runtime.Message{Role: runtime.RoleAssistant, Content: *answer, Position: position})
+		switch kind.String {
+		case "s":
+			summary = &runtime.Message{Role: runtime.RoleSystem, Content: input.String, Position: position.Int64}
+			out.Summary = callback.Summary{Through: position.Int64, Turns: turns.Int64}
+		case "t":
+			if answer != nil {
+				prev = append(prev, runtime.Message{Role: runtime.RoleAssistant, Content: *answer, Position: position.Int64})
+			}
+			prev = append(prev, runtime.Message{Role: runtime.RoleUser, Content: input.String, Position: position.Int64})
 		}
-		prev = append(prev, runtime.Message{Role: runtime.RoleUser, Content: input, Position: position})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, sum, fmt.Errorf("history of %s: %w", t.ID, err)
+		return out, fmt.Errorf("history of %s: %w", t.ID, err)
 	}
 	if summary != nil {
 		prev = append(prev, *summary)
 	}
 	slices.Reverse(prev)
-	return prev, sum, nil
+	out.Messages = prev
+	return out, nil
 }
 
 // maxAttachments bounds the attachment lines a prompt gets.
 const maxAttachments = 20
 
 // attachments describes the artifacts the member selected as input:
-// bounded metadata, re-authorised now — never their bytes (run_code reads
-// those, digest-verified).
-func (r *Runner) attachments(ctx context.Context, b authority.Bundle) string {
+// bounded metadata, re-authorised now — in a shared room for every
+// member — never their bytes (run_code reads those, digest-verified). It
+// returns the artifacts it describes: what the turn is given of them.
+func (r *Runner) attachments(ctx context.Context, b authority.Bundle) (string, []uuid.UUID) {
+	var given []uuid.UUID
 	var sb strings.Builder
 	sb.WriteString("\n\nFiles the member attached to their message (run_code can read them with read_input(name)):")
 	for i, id := range b.Manifest.Artifacts {
@@ -329,13 +393,22 @@ func (r *Runner) attachments(ctx context.Context, b authority.Bundle) string {
 			break
 		}
 		ref, err := resource.StatArtifact(ctx, r.cfg.Client, b.MemberID, id)
+		if err == nil && b.ConversationKind == string(entconv.KindShared) {
+			// A shared room's model context holds only what every member
+			// may read: not a file drawn from what one of them may not.
+			var shared bool
+			if shared, err = resource.AudienceMayRead(ctx, r.cfg.Client, id, b.ConversationID); err == nil && !shared {
+				err = resource.ErrArtifactNotFound
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(&sb, "\n- artifact:%s (no longer available)", id)
 			continue
 		}
 		fmt.Fprintf(&sb, "\n- %s (%s, %d bytes, sha256 %.12s, artifact:%s)", guard.Bound(ref.Name, 128), ref.MediaType, ref.Size, ref.SHA256, ref.ID)
+		given = append(given, id)
 	}
-	return sb.String()
+	return sb.String(), given
 }
 
 // agentVersion reads an agent version. Versions are immutable (the

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/gqlclient"
@@ -231,5 +234,102 @@ func TestCitationsAreFilteredPerViewer(t *testing.T) {
 	}
 	if turn, journal := cited(a); !turn || !journal {
 		t.Fatalf("alice lost the launch plan's citation: turn %v, journal %v", turn, journal)
+	}
+}
+
+// TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence: alice, alone
+// in a shared room she made, asks about the compensation bands only she
+// may read, and the turn makes a file of them (as run_code would). She
+// adds bob. The file is then NOT_FOUND to him through artifact(id), and
+// 404 at /artifacts/{id}, exactly as a file that does not exist; alice
+// still reads it. The model calls of his turn in the room, and of alice's
+// next turn there, read back through turn replay, carry nothing of the
+// bands: their history no longer holds the turn that drew on them.
+func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := h.client(t, alice), h.client(t, bob)
+	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
+	var created struct {
+		CreateConversation struct{ ID string } `json:"createConversation"`
+	}
+	if err := a.Do(ctx, `mutation { createConversation(input: {title: "Managers", kind: SHARED}) { id } }`, nil, &created); err != nil {
+		t.Fatal(err)
+	}
+	room := created.CreateConversation.ID
+	asked := submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-alone")
+	if state := waitTurnState(t, ctx, h.app.db, asked); state != "completed" {
+		t.Fatalf("alice's turn ended %s", state)
+	}
+	var answer string
+	if err := h.app.db.QueryRowContext(ctx, `SELECT answer FROM turns WHERE id = $1`, asked).Scan(&answer); err != nil || !strings.Contains(answer, "95,000") {
+		t.Fatalf("alice, alone in the room, was not answered from the bands: %q (%v)", answer, err)
+	}
+	file, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.MustParse(asked), "bands.md", "", []byte(answer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resource.LinkToRoom(ctx, h.app.db, room, []uuid.UUID{file.ID}); err != nil {
+		t.Fatal(err)
+	}
+	path := "/artifacts/" + file.ID.String()
+	readable := func(who string, c *gqlclient.Client) bool {
+		t.Helper()
+		resp, err := c.Raw(ctx, gqlclient.Request{Query: artifactQuery, Variables: map[string]any{"id": file.ID.String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, body := h.download(t, who, path, nil)
+		switch code := gqlclient.CodeOf(resp.Err()); {
+		case code == "" && res.StatusCode == http.StatusOK:
+			return true
+		case code == "NOT_FOUND" && res.StatusCode == http.StatusNotFound:
+			if seen := string(resp.Data) + string(body); strings.Contains(seen, "bands") || strings.Contains(seen, "95,000") {
+				t.Errorf("%s is refused the file but reads %q", who, seen)
+			}
+			return false
+		default:
+			t.Fatalf("%s: artifact %s (%v), download %d", who, resp.Data, resp.Err(), res.StatusCode)
+			return false
+		}
+	}
+	if !readable(alice, a) {
+		t.Fatal("alice cannot read the file her turn made")
+	}
+
+	if err := a.Do(ctx, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
+		map[string]any{"c": room}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if readable(bob, b) {
+		t.Error("bob, who joined after, reads the file of the bands turn")
+	}
+	if !readable(alice, a) {
+		t.Error("alice lost the file her turn made")
+	}
+	for _, tt := range []struct {
+		who, key string
+		c        *gqlclient.Client
+		text     string
+	}{
+		{bob, "bob-after", b, "What did we say about the bands so far?"},
+		{alice, "alice-after", a, "What else about the engineering bands?"},
+	} {
+		id := submitAs(t, ctx, tt.c, room, tt.text, tt.key)
+		if state := waitTurnState(t, ctx, h.app.db, id); state != "completed" {
+			t.Fatalf("%s's turn ended %s", tt.who, state)
+		}
+		calls, err := replayOf(ctx, tt.c, id, nil)
+		if err != nil || len(calls) == 0 {
+			t.Fatalf("%s's replay: %d calls, %v", tt.who, len(calls), err)
+		}
+		seen := toJSON(t, calls)
+		for _, s := range secrets {
+			if strings.Contains(seen, s) {
+				t.Errorf("the model calls of %s's turn, bob a member, carry %q of the bands", tt.who, s)
+			}
+		}
 	}
 }

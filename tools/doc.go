@@ -11,6 +11,13 @@
 // tool's vocabulary (ErrBadArguments, a Refusal's status). Every
 // visibility rule a tool's query applies is authority's SQL fragment.
 //
+// A result says what it derives from (Result.Documents): the documents
+// retrieval and read_document return, the evidence of the turns a
+// history search finds, the evidence of the turns that made the files
+// run_code reads. The backend records them as the turn's evidence before
+// the model reads the result, so a tool that returns document content
+// must name them.
+//
 // # What it must not import
 //
 // tools imports authority, pg, resource and sandbox; never turn, lease,

@@ -8,13 +8,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/authority"
 )
 
 // HistorySearch searches the finished turns of the conversations the
 // member is a current member of — nothing else — by Postgres full-text
-// search, best match first among the newest matches.
+// search, best match first among the newest matches. A turn drawing on a
+// document the member (or, in a shared room, any member of it) may not
+// read now is not found.
 type HistorySearch struct{}
 
 // HistorySearchName is the tool's name.
@@ -43,7 +46,12 @@ const historyCandidates = 200
 // searchHistory first settles the rooms the search may read — the
 // member's rooms now, and in a shared room only those every member of its
 // audience is in too — then finds the matching finished turns in them by
-// the full-text index, newest first, and ranks those.
+// the full-text index, newest first, and ranks those. Of those
+// candidates, a turn is a hit only when the member may read all of its
+// evidence now and, in a shared room, so may every current member of it
+// (the evidence rule): the rule is applied to the few hundred candidates,
+// after the index, never to the room's every turn. Each hit comes with
+// its evidence, which becomes the searching turn's.
 var searchHistory = `
 WITH rooms AS (
   SELECT rm.conversation_id FROM room_members rm
@@ -57,8 +65,11 @@ hits AS (
     AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
   ORDER BY t.created_at DESC
   LIMIT ` + fmt.Sprint(historyCandidates) + `)
-SELECT h.id, c.title, h.input, coalesce(h.answer, '')
+SELECT h.id, c.title, h.input, coalesce(h.answer, ''),
+  ARRAY(SELECT ev.document_id FROM turn_evidence ev WHERE ev.conversation_id = h.conversation_id AND ev.turn_id = h.id)
 FROM hits h JOIN conversations c ON c.id = h.conversation_id
+WHERE ` + authority.TurnReadableSQL("h.conversation_id", "h.id", "$1") + `
+  AND ($5::uuid IS NULL OR ` + authority.TurnAudienceReadableSQL("h.conversation_id", "h.id", "$5") + `)
 ORDER BY ts_rank(to_tsvector('simple', h.input || ' ' || coalesce(h.answer, '')), websearch_to_tsquery('simple', $2)) DESC, h.created_at DESC
 LIMIT $4`
 
@@ -89,7 +100,11 @@ func (HistorySearch) Run(ctx context.Context, call Call) (Result, error) {
 	for rows.Next() {
 		var id uuid.UUID
 		var title, input, answer string
-		if err := rows.Scan(&id, &title, &input, &answer); err != nil {
+		var evidence pq.StringArray
+		if err := rows.Scan(&id, &title, &input, &answer, &evidence); err != nil {
+			return Result{}, err
+		}
+		if err := res.derivesFrom(evidence); err != nil {
 			return Result{}, err
 		}
 		cite := fmt.Sprintf("turn:%s", id)

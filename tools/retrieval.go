@@ -114,6 +114,7 @@ func (Retrieval) Run(ctx context.Context, call Call) (Result, error) {
 		}
 		cite := fmt.Sprintf("doc:%s#p%d", doc, ordinal)
 		res.Citations = append(res.Citations, Citation{ID: cite, Source: title, Passage: text, Document: doc, Digest: digest})
+		res.addDocument(doc)
 		fmt.Fprintf(&b, "[%s] (%s) %s\n", cite, title, oneLine(text))
 	}
 	if err := rows.Err(); err != nil {
@@ -180,6 +181,7 @@ func (ReadDocument) Run(ctx context.Context, call Call) (Result, error) {
 	return Result{
 		Content:   fmt.Sprintf("[%s] (%s)\n%s", cite, title, body),
 		Citations: []Citation{{ID: cite, Source: title, Passage: clip(oneLine(body), 300), Document: id, Digest: digest}},
+		Documents: []uuid.UUID{id},
 	}, nil
 }
 

@@ -72,9 +72,15 @@ func (rc RunCode) Run(ctx context.Context, call Call) (Result, error) {
 	if rc.Sandbox == nil {
 		return Result{}, errNoSandbox
 	}
-	inputs, err := runInputs(ctx, call)
+	inputs, read, err := runInputs(ctx, call)
 	if err != nil {
 		return Result{}, err
+	}
+	// What the script prints may quote its inputs: the result derives
+	// from what the turns that made them drew on.
+	docs, err := resource.ArtifactEvidence(ctx, call.DB, read)
+	if err != nil {
+		return Result{}, fmt.Errorf("run_code: %w", err)
 	}
 	out, err := rc.Sandbox.Run(ctx, sandbox.Request{Script: args.Script, Inputs: inputs, Now: call.Now})
 	if err != nil {
@@ -84,7 +90,7 @@ func (rc RunCode) Run(ctx context.Context, call Call) (Result, error) {
 		}
 		return Result{}, sandboxRefusal(err)
 	}
-	res := Result{}
+	res := Result{Documents: docs}
 	for _, f := range out.Files {
 		ref, err := createArtifact(ctx, call.DB, call.Actor.MemberID, call.Actor.TurnID, f.Name, resource.MediaTypeFor(f.Name), f.Data)
 		if err != nil {
@@ -97,11 +103,14 @@ func (rc RunCode) Run(ctx context.Context, call Call) (Result, error) {
 }
 
 // runInputs reads the artifacts the manifest pins that the actor may read
-// now, digest-verified, as sandbox inputs named by their artifact names.
-// One the actor may not read is left out, exactly like one that does not
-// exist; one whose content fails its digest check refuses the call.
-func runInputs(ctx context.Context, call Call) ([]sandbox.Input, error) {
+// now — in a shared room, only those every member may read what they
+// derive from — digest-verified, as sandbox inputs named by their
+// artifact names, and says which artifacts it read. One the actor may not
+// read is left out, exactly like one that does not exist; one whose
+// content fails its digest check refuses the call.
+func runInputs(ctx context.Context, call Call) ([]sandbox.Input, []uuid.UUID, error) {
 	var inputs []sandbox.Input
+	var read []uuid.UUID
 	seen := map[uuid.UUID]bool{}
 	names := map[string]bool{}
 	for _, id := range call.Actor.Manifest.Artifacts {
@@ -110,15 +119,25 @@ func runInputs(ctx context.Context, call Call) ([]sandbox.Input, error) {
 		}
 		seen[id] = true
 		ref, data, err := resource.ReadArtifact(ctx, call.DB, call.Actor.MemberID, id)
+		if err == nil && call.Actor.Shared {
+			// In a shared room the script's output reaches the model
+			// context of every member: a file drawn from what one of them
+			// may not read is left out, as if it did not exist.
+			var shared bool
+			if shared, err = resource.AudienceMayRead(ctx, call.DB, id, call.Actor.ConversationID); err == nil && !shared {
+				err = resource.ErrArtifactNotFound
+			}
+		}
 		switch {
 		case errors.Is(err, resource.ErrArtifactNotFound):
 			continue
 		case errors.Is(err, resource.ErrDigestMismatch):
-			return nil, &Refusal{Status: "sandbox_refused", Message: fmt.Sprintf(
+			return nil, nil, &Refusal{Status: "sandbox_refused", Message: fmt.Sprintf(
 				"input artifact %s failed its digest check: its content is not what was recorded, so the script was not run", id)}
 		case err != nil:
-			return nil, fmt.Errorf("run_code: input %s: %w", id, err)
+			return nil, nil, fmt.Errorf("run_code: input %s: %w", id, err)
 		}
+		read = append(read, id)
 		name := ref.Name
 		if names[name] {
 			// Two pinned artifacts share a name: the later one is
@@ -134,7 +153,7 @@ func runInputs(ctx context.Context, call Call) ([]sandbox.Input, error) {
 		names[name] = true
 		inputs = append(inputs, sandbox.Input{Name: name, Data: data, SHA256: ref.SHA256})
 	}
-	return inputs, nil
+	return inputs, read, nil
 }
 
 // sandboxRefusal tells the model why its script did not finish.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -77,6 +78,32 @@ type Result struct {
 	// Artifacts are the artifacts the tool made, the member's own; in a
 	// shared room the backend links each to the room when the tool settles.
 	Artifacts []resource.ArtifactRef `json:"artifacts,omitempty"`
+	// Documents are every document Content derives from: those it
+	// returns, and the evidence of the turns or files it returns text of.
+	// The backend records them as the turn's evidence before the model
+	// reads the result; a tool that returns document content and leaves
+	// them out lets that content reach viewers who may not read it.
+	Documents []uuid.UUID `json:"documents,omitempty"`
+}
+
+// derivesFrom adds documents, given as text ids, to what the result
+// derives from, each once.
+func (r *Result) derivesFrom(ids []string) error {
+	for _, s := range ids {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return fmt.Errorf("evidence id %q: %w", s, err)
+		}
+		r.addDocument(id)
+	}
+	return nil
+}
+
+// addDocument adds one document to what the result derives from, once.
+func (r *Result) addDocument(id uuid.UUID) {
+	if id != uuid.Nil && !slices.Contains(r.Documents, id) {
+		r.Documents = append(r.Documents, id)
+	}
 }
 
 // Tool is one executable tool.

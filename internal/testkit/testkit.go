@@ -184,9 +184,17 @@ func (e *Env) Private(t testing.TB, m authority.Member) *ent.Conversation {
 
 // Agent publishes the next version of the demo rooms' agent, with the
 // given controller, tools and budgets; turns accepted after it use it.
+// No tools and no budgets are stored as an empty list and object: the
+// database holds a version's lists to be arrays (agent_versions_lists).
 func (e *Env) Agent(t testing.TB, controller string, tools []string, budgets map[string]int64) *ent.AgentVersion {
 	t.Helper()
 	ctx := context.Background()
+	if tools == nil {
+		tools = []string{}
+	}
+	if budgets == nil {
+		budgets = map[string]int64{}
+	}
 	latest, err := e.Client.AgentVersion.Query().
 		Where(entagentversion.AgentID(e.Shared.AgentID)).
 		Order(ent.Desc(entagentversion.FieldVersion)).First(ctx)
