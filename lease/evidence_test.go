@@ -3,7 +3,6 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,14 +11,10 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	entturn "github.com/turngate/turngate/ent/turn"
-	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/lease"
-	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/resource"
 )
-
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m, migrations.Apply)) }
 
 // AddEvidence at its seam, from each starting state: the run holding the
 // turn records documents, and the evidence of the turns that made the

@@ -39,4 +39,3 @@ func (s *Store) Documents(ctx context.Context, viewer authority.Member, query st
 	}
 	return ListDocuments(ctx, s.db, authority.Principal(viewer.Email), query, first, offset)
 }
-
