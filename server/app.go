@@ -267,11 +267,25 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
-// Listen binds the HTTP address (port 0 picks a free one).
+// Listen binds the HTTP address (port 0 picks a free one). In dev mode
+// the address bound must be loopback unless DevAllowPublicListener says
+// otherwise: Check reads the address as written, this is the address a
+// name resolved to.
 func (a *App) Listen() error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if a.cfg.Dev() {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			if !a.cfg.DevAllowPublicListener {
+				ln.Close()
+				return devListenerError(ln.Addr().String())
+			}
+			a.log.Warn("dev mode on an address other hosts may reach (TURNGATE_DEV_ALLOW_PUBLIC_LISTENER): "+
+				"anyone who reaches it can use envelopes minted with the dev key; the signed-in pages go to loopback peers only",
+				"addr", ln.Addr().String())
+		}
 	}
 	a.ln = ln
 	return nil
