@@ -24,6 +24,10 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on a listener of its own
 	// instead of on Addr (TURNGATE_METRICS_ADDR).
 	MetricsAddr string
+	// Pprof serves Go's profiles at /debug/pprof/ on MetricsAddr
+	// (TURNGATE_PPROF; off by default, and never on Addr): each profile
+	// or trace at most MaxProfileDuration long.
+	Pprof bool
 	// DevAllowPublicListener lets dev mode listen on an address that is
 	// not loopback (TURNGATE_DEV_ALLOW_PUBLIC_LISTENER=yes-i-understand).
 	// Even then the pages that carry envelopes go to loopback peers only.
@@ -374,6 +378,11 @@ func ConfigFromEnv() (Config, error) {
 		// value someone copied from another setting.
 		return c, fmt.Errorf("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER: the only value is %s, got %q", devAllowPublicListener, v)
 	}
+	if v := os.Getenv("TURNGATE_PPROF"); v != "" {
+		if c.Pprof, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_PPROF: %w", err)
+		}
+	}
 	if v := os.Getenv("TURNGATE_DEMO"); v != "" {
 		if c.Demo, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_DEMO: %w", err)
@@ -490,12 +499,16 @@ func env(key, def string) string {
 // Check refuses a configuration a server could start with but should
 // not, naming what to set: dev mode on an address other hosts reach, a
 // model route no provider serves (every turn would fail runtime_failed,
-// explained only in the log). serve runs it before anything starts; the
-// database and the envelope key are checked as they are opened, and the
-// listener's bound address by Listen.
+// explained only in the log), profiles without an operators' address.
+// serve runs it before anything starts; the database and the envelope
+// key are checked as they are opened, and the listener's bound address
+// by Listen.
 func (c Config) Check() error {
 	if c.Dev() && !c.DevAllowPublicListener && c.Addr != "" && publicListenAddr(c.Addr) {
 		return devListenerError(c.Addr)
+	}
+	if c.Pprof && c.MetricsAddr == "" {
+		return fmt.Errorf("TURNGATE_PPROF needs TURNGATE_METRICS_ADDR: Go's profiles are served on the operators' address only, never on the API's")
 	}
 	switch c.DBPooler {
 	case "":
