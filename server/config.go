@@ -167,9 +167,8 @@ type Limits struct {
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	// CommandRate and CommandBurst are the token bucket of one member's
-	// commands on this replica: submitMessage, steerTurn, cancelTurn and
-	// decideApproval (TURNGATE_COMMAND_RATE 5 per second,
-	// TURNGATE_COMMAND_BURST 30).
+	// commands on this replica: every mutation, since every one writes
+	// (TURNGATE_COMMAND_RATE 5 per second, TURNGATE_COMMAND_BURST 30).
 	CommandRate  float64
 	CommandBurst int
 	// SandboxMemory bounds one run_code script's memory, in bytes
