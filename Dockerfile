@@ -1,8 +1,12 @@
 # turngate's image: a static binary (CGO off) on distroless, as a non-root
 # user, its data folder on a volume. It runs against an external Postgres
-# (DATABASE_URL); see deploy/compose.yaml for Postgres and three replicas
-# behind one address. The same build is tested without a container
-# engine: server/container_test.go.
+# (DATABASE_URL) and verifies your platform's envelopes: set
+# TURNGATE_ENVELOPE_PUBLIC_KEY or TURNGATE_ENVELOPE_JWKS_URL. Without
+# either the binary would be in dev mode, which refuses this image's
+# address (every interface), so the image does not start until it has a
+# key. See deploy/compose.yaml for Postgres and three replicas behind one
+# address. The same build, and that refusal, are tested without a
+# container engine: server/container_test.go.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -76,14 +76,14 @@ func readers(in []string) ([]string, error) {
 		return nil, errcode.Invalid("readers", "at most %d readers", MaxReaders)
 	}
 	out := make([]string, 0, len(in))
-	for _, r := range in {
+	for i, r := range in {
 		r = strings.TrimSpace(r)
 		if g, ok := strings.CutPrefix(r, authority.GroupPrefix); ok {
 			if !groupName.MatchString(g) {
-				return nil, errcode.Invalid("readers", "%q is not a group name (a-z 0-9 _ . -)", g)
+				return nil, errcode.Invalid("readers", "readers[%d] is not a group name (a-z 0-9 _ . -)", i)
 			}
 		} else if !emailForm.MatchString(r) {
-			return nil, errcode.Invalid("readers", "%q is neither an email nor group:<name>", r)
+			return nil, errcode.Invalid("readers", "readers[%d] is neither an email nor group:<name>", i)
 		} else {
 			r = authority.Principal(r)
 		}
@@ -289,7 +289,7 @@ func (s *Service) Documents(ctx context.Context, actor authority.Member, first, 
 func (s *Service) document(ctx context.Context, id uuid.UUID) (*Document, error) {
 	doc, err := s.Client.Document.Get(ctx, id)
 	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "no document %s", id)
+		return nil, &errcode.Error{Code: errcode.NotFound, Field: "documentId", Message: "document not found"}
 	}
 	if err != nil {
 		return nil, err
@@ -390,7 +390,7 @@ func toMember(m *ent.Member) *Member {
 func (s *Service) member(ctx context.Context, email string) (*ent.Member, error) {
 	m, err := s.Client.Member.Query().Where(entmember.Email(authority.Principal(strings.TrimSpace(email)))).Only(ctx)
 	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "no member %s: a member exists once they have signed in", email)
+		return nil, &errcode.Error{Code: errcode.NotFound, Field: "email", Message: "no member has that email: a member exists once they have signed in"}
 	}
 	return m, err
 }
@@ -408,7 +408,7 @@ func (s *Service) memberView(ctx context.Context, id uuid.UUID) (*Member, error)
 // hold no admin permission the caller does not.
 func (s *Service) Grant(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
 	if !permission.MatchString(perm) {
-		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm), nil)
+		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "permission is not a permission name (a-z 0-9 _ . : -)"), nil)
 	}
 	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
 		if err := holdsNow(ctx, tx, actor.ID, PermMembers, perm); err != nil {
@@ -431,7 +431,7 @@ ON CONFLICT (member_id, permission) DO NOTHING`, uuid.New(), m.ID, perm)
 // next resolution — a running turn's next tool call included — sees it.
 func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, perm string) (*Member, error) {
 	if !permission.MatchString(perm) {
-		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "%q is not a permission name (a-z 0-9 _ . : -)", perm), nil)
+		return s.memberChange(ctx, actor, email, errcode.Invalid("permission", "permission is not a permission name (a-z 0-9 _ . : -)"), nil)
 	}
 	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
 		var holders []uuid.UUID
@@ -448,7 +448,7 @@ func (s *Service) Revoke(ctx context.Context, actor authority.Member, email, per
 			return err
 		}
 		if perm == PermMembers && len(holders) == 1 && holders[0] == m.ID {
-			return errcode.New(errcode.Conflict, "%s is the last holder of %s: grant it to another member first", m.Email, PermMembers)
+			return &errcode.Error{Code: errcode.Conflict, Field: "email", Message: "that member is the last holder of " + PermMembers + ": grant it to another member first"}
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM member_permissions WHERE member_id = $1 AND permission = $2`, m.ID, perm)
 		if err != nil {
@@ -510,7 +510,7 @@ func (s *Service) RemoveFromGroup(ctx context.Context, actor authority.Member, e
 // member who holds no admin permission the caller does not.
 func (s *Service) group(ctx context.Context, actor authority.Member, email, group string, add bool) (*Member, error) {
 	if !groupName.MatchString(group) {
-		return s.memberChange(ctx, actor, email, errcode.Invalid("group", "%q is not a group name (a-z 0-9 _ . -)", group), nil)
+		return s.memberChange(ctx, actor, email, errcode.Invalid("group", "group is not a group name (a-z 0-9 _ . -)"), nil)
 	}
 	return s.memberChange(ctx, actor, email, nil, func(tx *ent.Tx, m *ent.Member) error {
 		if err := holdsNow(ctx, tx, actor.ID, PermMembers); err != nil {
@@ -555,11 +555,11 @@ var budgetKeys = []string{"max_steps", "max_tool_calls", "max_tokens", "wall_tim
 
 func (v VersionInput) check() error {
 	if !slices.Contains(runtime.Controllers(), v.Controller) {
-		return errcode.Invalid("controller", "%q is not a controller (%s)", v.Controller, strings.Join(runtime.Controllers(), ", "))
+		return errcode.Invalid("controller", "controller is not one of %s", strings.Join(runtime.Controllers(), ", "))
 	}
 	route := v.ModelRoute
 	if !(route == "builtin" || route == "openai" || strings.HasPrefix(route, "openai:") && len(route) > len("openai:") && len(route) <= 128) {
-		return errcode.Invalid("modelRoute", "%q is not a model route (builtin, openai or openai:<model>)", route)
+		return errcode.Invalid("modelRoute", "modelRoute is builtin, openai or openai:<model> (at most 128 bytes)")
 	}
 	if !slices.Contains([]string{"", "low", "medium", "high"}, v.Effort) {
 		return errcode.Invalid("effort", "effort is low, medium or high")
@@ -567,25 +567,40 @@ func (v VersionInput) check() error {
 	if len(v.SystemPrompt) > MaxPrompt {
 		return errcode.Invalid("systemPrompt", "at most %d KiB", MaxPrompt>>10)
 	}
-	for _, t := range v.Tools {
+	for i, t := range v.Tools {
 		if !slices.Contains(tools.Names(), t) {
-			return errcode.Invalid("tools", "%q is not a tool (%s)", t, strings.Join(tools.Names(), ", "))
+			return errcode.Invalid("tools", "tools[%d] is not one of %s", i, strings.Join(tools.Names(), ", "))
 		}
 	}
 	if len(v.Specialists) > 20 {
 		return errcode.Invalid("specialists", "at most 20 specialists")
 	}
-	for _, sp := range v.Specialists {
-		if !slugForm.MatchString(sp) {
-			return errcode.Invalid("specialists", "%q is not an agent slug", sp)
-		}
+	if err := checkSlugs(v.Specialists); err != nil {
+		return err
 	}
 	for k, n := range v.Budgets {
 		if !slices.Contains(budgetKeys, k) || n < 0 {
-			return errcode.Invalid("budgets", "%q is not a budget (%s), or is negative", k, strings.Join(budgetKeys, ", "))
+			return errcode.Invalid("budgets", "budgets takes %s, each 0 or more", strings.Join(budgetKeys, ", "))
 		}
 	}
 	return nil
+}
+
+// checkSlugs refuses a list of specialists that holds one not shaped
+// like an agent slug, naming its position.
+func checkSlugs(specialists []string) error {
+	for i, sp := range specialists {
+		if !slugForm.MatchString(sp) {
+			return errcode.Invalid("specialists", "specialists[%d] is not an agent slug (a-z 0-9 _ -, 1 to 64)", i)
+		}
+	}
+	return nil
+}
+
+// agentNotFound is the answer for a slug no agent has, the slug sent as
+// field; it does not repeat the slug.
+func agentNotFound(field string) error {
+	return &errcode.Error{Code: errcode.NotFound, Field: field, Message: "no agent has that slug"}
 }
 
 // Agent is an agent with its versions, newest first.
@@ -618,7 +633,7 @@ func (s *Service) CreateAgent(ctx context.Context, actor authority.Member, slug,
 		}
 		a, err := tx.Agent.Create().SetSlug(slug).SetName(name).Save(ctx)
 		if ent.IsConstraintError(err) {
-			return errcode.New(errcode.Conflict, "an agent %q exists", slug)
+			return &errcode.Error{Code: errcode.Conflict, Field: "slug", Message: "an agent with that slug exists"}
 		}
 		if err != nil {
 			return err
@@ -652,7 +667,7 @@ func (s *Service) AddVersion(ctx context.Context, actor authority.Member, slug s
 		}
 		a, err := tx.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
 		if ent.IsNotFound(err) {
-			return errcode.New(errcode.NotFound, "no agent %q", slug)
+			return agentNotFound("slug")
 		}
 		if err != nil {
 			return err
@@ -750,10 +765,8 @@ func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, 
 	if err := s.require(ctx, actor, PermAgents); err != nil {
 		return nil, err
 	}
-	for _, sp := range specialists {
-		if !slugForm.MatchString(sp) {
-			return nil, errcode.Invalid("specialists", "%q is not an agent slug", sp)
-		}
+	if err := checkSlugs(specialists); err != nil {
+		return nil, err
 	}
 	specialists = list(specialists)
 	m, err := s.member(ctx, email)
@@ -766,7 +779,7 @@ func (s *Service) SetRoster(ctx context.Context, actor authority.Member, email, 
 		}
 		a, err := tx.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
 		if ent.IsNotFound(err) {
-			return errcode.New(errcode.NotFound, "no agent %q", slug)
+			return agentNotFound("slug")
 		}
 		if err != nil {
 			return err

@@ -82,10 +82,21 @@ WHERE member_id = $1 AND permission = ANY($2) ORDER BY id FOR SHARE`, actor, pq.
 	}
 	for _, p := range perms {
 		if !slices.Contains(held, p) {
-			return errcode.New(errcode.Forbidden, "this needs the %s permission, which you do not hold", p)
+			return lacking(p)
 		}
 	}
 	return nil
+}
+
+// lacking is the refusal of a change that needs permission p, which the
+// actor does not hold. An admin permission is named; any other is the
+// one the client sent, and is not quoted back.
+func lacking(p string) error {
+	msg := "you may grant or revoke only a permission you hold yourself"
+	if slices.Contains(adminPermissions, p) {
+		msg = "this needs the " + p + " permission, which you do not hold"
+	}
+	return &errcode.Error{Code: errcode.Forbidden, Field: "permission", Message: msg}
 }
 
 // lockActor takes an actor's locks for a change that needs perm and is no
@@ -115,7 +126,7 @@ ORDER BY s.permission LIMIT 1`, []any{actor, subject, pq.Array(adminPermissions)
 	if err != nil {
 		return fmt.Errorf("permissions of %s: %w", subject, err)
 	}
-	return errcode.New(errcode.Forbidden, "%s holds %s, which you do not hold: only a member who holds it may change their permissions or groups", email, above)
+	return &errcode.Error{Code: errcode.Forbidden, Field: "email", Message: "that member holds " + above + ", which you do not hold: only a member who holds it may change their permissions or groups"}
 }
 
 // lockMembersAdmins locks every admin:members row, in id order, and
@@ -151,7 +162,7 @@ ORDER BY d.id FOR SHARE OF d`, authority.GroupPrefix+group)
 		return err
 	}
 	if n := len(ids) - readable; n > 0 {
-		return errcode.New(errcode.Forbidden, "the readers of %d document(s) you may not read name group %s: only who may read them all changes who is in it", n, group)
+		return &errcode.Error{Code: errcode.Forbidden, Field: "group", Message: fmt.Sprintf("the readers of %d document(s) you may not read name that group: only who may read them all changes who is in it", n)}
 	}
 	return nil
 }

@@ -135,19 +135,25 @@ func MayCommand(actor, author uuid.UUID, room Room) bool {
 	return actor == author || (room.Kind == string(entconv.KindShared) && actor == room.OwnerID)
 }
 
-// TurnVisible is the visibility rule of a turn: its room's current members
-// see it; to anyone else it does not exist. It returns nil, or the
-// NOT_FOUND error a caller returns as is.
-func TurnVisible(ctx context.Context, q pg.Querier, turn, room, viewer uuid.UUID) error {
+// TurnVisible is the visibility rule of a turn in room: its room's
+// current members see it; to anyone else it does not exist. It returns
+// nil, or the NOT_FOUND error a caller returns as is: TurnNotFound, the
+// very error of a turn that does not exist.
+func TurnVisible(ctx context.Context, q pg.Querier, room, viewer uuid.UUID) error {
 	in, err := IsMember(ctx, q, room, viewer)
 	if err != nil {
 		return err
 	}
 	if !in {
-		return errcode.New(errcode.NotFound, "turn %s not found", turn)
+		return TurnNotFound()
 	}
 	return nil
 }
+
+// TurnNotFound is what a caller gets for a turn that does not exist and
+// for one they may not see, alike (no existence oracle). It names no id:
+// an error never echoes the request.
+func TurnNotFound() error { return errcode.New(errcode.NotFound, "turn not found") }
 
 // Holds reports whether member holds permission now: the write guard every
 // tool call passes at the moment it runs, never the bundle's copy from the

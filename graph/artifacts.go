@@ -39,12 +39,12 @@ func toArtifact(ref resource.ArtifactRef) *model.Artifact {
 // artifactError maps an artifact read's failure to what a client sees:
 // one not visible is the same NOT_FOUND as one that does not exist, and
 // content that fails its digest check is refused, not shown.
-func artifactError(id string, err error) error {
+func artifactError(err error) error {
 	switch {
 	case errors.Is(err, resource.ErrArtifactNotFound):
-		return errcode.New(errcode.NotFound, "artifact %s not found", id)
+		return errcode.New(errcode.NotFound, "artifact not found")
 	case errors.Is(err, resource.ErrDigestMismatch):
-		return errcode.New(errcode.Conflict, "artifact %s failed its digest check; its content is not served", id)
+		return errcode.New(errcode.Conflict, "the artifact failed its digest check; its content is not served")
 	}
 	return err
 }
@@ -72,7 +72,7 @@ func artifactText(ctx context.Context, store *resource.Store, viewer uuid.UUID, 
 	}
 	ref, data, err := store.Read(ctx, viewer, id)
 	if err != nil {
-		return nil, artifactError(a.ID, err)
+		return nil, artifactError(err)
 	}
 	if ref.Size > MaxArtifactText || !utf8.Valid(data) {
 		return nil, nil

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/turngate/turngate/authority"
@@ -82,7 +85,7 @@ func classify(ctx context.Context, err error) (errcode.Code, string) {
 	}
 	if c, ok := gqlErr.Extensions["code"].(string); ok {
 		if mapped, ok := gqlgenCodes[c]; ok {
-			return mapped, gqlErr.Message
+			return mapped, withoutValue(gqlErr)
 		}
 		if errcode.Known(errcode.Code(c)) {
 			return errcode.Code(c), gqlErr.Message
@@ -102,6 +105,28 @@ func classify(ctx context.Context, err error) (errcode.Code, string) {
 	// A field-level error that is none of ours (a non-null field
 	// resolved to null): a bug.
 	return errcode.Internal, ""
+}
+
+// enumValueEcho is gqlparser's refusal of a variable's enum value, which
+// quotes the value: "<value> is not a valid <Enum>".
+var enumValueEcho = regexp.MustCompile(`^.* is not a valid (\w+)$`)
+
+// withoutValue is the message of a refused variable without the value the
+// client sent in it (an error never echoes the request): gqlparser quotes
+// an enum value it does not know, and a number it cannot keep as an ID.
+// Its other refusals name only the variable, in the error's path, and
+// types.
+func withoutValue(e *gqlerror.Error) string {
+	if len(e.Path) == 0 || e.Path[0] != ast.PathName("variable") {
+		return e.Message
+	}
+	if m := enumValueEcho.FindStringSubmatch(e.Message); m != nil {
+		return "the value is not a valid " + m[1]
+	}
+	if strings.HasPrefix(e.Message, "cannot use ") && strings.Contains(e.Message, " as ID") {
+		return "cannot use this number as an ID: send it as a string"
+	}
+	return e.Message
 }
 
 // argumentError reports whether the error being presented was raised

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,6 +78,33 @@ func TestPresenterCodes(t *testing.T) {
 	out := present(ctx, &errcode.Error{Code: errcode.RateLimited, Message: "slow down", RetryAfter: 1500 * time.Millisecond})
 	if ms := out.Extensions["retryAfterMs"]; ms != int64(1500) {
 		t.Fatalf("retryAfterMs = %v, want 1500", ms)
+	}
+}
+
+// TestPresenterKeepsVariableValuesOut: gqlparser's refusals of a
+// variable quote an enum value it does not know and a number it cannot
+// keep as an ID; the client sees the refusal without the value. Other
+// validation messages pass as they are.
+func TestPresenterKeepsVariableValuesOut(t *testing.T) {
+	present := ErrorPresenter(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := graphql.WithResponseContext(context.Background(), graphql.DefaultErrorPresenter, nil)
+	validation := map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"}
+	variable := ast.Path{ast.PathName("variable"), ast.PathName("input"), ast.PathName("kind")}
+	for _, tt := range []struct {
+		err        *gqlerror.Error
+		echo, want string
+	}{
+		{&gqlerror.Error{Message: "SECRET-KIND is not a valid ConversationKind", Path: variable, Extensions: validation},
+			"SECRET-KIND", "the value is not a valid ConversationKind"},
+		{&gqlerror.Error{Message: "cannot use 9.007199254740993e+21 as ID: integers beyond 2^53-1 may have been rounded", Path: variable, Extensions: validation},
+			"9.007199254740993e+21", "cannot use this number as an ID: send it as a string"},
+		{&gqlerror.Error{Message: "cannot use string as Int", Path: variable, Extensions: validation}, "", "cannot use string as Int"},
+		{&gqlerror.Error{Message: `Cannot query field "nope" on type "Query".`, Extensions: validation}, "", `Cannot query field "nope" on type "Query".`},
+	} {
+		out := present(ctx, tt.err)
+		if out.Message != tt.want || tt.echo != "" && strings.Contains(out.Message, tt.echo) {
+			t.Errorf("%q: presented %q, want %q", tt.err.Message, out.Message, tt.want)
+		}
 	}
 }
 

@@ -14,13 +14,14 @@ import (
 )
 
 // CommandLimit is the gqlgen extension that rate-limits each member's
-// commands — the mutations that make the server do work: submitMessage,
-// steerTurn, cancelTurn and decideApproval. Each member has a token bucket
-// of Burst commands refilled at Rate per second, on this replica; a
-// command past it is RATE_LIMITED with retryAfterMs, and nothing runs.
-// The defaults allow a fast typist and a script; the database guards the
-// rest (idempotency keys and command ids make a retried command
-// converge).
+// commands: every mutation, since every mutation writes — rooms and
+// their members, messages, steers, cancels, approvals, resumes and the
+// admin surface. Each member has a token bucket of Burst commands
+// refilled at Rate per second, on this replica; each root field of a
+// mutation spends one, and one past it is RATE_LIMITED with
+// retryAfterMs, and does not run. The defaults allow a fast typist and a
+// script; the database guards the rest (idempotency keys and command ids
+// make a retried command converge).
 type CommandLimit struct {
 	Rate  float64
 	Burst int
@@ -28,11 +29,6 @@ type CommandLimit struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
 	swept   time.Time
-}
-
-// commandFields are the mutations CommandLimit counts.
-var commandFields = map[string]bool{
-	"submitMessage": true, "steerTurn": true, "cancelTurn": true, "decideApproval": true,
 }
 
 type bucket struct {
@@ -52,7 +48,9 @@ func (l *CommandLimit) InterceptRootField(ctx context.Context, next graphql.Root
 	rc := graphql.GetRootFieldContext(ctx)
 	// The operation's type says it is a mutation (gqlgen's
 	// RootFieldContext.Object holds the field's name, not its type's).
-	if rc == nil || !commandFields[rc.Field.Name] ||
+	// Every field of a mutation counts, a new one included, but
+	// __typename, which writes nothing.
+	if rc == nil || rc.Field.Name == "__typename" ||
 		!graphql.HasOperationContext(ctx) || graphql.GetOperationContext(ctx).Operation.Operation != ast.Mutation {
 		return next(ctx)
 	}

@@ -530,7 +530,7 @@ func (r *queryResolver) Artifact(ctx context.Context, id string) (*model.Artifac
 	// an artifact that does not exist.
 	ref, err := r.Resources.Stat(ctx, m.ID, aid)
 	if err != nil {
-		return nil, artifactError(id, err)
+		return nil, artifactError(err)
 	}
 	return toArtifact(ref), nil
 }

@@ -57,7 +57,7 @@ func (s *Service) Create(ctx context.Context, owner authority.Member, in NewInpu
 	}
 	ag, err := s.Client.Agent.Query().Where(entagent.Slug(slug)).Only(ctx)
 	if ent.IsNotFound(err) {
-		return nil, errcode.Invalid("agent", "no agent %q", slug)
+		return nil, errcode.Invalid("agent", "no agent has that slug")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create conversation: agent: %w", err)
@@ -258,7 +258,7 @@ func (s *Service) changeMembership(ctx context.Context, actor authority.Member, 
 	}
 	target, err := s.Client.Member.Query().Where(entmember.Email(authority.LowerASCII(strings.TrimSpace(email)))).Only(ctx)
 	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "no member with email %q", email)
+		return nil, &errcode.Error{Code: errcode.NotFound, Field: "email", Message: "no member has that email: a member exists once they have signed in"}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("change membership: %w", err)

@@ -275,7 +275,9 @@ func TestAdminLoadsAFolder(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	w := newProcessWorld(t, bin, "turngate-admin-")
-	r := w.start(t, "r1", "TURNGATE_MODEL_PACE=0s")
+	// A thousand admin mutations from one operator: faster than a
+	// person, past the command budget (the CLI's pacing is tested apart).
+	r := w.start(t, "r1", append([]string{"TURNGATE_MODEL_PACE=0s"}, unlimitedCommandsEnv...)...)
 	dir := t.TempDir()
 	for i := range 1000 {
 		body := fmt.Sprintf("# Note %04d\n\nThe codeword of note %d is amber-%d.\n\nIt was filed in batch %d.\n", i, i, i, i%7)
@@ -453,5 +455,40 @@ func TestAdminDocsAddChecksFirst(t *testing.T) {
 	}
 	if got := titles(); got["Handbook"] != 2 || got["Onboarding"] != 1 {
 		t.Fatalf("documents by title after a change %v: want a second Handbook only", got)
+	}
+}
+
+// TestAdminCLIWaitsOutTheCommandBudget: every admin mutation spends the
+// operator's command budget. The CLI waits out a RATE_LIMITED answer (the
+// server ran nothing) and sends the mutation again, so a folder larger
+// than the bucket loads whole, each document once.
+func TestAdminCLIWaitsOutTheCommandBudget(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	w := newProcessWorld(t, bin, "turngate-admin-budget-")
+	r := w.start(t, "r1", "TURNGATE_COMMAND_BURST=2", "TURNGATE_COMMAND_RATE=20")
+	dir := t.TempDir()
+	const n = 12
+	for i := range n {
+		body := fmt.Sprintf("# Budget note %02d\n\nThe codeword of budget note %d is teal-%d.\n", i, i, i)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("budget-%02d.md", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "admin", "--url", r.base, "--as", alice, "--data", w.dataDir, "docs", "add", "--reader", alice, dir)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin docs add past the budget: %v\n%s", err, out)
+	}
+	if got := strings.Count(string(out), "\tBudget note "); got != n {
+		t.Fatalf("the CLI reported %d documents added, want %d:\n%s", got, n, out)
+	}
+	var docs, titles int
+	if err := w.db.QueryRow(`SELECT count(*), count(DISTINCT title) FROM documents WHERE title LIKE 'Budget note %'`).Scan(&docs, &titles); err != nil {
+		t.Fatal(err)
+	}
+	if docs != n || titles != n {
+		t.Fatalf("%d documents under %d titles, want %d, each once", docs, titles, n)
 	}
 }

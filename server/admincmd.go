@@ -72,7 +72,7 @@ func adminCmd(ctx context.Context, cfg Config, args []string, stdout, stderr io.
 		return a.docsReaders(rest[2:])
 	case "docs rm":
 		return a.need(rest, 3, func() error {
-			return a.c.Mutate(ctx, func(g graphql.Client) error {
+			return a.mutate(func(g graphql.Client) error {
 				_, err := client.DeleteDocument(ctx, g, &client.DeleteDocumentInput{DocumentId: rest[2]})
 				return err
 			})
@@ -90,7 +90,7 @@ func adminCmd(ctx context.Context, cfg Config, args []string, stdout, stderr io.
 	case "agents roster":
 		return a.need(rest, 4, func() error {
 			var out *client.SetMemberRosterResponse
-			err := a.c.Mutate(ctx, func(g graphql.Client) (err error) {
+			err := a.mutate(func(g graphql.Client) (err error) {
 				out, err = client.SetMemberRoster(ctx, g, &client.MemberRosterInput{Email: rest[2], Agent: rest[3], Specialists: append([]string{}, rest[4:]...)})
 				return
 			})
@@ -109,6 +109,33 @@ type adminCLI struct {
 	c   *client.Client
 	g   graphql.Client
 	out io.Writer
+}
+
+// mutate sends one admin mutation, waiting out the member's command
+// budget: every mutation spends from it, and a RATE_LIMITED answer means
+// the server ran nothing (the budget is checked before the mutation
+// runs), so sending the same mutation again after retryAfterMs cannot do
+// it twice. A folder of documents loads at the budget's pace instead of
+// stopping where the budget ends.
+func (a *adminCLI) mutate(op func(graphql.Client) error) error {
+	for {
+		err := a.c.Mutate(a.ctx, op)
+		var e *client.Error
+		if !errors.As(err, &e) || e.Code != client.RateLimited {
+			return err
+		}
+		wait := e.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-a.ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 func (a *adminCLI) need(args []string, n int, f func() error) error {
@@ -143,7 +170,7 @@ func (a *adminCLI) docsAdd(args []string) error {
 			continue
 		}
 		var out *client.AddDocumentResponse
-		err = a.c.Mutate(a.ctx, func(g graphql.Client) (err error) {
+		err = a.mutate(func(g graphql.Client) (err error) {
 			out, err = client.AddDocument(a.ctx, g, &client.AddDocumentInput{Title: f.title, Body: f.body, Readers: append([]string{}, readers...)})
 			return
 		})
@@ -219,7 +246,7 @@ func (a *adminCLI) docsReplace(args []string) error {
 		in.Title = title
 	}
 	var out *client.ReplaceDocumentResponse
-	err = a.c.Mutate(a.ctx, func(g graphql.Client) (err error) { out, err = client.ReplaceDocument(a.ctx, g, in); return })
+	err = a.mutate(func(g graphql.Client) (err error) { out, err = client.ReplaceDocument(a.ctx, g, in); return })
 	if err == nil {
 		fmt.Fprintf(a.out, "%s\t%s\t%s\n", out.ReplaceDocument.Id, out.ReplaceDocument.Title, out.ReplaceDocument.Digest)
 	}
@@ -237,7 +264,7 @@ func (a *adminCLI) docsReaders(args []string) error {
 		return err
 	}
 	var out *client.SetDocumentReadersResponse
-	err := a.c.Mutate(a.ctx, func(g graphql.Client) (err error) {
+	err := a.mutate(func(g graphql.Client) (err error) {
 		out, err = client.SetDocumentReaders(a.ctx, g, &client.SetDocumentReadersInput{DocumentId: args[0], Readers: append([]string{}, readers...)})
 		return
 	})
@@ -272,7 +299,7 @@ func (a *adminCLI) membersList() error {
 
 func (a *adminCLI) memberChange(verb, email, what string) error {
 	var m *client.AdminMemberFields
-	err := a.c.Mutate(a.ctx, func(g graphql.Client) error {
+	err := a.mutate(func(g graphql.Client) error {
 		switch verb {
 		case "grant":
 			out, err := client.GrantPermission(a.ctx, g, &client.PermissionInput{Email: email, Permission: what})
@@ -409,7 +436,7 @@ func (a *adminCLI) agentVersion(verb string, args []string) error {
 		v.Budgets = &r
 	}
 	var ag *client.AdminAgentFields
-	err := a.c.Mutate(a.ctx, func(g graphql.Client) error {
+	err := a.mutate(func(g graphql.Client) error {
 		if verb == "create" {
 			out, err := client.CreateAgent(a.ctx, g, &client.CreateAgentInput{Slug: slug, Name: *name, Version: v})
 			if err == nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,11 +270,25 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
-// Listen binds the HTTP address (port 0 picks a free one).
+// Listen binds the HTTP address (port 0 picks a free one). In dev mode
+// the address bound must be loopback unless DevAllowPublicListener says
+// otherwise: Check reads the address as written, this is the address a
+// name resolved to.
 func (a *App) Listen() error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	if a.cfg.Dev() {
+		if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+			if !a.cfg.DevAllowPublicListener {
+				ln.Close()
+				return devListenerError(ln.Addr().String())
+			}
+			a.log.Warn("dev mode on an address other hosts may reach (TURNGATE_DEV_ALLOW_PUBLIC_LISTENER): "+
+				"anyone who reaches it can use envelopes minted with the dev key; the signed-in pages go to loopback peers only",
+				"addr", ln.Addr().String())
+		}
 	}
 	a.ln = ln
 	return nil
@@ -322,15 +337,7 @@ func (a *App) Serve(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsAddr, err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", a.metricsHandler())
-		mux.HandleFunc("GET /healthz", a.healthz)
-		mux.HandleFunc("GET /readyz", a.readyz)
-		// Go's profiles, on the operators' address only (never the API's).
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: lim.ReadHeaderTimeout}
+		msrv := a.opsServer()
 		defer msrv.Close()
 		go func() {
 			if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
@@ -362,6 +369,56 @@ func (a *App) Serve(ctx context.Context) error {
 	a.runner.Stop()
 	a.hub.Stop()
 	return err
+}
+
+// MaxProfileDuration bounds a CPU profile, an execution trace or a delta
+// profile (?seconds=) on the operators' address.
+const MaxProfileDuration = 30 * time.Second
+
+// opsServer is the operators' server: /metrics, the probes and, with
+// Pprof, Go's profiles. Every request is bounded in time: reading it,
+// and writing its answer, which a profile takes at most
+// MaxProfileDuration to start.
+func (a *App) opsServer() *http.Server {
+	lim := a.cfg.Limits.WithDefaults()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metricsHandler())
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if a.cfg.Pprof {
+		// Go's profiles, on the operators' address only (never the
+		// API's), and only when asked for: they are anonymous.
+		mux.Handle("GET /debug/pprof/", boundedProfile(http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", boundedProfile(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", boundedProfile(http.HandlerFunc(pprof.Trace)))
+	}
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		// pprof refuses a profile longer than the write timeout; this one
+		// leaves the longest room to be written.
+		WriteTimeout: MaxProfileDuration + 15*time.Second,
+		IdleTimeout:  lim.IdleTimeout,
+	}
+}
+
+// boundedProfile refuses, with 400, a profile whose seconds parameter is
+// not a whole number from 1 to MaxProfileDuration: a CPU profile, a
+// trace and every named profile's delta (heap?seconds=N) hold the
+// request, and the CPU profiler, that long.
+func boundedProfile(next http.Handler) http.Handler {
+	most := int(MaxProfileDuration / time.Second)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.URL.Query()["seconds"]; len(v) > 0 {
+			n, err := strconv.Atoi(v[0])
+			if err != nil || n < 1 || n > most || len(v) > 1 {
+				http.Error(w, fmt.Sprintf("seconds is a whole number from 1 to %d", most), http.StatusBadRequest)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Close stops the sandbox's workers, releases the database and stops the

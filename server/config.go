@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,14 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on a listener of its own
 	// instead of on Addr (TURNGATE_METRICS_ADDR).
 	MetricsAddr string
+	// Pprof serves Go's profiles at /debug/pprof/ on MetricsAddr
+	// (TURNGATE_PPROF; off by default, and never on Addr): each profile
+	// or trace at most MaxProfileDuration long.
+	Pprof bool
+	// DevAllowPublicListener lets dev mode listen on an address that is
+	// not loopback (TURNGATE_DEV_ALLOW_PUBLIC_LISTENER=yes-i-understand).
+	// Even then the pages that carry envelopes go to loopback peers only.
+	DevAllowPublicListener bool
 	// LogLevel is the least level logged: debug, info, warn or error
 	// (TURNGATE_LOG_LEVEL, info). LogFormat is json or text
 	// (TURNGATE_LOG_FORMAT; json outside dev mode, text in it).
@@ -192,9 +201,8 @@ type Limits struct {
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
 	// CommandRate and CommandBurst are the token bucket of one member's
-	// commands on this replica: submitMessage, steerTurn, cancelTurn and
-	// decideApproval (TURNGATE_COMMAND_RATE 5 per second,
-	// TURNGATE_COMMAND_BURST 30).
+	// commands on this replica: every mutation, since every one writes
+	// (TURNGATE_COMMAND_RATE 5 per second, TURNGATE_COMMAND_BURST 30).
 	CommandRate  float64
 	CommandBurst int
 	// SandboxMemory bounds one run_code script's memory, in bytes
@@ -388,6 +396,10 @@ const (
 	devAudience = "turngate"
 )
 
+// devAllowPublicListener is the one value of
+// TURNGATE_DEV_ALLOW_PUBLIC_LISTENER.
+const devAllowPublicListener = "yes-i-understand"
+
 // PoolerTransaction is DBPooler for a pooler in transaction pooling
 // mode, such as PgBouncer's pool_mode = transaction.
 const PoolerTransaction = "transaction"
@@ -425,6 +437,20 @@ func ConfigFromEnv() (Config, error) {
 	}
 	c.Demo = c.Dev()
 	var err error
+	switch v := os.Getenv("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER"); v {
+	case "":
+	case devAllowPublicListener:
+		c.DevAllowPublicListener = true
+	default:
+		// Consent to expose dev mode is spelled out, never a truthy
+		// value someone copied from another setting.
+		return c, fmt.Errorf("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER: the only value is %s, got %q", devAllowPublicListener, v)
+	}
+	if v := os.Getenv("TURNGATE_PPROF"); v != "" {
+		if c.Pprof, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("TURNGATE_PPROF: %w", err)
+		}
+	}
 	if v := os.Getenv("TURNGATE_DEMO"); v != "" {
 		if c.Demo, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("TURNGATE_DEMO: %w", err)
@@ -548,12 +574,20 @@ func env(key, def string) string {
 	return def
 }
 
-// Check refuses a configuration a server could start with but not work
-// under, naming what to set: a model route no provider serves (every turn
-// would fail runtime_failed, explained only in the log). serve runs it
-// before anything starts; the database and the envelope key are checked
-// as they are opened.
+// Check refuses a configuration a server could start with but should
+// not, naming what to set: dev mode on an address other hosts reach, a
+// model route no provider serves (every turn would fail runtime_failed,
+// explained only in the log), profiles without an operators' address.
+// serve runs it before anything starts; the database and the envelope
+// key are checked as they are opened, and the listener's bound address
+// by Listen.
 func (c Config) Check() error {
+	if c.Dev() && !c.DevAllowPublicListener && c.Addr != "" && publicListenAddr(c.Addr) {
+		return devListenerError(c.Addr)
+	}
+	if c.Pprof && c.MetricsAddr == "" {
+		return fmt.Errorf("TURNGATE_PPROF needs TURNGATE_METRICS_ADDR: Go's profiles are served on the operators' address only, never on the API's")
+	}
 	switch c.DBPooler {
 	case "":
 	case PoolerTransaction:
@@ -578,4 +612,32 @@ func (c Config) Check() error {
 		return fmt.Errorf("TURNGATE_AGENT_ROUTE %q names no model: set TURNGATE_OPENAI_MODEL or use openai:<model>", route)
 	}
 	return nil
+}
+
+// publicListenAddr reports whether a listen address, as written, reaches
+// beyond this machine: every interface (no host, 0.0.0.0, ::) or an IP
+// that is not loopback. A name other than localhost is not resolved
+// here; Listen checks the address it binds.
+func publicListenAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return !ip.IsLoopback()
+	}
+	return false
+}
+
+// devListenerError is the refusal of dev mode on an address other hosts
+// reach, saying what to do instead (DESIGN §13).
+func devListenerError(addr string) error {
+	return fmt.Errorf("dev mode (no TURNGATE_ENVELOPE_PUBLIC_KEY or TURNGATE_ENVELOPE_JWKS_URL: the server signs envelopes with its own dev key "+
+		"and seeds the demo, whose operator holds every admin permission) listens on loopback only, and the listen address is %s. "+
+		"Listen on 127.0.0.1 or [::1] (TURNGATE_ADDR, --addr); or, for a real deployment, set TURNGATE_ENVELOPE_PUBLIC_KEY or "+
+		"TURNGATE_ENVELOPE_JWKS_URL to your platform's key; or, to expose dev mode anyway, set "+
+		"TURNGATE_DEV_ALLOW_PUBLIC_LISTENER=%s (the pages that carry envelopes still go to loopback peers only)", addr, devAllowPublicListener)
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"debug/elf"
+	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -107,5 +111,148 @@ func TestStaticBuildRunsAsNonRootOnExternalDatabase(t *testing.T) {
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != uid {
 		t.Fatalf("the data folder's key is not owned by the server's user %d", uid)
+	}
+}
+
+// imageConfig reads the Dockerfile's final stage: its ENV settings and
+// its CMD, as the image starts the binary.
+func imageConfig(t *testing.T) (env map[string]string, cmd []string) {
+	t.Helper()
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(raw), "\\\n", " ")
+	env = map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		switch strings.ToUpper(fields[0]) {
+		case "FROM":
+			env, cmd = map[string]string{}, nil // a new stage
+		case "ENV":
+			for _, kv := range fields[1:] {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					t.Fatalf("Dockerfile: ENV %q is not KEY=VALUE", kv)
+				}
+				env[k] = strings.Trim(v, `"`)
+			}
+		case "CMD":
+			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(line, fields[0]))), &cmd); err != nil {
+				t.Fatalf("Dockerfile: CMD is not a JSON array: %v", err)
+			}
+		}
+	}
+	if env["TURNGATE_ADDR"] == "" || len(cmd) == 0 {
+		t.Fatalf("Dockerfile: no TURNGATE_ADDR or no CMD in the final stage (%v, %v)", env, cmd)
+	}
+	return env, cmd
+}
+
+// TestImageDoesNotStartInDevMode: the image's settings (its address on
+// every interface, its data volume) without an identity key would be dev
+// mode — embedded envelopes for the demo's operator — so the binary
+// refuses to start, saying what to set; with a platform key the same
+// settings serve.
+func TestImageDoesNotStartInDevMode(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	env, args := imageConfig(t)
+	host, _, err := net.SplitHostPort(env["TURNGATE_ADDR"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		t.Fatalf("the image listens on %s, not on every interface: this test expects the image's usual address", env["TURNGATE_ADDR"])
+	}
+	// started is one run of the binary: its stderr, its address once it
+	// serves, and its exit.
+	type started struct {
+		stderr  *syncBuffer
+		serving chan string
+		exited  chan struct{}
+		err     error // once exited is closed
+	}
+	start := func(extra ...string) *started {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(cleanEnv(), "DATABASE_URL="+dbtest.NewDB(t), "TURNGATE_LOG_LEVEL=warn")
+		for k, v := range env {
+			switch k {
+			case "TURNGATE_ADDR":
+				v = net.JoinHostPort(host, "0") // the image's address, on a free port
+			case "TURNGATE_DATA":
+				v = t.TempDir() // the image's volume
+			}
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Env = append(cmd.Env, extra...)
+		p := &started{stderr: &syncBuffer{}, serving: make(chan string, 1), exited: make(chan struct{})}
+		cmd.Stderr = p.stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Read to the end (the pipe closes when the binary exits), so no
+		// goroutine outlives the test.
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving the chat at "); ok {
+					base, _, _ := strings.Cut(rest, " ")
+					select {
+					case p.serving <- strings.TrimSuffix(base, "/"):
+					default:
+					}
+				}
+			}
+		}()
+		go func() { p.err = cmd.Wait(); close(p.exited) }()
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-p.exited
+		})
+		return p
+	}
+
+	dev := start()
+	select {
+	case base := <-dev.serving:
+		t.Fatalf("the image's settings without an identity key serve dev mode at %s", base)
+	case <-dev.exited:
+		if dev.err == nil {
+			t.Fatal("the binary exited 0 on the image's settings without an identity key")
+		}
+		for _, want := range []string{"TURNGATE_ENVELOPE_PUBLIC_KEY", "TURNGATE_ENVELOPE_JWKS_URL", "TURNGATE_DEV_ALLOW_PUBLIC_LISTENER"} {
+			if !strings.Contains(dev.stderr.String(), want) {
+				t.Errorf("the refusal does not name %s: %s", want, dev.stderr)
+			}
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the binary neither served nor refused: %s", dev.stderr)
+	}
+
+	key, _ := platformKey(t, devIssuer, devAudience)
+	prod := start("TURNGATE_ENVELOPE_PUBLIC_KEY=" + key)
+	select {
+	case base := <-prod.serving:
+		_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+		res, err := http.Get("http://127.0.0.1:" + port + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz: HTTP %d", res.StatusCode)
+		}
+	case <-prod.exited:
+		t.Fatalf("with a platform key the image's settings do not serve: %v\n%s", prod.err, prod.stderr)
+	case <-time.After(90 * time.Second):
+		t.Fatalf("with a platform key the binary never served: %s", prod.stderr)
 	}
 }

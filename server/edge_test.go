@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -426,6 +427,103 @@ func TestCommandRateLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestEveryMutationIsACommand: every mutation writes, so every one draws
+// from the member's command bucket: a burst of createConversation past it
+// is RATE_LIMITED and creates no more rooms, and then each other mutation
+// — the room's members, resumeTurn, the commands, every admin mutation —
+// is RATE_LIMITED too and changes nothing. The table covers the schema's
+// every mutation, so a new one cannot go uncounted unnoticed.
+func TestEveryMutationIsACommand(t *testing.T) {
+	t.Parallel()
+	const burst = 3
+	h := newHarness(t, func(c *Config) {
+		c.NoRunner = true
+		// One token in 1000 s: the bucket does not refill during the test.
+		c.Limits.CommandRate, c.Limits.CommandBurst = 0.001, burst
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := h.client(t, alice)
+	team := rooms(t, a)["Team room"].ID
+	create := `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`
+	for i := range burst {
+		if err := a.Do(ctx, create, map[string]any{"t": fmt.Sprint("burst ", i)}, nil); err != nil {
+			t.Fatalf("createConversation %d within the burst: %v", i, err)
+		}
+	}
+	before, adminBefore := counts(t, h), adminState(t, h)
+	for i := range 5 {
+		res, err := a.Raw(ctx, gqlclient.Request{Query: create, Variables: map[string]any{"t": fmt.Sprint("over ", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCoded(t, res.Errors, "RATE_LIMITED")
+		if _, ok := res.Errors[0].Extensions["retryAfterMs"].(float64); !ok {
+			t.Fatalf("createConversation past the bucket has no retryAfterMs: %+v", res.Errors[0])
+		}
+	}
+	if after := counts(t, h); after != before {
+		t.Fatalf("createConversation past the bucket wrote: %+v -> %+v", before, after)
+	}
+
+	id := "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11"
+	version := `{controller: "react", modelRoute: "builtin"}`
+	mutations := map[string]string{
+		"createConversation": `mutation { createConversation(input: {title: "one more", kind: PRIVATE}) { id } }`,
+		"addRoomMember":      `mutation { addRoomMember(input: {conversationId: "` + team + `", email: "carol@example.com"}) { id } }`,
+		"removeRoomMember":   `mutation { removeRoomMember(input: {conversationId: "` + team + `", email: "bob@example.com"}) { id } }`,
+		"submitMessage":      `mutation { submitMessage(input: {conversationId: "` + team + `", text: "hi", idempotencyKey: "k"}) { id } }`,
+		"resumeTurn":         `mutation { resumeTurn(input: {turnId: "` + id + `"}) { id } }`,
+		"cancelTurn":         `mutation { cancelTurn(input: {commandId: "` + id + `", turnId: "` + id + `"}) { id } }`,
+		"steerTurn":          `mutation { steerTurn(input: {commandId: "` + id + `", turnId: "` + id + `", text: "go"}) { commandId } }`,
+		"decideApproval":     `mutation { decideApproval(input: {approvalId: "` + id + `", decision: APPROVE}) { id } }`,
+		"addDocument":        `mutation { addDocument(input: {title: "T", body: "B", readers: []}) { id } }`,
+		"replaceDocument":    `mutation { replaceDocument(input: {documentId: "` + id + `", body: "B"}) { id } }`,
+		"setDocumentReaders": `mutation { setDocumentReaders(input: {documentId: "` + id + `", readers: []}) { id } }`,
+		"deleteDocument":     `mutation { deleteDocument(input: {documentId: "` + id + `"}) }`,
+		"grantPermission":    `mutation { grantPermission(input: {email: "bob@example.com", permission: "admin:agents"}) { id } }`,
+		"revokePermission":   `mutation { revokePermission(input: {email: "alice@example.com", permission: "documents.read"}) { id } }`,
+		"addGroupMember":     `mutation { addGroupMember(input: {email: "bob@example.com", group: "ops"}) { id } }`,
+		"removeGroupMember":  `mutation { removeGroupMember(input: {email: "alice@example.com", group: "eng"}) { id } }`,
+		"createAgent":        `mutation { createAgent(input: {slug: "helper", name: "Helper", version: ` + version + `}) { id } }`,
+		"addAgentVersion":    `mutation { addAgentVersion(input: {slug: "assistant", version: ` + version + `}) { id } }`,
+		"setMemberRoster":    `mutation { setMemberRoster(input: {email: "alice@example.com", agent: "assistant", specialists: []}) { id } }`,
+	}
+	var schema struct {
+		Schema struct {
+			MutationType struct{ Fields []struct{ Name string } } `json:"mutationType"`
+		} `json:"__schema"`
+	}
+	if err := a.Do(ctx, `{ __schema { mutationType { fields { name } } } }`, nil, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if len(schema.Schema.MutationType.Fields) == 0 {
+		t.Fatal("the schema lists no mutations")
+	}
+	for _, f := range schema.Schema.MutationType.Fields {
+		q, ok := mutations[f.Name]
+		if !ok {
+			t.Errorf("mutation %s has no case here: add one", f.Name)
+			continue
+		}
+		res, err := a.Raw(ctx, gqlclient.Request{Query: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) == 0 || res.Errors[0].Code() != "RATE_LIMITED" {
+			t.Errorf("%s past the bucket: %+v, want RATE_LIMITED", f.Name, res.Errors)
+		}
+	}
+	if after := counts(t, h); after != before {
+		t.Errorf("mutations past the bucket wrote: %+v -> %+v", before, after)
+	}
+	if after := adminState(t, h); after != adminBefore {
+		t.Errorf("admin mutations past the bucket changed something:\n%s\n%s", adminBefore, after)
+	}
+	// Reads are not commands.
+	rooms(t, a)
 }
 
 // TestDevEnvelopeOnlyForLoopbackHost: in dev mode the explorer page (and

@@ -147,7 +147,7 @@ func BenchmarkFanOut(b *testing.B) {
 		// A fresh replica per layout, so its memory is this layout's; its
 		// profiles on an operators' address of its own.
 		debugAddr := freeAddr(b)
-		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr)...)
+		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr, "TURNGATE_PPROF=true")...)
 		pid := r.cmd.Process.Pid
 		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
 		base := idle()

@@ -118,9 +118,10 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 		// Dev mode: the explorer opens signed in as the first demo
 		// member, on the tour of the demo's shared room, and the chat as
 		// the first demo member with a switch to the others — but only
-		// for a page loaded by a loopback Host, so a page of another
-		// name that resolves here (DNS rebinding) never reads an
-		// envelope.
+		// for a request from this machine (a loopback peer, through no
+		// proxy) by a loopback Host, so neither another host nor a page
+		// of another name that resolves here (DNS rebinding) ever reads
+		// an envelope.
 		for _, p := range demo.People {
 			tok, err := a.DevToken(p.Email, min(devPageEnvelopeLifetime, a.cfg.EnvelopeLifetime()))
 			if err != nil {
@@ -198,16 +199,39 @@ func (h *gqlHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusBadRequest, errcode.New(errcode.BadUserInput, "transport not supported"))
 }
 
-// loopbackOnly serves signedIn to pages loaded by a loopback Host and
-// plain to every other.
+// loopbackOnly serves signedIn to a request from a loopback peer that
+// loaded the page by a loopback Host, and plain to every other. The Host
+// alone is the client's to choose; the peer address is the kernel's.
 func loopbackOnly(signedIn, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if loopbackHost(r.Host) {
+		if loopbackPeer(r) && loopbackHost(r.Host) {
 			signedIn.ServeHTTP(w, r)
 			return
 		}
 		plain.ServeHTTP(w, r)
 	})
+}
+
+// proxyHeaders say a request came through a proxy: its peer is then the
+// proxy, and the client behind it is not known to be this machine.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"}
+
+// loopbackPeer reports whether the request's connection comes from a
+// loopback address, through no proxy that says so.
+func loopbackPeer(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	for _, h := range proxyHeaders {
+		if len(r.Header.Values(h)) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // suggestions reports whether validation errors may say "did you mean":

@@ -164,3 +164,121 @@ func TestCancelTurnMutation(t *testing.T) {
 		t.Fatalf("%d terminals (%v), want 1", terminals, err)
 	}
 }
+
+// TestErrorsNeverEchoInput: an error names the field at fault, never the
+// value the client sent — ids, idempotency keys, command ids, emails,
+// slugs, names or text — through every path that refuses one. Each case
+// sends a distinctive value and checks its code, that no error message
+// carries the value, and that nothing changed.
+func TestErrorsNeverEchoInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) {
+		c.NoRunner = true            // turns stay queued
+		c.Limits = unlimitedCommands // alice sends more mutations than a bucket holds
+	})
+	ctx := context.Background()
+	a, m := h.client(t, alice), h.client(t, mallory)
+	team := rooms(t, a)["Team room"].ID
+	ended := submitAs(t, ctx, a, team, "to be cancelled", "echo-ended")
+	queued := submitAs(t, ctx, a, team, "stays queued", "echo-queued")
+	cancelQ := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { id } }`
+	steerQ := `mutation($c: ID!, $t: ID!) { steerTurn(input: {commandId: $c, turnId: $t, text: "go on"}) { commandId } }`
+	usedCommand := uuid.NewString()
+	if err := a.Do(ctx, cancelQ, map[string]any{"c": usedCommand, "t": ended}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const key = "EchoMarkerKey-7Q"
+	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "keyed", "k": key}, nil); err != nil {
+		t.Fatal(err)
+	}
+	submitWith := `mutation($c: ID!, $t: String!, $k: String!, $s: String, $a: [ID!]) {
+  submitMessage(input: {conversationId: $c, text: $t, idempotencyKey: $k, specialist: $s, artifactIds: $a}) { id } }`
+	createAgent := func(field string) string {
+		v := map[string]string{"controller": `"react"`, "modelRoute": `"builtin"`}
+		switch field {
+		case "controller":
+			v["controller"] = `"echo-marker-controller"`
+		case "modelRoute":
+			v["modelRoute"] = `"echo-marker-route"`
+		case "tools":
+			v["tools"] = `["retrieval", "echo-marker-tool"]`
+		case "specialists":
+			v["specialists"] = `["researcher", "Echo Marker Specialist"]`
+		case "budgets":
+			v["budgets"] = `{max_steps: 3, echo_marker_budget: 1}`
+		}
+		var parts []string
+		for k, val := range v {
+			parts = append(parts, k+": "+val)
+		}
+		return `mutation { createAgent(input: {slug: "echo-agent", name: "Echo", version: {` + strings.Join(parts, ", ") + `}}) { id } }`
+	}
+	unknown := uuid.NewString()
+	tests := []struct {
+		name   string
+		client *gqlclient.Client
+		query  string
+		vars   map[string]any
+		code   string
+		echo   string // the value no message may carry
+	}{
+		{"no such turn", a, `query($id: ID!) { turn(id: $id) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"a turn of another's room", m, `query($id: ID!) { turn(id: $id) { id } }`, map[string]any{"id": queued}, "NOT_FOUND", queued},
+		{"resume no such turn", a, `mutation($id: ID!) { resumeTurn(input: {turnId: $id}) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"cancel another's turn", m, cancelQ, map[string]any{"c": uuid.NewString(), "t": queued}, "NOT_FOUND", queued},
+		{"cancel an ended turn", a, cancelQ, map[string]any{"c": uuid.NewString(), "t": ended}, "CONFLICT", ended},
+		{"steer an ended turn", a, steerQ, map[string]any{"c": uuid.NewString(), "t": ended}, "CONFLICT", ended},
+		{"a command id used for another turn", a, cancelQ, map[string]any{"c": usedCommand, "t": queued}, "CONFLICT", usedCommand},
+		{"a command id used for another kind", a, steerQ, map[string]any{"c": usedCommand, "t": ended}, "CONFLICT", usedCommand},
+		{"no such approval", a, `mutation($id: ID!) { decideApproval(input: {approvalId: $id, decision: APPROVE}) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"no such artifact", a, `query($id: ID!) { artifact(id: $id) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"a key reused with other text", a, submitWith, map[string]any{"c": team, "t": "other text", "k": key}, "CONFLICT", key},
+		{"a key reused with a specialist", a, submitWith, map[string]any{"c": team, "t": "keyed", "k": key, "s": "researcher"}, "CONFLICT", key},
+		{"a specialist outside the roster", a, submitWith, map[string]any{"c": team, "t": "hi", "k": "echo-2", "s": "echo-marker-specialist"}, "FORBIDDEN", "echo-marker-specialist"},
+		{"an artifact not found", a, submitWith, map[string]any{"c": team, "t": "hi", "k": "echo-3", "a": []string{unknown}}, "NOT_FOUND", unknown},
+		{"no such agent for a room", a, `mutation { createConversation(input: {title: "x", kind: SHARED, agent: "echo-marker-agent"}) { id } }`, nil, "BAD_USER_INPUT", "echo-marker-agent"},
+		{"add an unknown member", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "echo.marker@example.com"}) { id } }`, map[string]any{"c": team}, "NOT_FOUND", "echo.marker"},
+		{"remove an unknown member", a, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "echo.marker@example.com"}) { id } }`, map[string]any{"c": team}, "NOT_FOUND", "echo.marker"},
+		{"a reader that is no email", a, `mutation { addDocument(input: {title: "T", body: "B", readers: ["alice@example.com", "echo-marker-reader"]}) { id } }`, nil, "BAD_USER_INPUT", "echo-marker-reader"},
+		{"a reader group of a bad name", a, `mutation { addDocument(input: {title: "T", body: "B", readers: ["group:Echo-Marker-Group"]}) { id } }`, nil, "BAD_USER_INPUT", "Echo-Marker-Group"},
+		{"replace no such document", a, `mutation($id: ID!) { replaceDocument(input: {documentId: $id, body: "B"}) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"readers of no such document", a, `mutation($id: ID!) { setDocumentReaders(input: {documentId: $id, readers: []}) { id } }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"delete no such document", a, `mutation($id: ID!) { deleteDocument(input: {documentId: $id}) }`, map[string]any{"id": unknown}, "NOT_FOUND", unknown},
+		{"grant to no such member", a, `mutation { grantPermission(input: {email: "echo.marker@example.com", permission: "documents.read"}) { id } }`, nil, "NOT_FOUND", "echo.marker"},
+		{"a bad permission name", a, `mutation { grantPermission(input: {email: "bob@example.com", permission: "Echo Marker Permission"}) { id } }`, nil, "BAD_USER_INPUT", "Echo Marker Permission"},
+		{"a bad group name", a, `mutation { addGroupMember(input: {email: "bob@example.com", group: "Echo Marker Group"}) { id } }`, nil, "BAD_USER_INPUT", "Echo Marker Group"},
+		{"an agent that exists", a, `mutation { createAgent(input: {slug: "assistant", name: "Echo", version: {controller: "react", modelRoute: "builtin"}}) { id } }`, nil, "CONFLICT", "assistant"},
+		{"an unknown controller", a, createAgent("controller"), nil, "BAD_USER_INPUT", "echo-marker-controller"},
+		{"an unknown model route", a, createAgent("modelRoute"), nil, "BAD_USER_INPUT", "echo-marker-route"},
+		{"an unknown tool", a, createAgent("tools"), nil, "BAD_USER_INPUT", "echo-marker-tool"},
+		{"a bad specialist slug", a, createAgent("specialists"), nil, "BAD_USER_INPUT", "Echo Marker Specialist"},
+		{"an unknown budget", a, createAgent("budgets"), nil, "BAD_USER_INPUT", "echo_marker_budget"},
+		{"a version of no such agent", a, `mutation { addAgentVersion(input: {slug: "echo-marker-slug", version: {controller: "react", modelRoute: "builtin"}}) { id } }`, nil, "NOT_FOUND", "echo-marker-slug"},
+		{"a roster of no such agent", a, `mutation { setMemberRoster(input: {email: "alice@example.com", agent: "echo-marker-slug", specialists: []}) { id } }`, nil, "NOT_FOUND", "echo-marker-slug"},
+		{"a roster of a bad slug", a, `mutation { setMemberRoster(input: {email: "alice@example.com", agent: "assistant", specialists: ["Echo Marker Slug"]}) { id } }`, nil, "BAD_USER_INPUT", "Echo Marker Slug"},
+		{"a roster for no such member", a, `mutation { setMemberRoster(input: {email: "echo.marker@example.com", agent: "assistant", specialists: []}) { id } }`, nil, "NOT_FOUND", "echo.marker"},
+		{"a kind that does not exist", a, `mutation($k: ConversationKind!) { createConversation(input: {title: "x", kind: $k}) { id } }`, map[string]any{"k": "ECHOMARKERKIND"}, "GRAPHQL_VALIDATION_FAILED", "ECHOMARKERKIND"},
+		{"a string for a number", a, `query($c: ID!, $f: Int) { journal(conversationId: $c, first: $f) { head } }`, map[string]any{"c": team, "f": "echo-marker-number"}, "GRAPHQL_VALIDATION_FAILED", "echo-marker-number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, adminBefore := counts(t, h), adminState(t, h)
+			res, err := tt.client.Raw(ctx, gqlclient.Request{Query: tt.query, Variables: tt.vars})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCoded(t, res.Errors, tt.code)
+			for _, e := range res.Errors {
+				if strings.Contains(strings.ToLower(e.Message), strings.ToLower(tt.echo)) {
+					t.Errorf("the error echoes %q: %s", tt.echo, e.Message)
+				}
+			}
+			if after := counts(t, h); after != before {
+				t.Errorf("database changed: %+v -> %+v", before, after)
+			}
+			if after := adminState(t, h); after != adminBefore {
+				t.Errorf("admin state changed:\n%s\n%s", adminBefore, after)
+			}
+		})
+	}
+}

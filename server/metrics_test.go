@@ -316,9 +316,9 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 	}
 }
 
-// TestOperatorsAddress: with TURNGATE_METRICS_ADDR, /metrics, the probes
-// and Go's profiles answer there, and the API's address serves neither
-// the metrics nor the profiles.
+// TestOperatorsAddress: with TURNGATE_METRICS_ADDR (and TURNGATE_PPROF),
+// /metrics, the probes and Go's profiles answer there, and the API's
+// address serves neither the metrics nor the profiles.
 func TestOperatorsAddress(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -327,7 +327,7 @@ func TestOperatorsAddress(t *testing.T) {
 	}
 	ops := ln.Addr().String()
 	ln.Close()
-	h := newHarness(t, func(c *Config) { c.MetricsAddr = ops })
+	h := newHarness(t, func(c *Config) { c.MetricsAddr, c.Pprof = ops, true })
 	get := func(url string) int {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -362,6 +362,94 @@ func TestOperatorsAddress(t *testing.T) {
 		if res.StatusCode == http.StatusOK && (strings.Contains(string(body), "turngate_turns_accepted_total") || strings.Contains(string(body), "goroutine")) {
 			t.Errorf("the API's address serves %s", path)
 		}
+	}
+}
+
+// opsGet GETs url on an operators' address that may not be listening
+// yet, retrying failed requests until a deadline; it returns the status
+// and the body. A request that hangs (a profile of hours) fails.
+func opsGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			return res.StatusCode, string(body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", url, err)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// TestProfilesOffUnlessEnabledAndBounded: the operators' address serves
+// Go's profiles only with TURNGATE_PPROF; then a profile, trace or delta
+// profile of more than MaxProfileDuration is refused with 400 before it
+// starts, and the operators' server times out reads and writes (a
+// client can hold it no longer than the longest profile).
+// TURNGATE_PPROF without an operators' address is refused: the profiles
+// never go on the API's address.
+func TestProfilesOffUnlessEnabledAndBounded(t *testing.T) {
+	t.Parallel()
+	freeOps := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	off := freeOps()
+	newHarness(t, func(c *Config) { c.MetricsAddr = off })
+	if code, _ := opsGet(t, "http://"+off+"/metrics"); code != http.StatusOK {
+		t.Fatalf("/metrics: HTTP %d", code)
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/heap"} {
+		if code, body := opsGet(t, "http://"+off+path); code != http.StatusNotFound {
+			t.Errorf("without TURNGATE_PPROF, %s: HTTP %d %.80q", path, code, body)
+		}
+	}
+
+	on := freeOps()
+	h := newHarness(t, func(c *Config) { c.MetricsAddr, c.Pprof = on, true })
+	if code, _ := opsGet(t, "http://"+on+"/debug/pprof/"); code != http.StatusOK {
+		t.Fatalf("with TURNGATE_PPROF, /debug/pprof/: HTTP %d", code)
+	}
+	over := fmt.Sprint(int(MaxProfileDuration/time.Second) + 1)
+	for _, path := range []string{
+		"/debug/pprof/profile?seconds=100000", "/debug/pprof/profile?seconds=" + over,
+		"/debug/pprof/trace?seconds=100000", "/debug/pprof/trace?seconds=" + over,
+		"/debug/pprof/heap?seconds=100000", "/debug/pprof/allocs?seconds=" + over,
+		"/debug/pprof/profile?seconds=-1", "/debug/pprof/profile?seconds=1e9", "/debug/pprof/profile?seconds=ten",
+	} {
+		if code, body := opsGet(t, "http://"+on+path); code != http.StatusBadRequest {
+			t.Errorf("%s: HTTP %d %.80q, want 400", path, code, body)
+		}
+	}
+	for _, path := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/goroutine?debug=1"} {
+		if code, body := opsGet(t, "http://"+on+path); code != http.StatusOK {
+			t.Errorf("%s: HTTP %d %.80q", path, code, body)
+		}
+	}
+	srv := h.app.opsServer()
+	if srv.ReadTimeout <= 0 || srv.ReadHeaderTimeout <= 0 || srv.IdleTimeout <= 0 {
+		t.Errorf("the operators' server reads without a timeout: %+v", srv)
+	}
+	if srv.WriteTimeout <= MaxProfileDuration || srv.WriteTimeout > 2*MaxProfileDuration {
+		t.Errorf("the operators' write timeout %s does not fit the longest profile (%s)", srv.WriteTimeout, MaxProfileDuration)
+	}
+
+	err := Config{Pprof: true}.Check()
+	if err == nil || !strings.Contains(err.Error(), "TURNGATE_METRICS_ADDR") {
+		t.Errorf("TURNGATE_PPROF without an operators' address: %v", err)
 	}
 }
 

@@ -41,7 +41,7 @@ FROM approvals a JOIN turns t ON t.id = a.turn_id JOIN conversations c ON c.id =
 		[]any{approvalID, actor.ID}, &turnID, &roomID, &authorID, &ownerID, &kind, &state, &member)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !member {
 		// To anyone outside its room, an approval does not exist.
-		return nil, errcode.New(errcode.NotFound, "approval %s not found", approvalID)
+		return nil, errcode.New(errcode.NotFound, "approval not found")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)
@@ -92,7 +92,7 @@ RETURNING state`, []any{approvalID, decision, actor.ID, roomID}, &decided)
 		if current.State == decision && current.DecidedBy == actor.ID {
 			return current, nil // a retry: converge
 		}
-		return nil, errcode.New(errcode.Conflict, "approval %s is already %s", approvalID, current.State)
+		return nil, errcode.New(errcode.Conflict, "the approval is already %s", current.State)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("decide approval %s: %w", approvalID, err)

@@ -24,7 +24,7 @@ func (s *Service) commandable(ctx context.Context, actor authority.Member, turnI
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", verb, turnID, err)
 	}
-	if err := authority.TurnVisible(ctx, s.Client, turnID, room.ID, actor.ID); err != nil {
+	if err := authority.TurnVisible(ctx, s.Client, room.ID, actor.ID); err != nil {
 		return nil, err
 	}
 	if !authority.MayCommand(actor.ID, t.AuthorID, authority.Room{ID: room.ID, Kind: room.Kind.String(), OwnerID: room.OwnerID}) {
@@ -41,7 +41,7 @@ func (s *Service) Visible(ctx context.Context, viewer authority.Member, turnID u
 	if err != nil {
 		return nil, err
 	}
-	if err := authority.TurnVisible(ctx, s.Client, turnID, t.ConversationID, viewer.ID); err != nil {
+	if err := authority.TurnVisible(ctx, s.Client, t.ConversationID, viewer.ID); err != nil {
 		return nil, err
 	}
 	return t, nil

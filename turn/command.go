@@ -45,14 +45,14 @@ ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.Conversation
 			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 		}
 		if cmd.Kind != entcommand.KindCancel || cmd.TurnID != turnID || cmd.ActorID != actor.ID {
-			return nil, errcode.New(errcode.Conflict, "command id %s was already used for another command", commandID)
+			return nil, &errcode.Error{Code: errcode.Conflict, Field: "commandId", Message: "commandId was already used for another command"}
 		}
 		tx.Rollback()
 		return s.Get(ctx, turnID)
 	}
 	switch t.State {
 	case entturn.StateCompleted, entturn.StateFailed, entturn.StateCancelled:
-		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, t.State)
+		return nil, errcode.New(errcode.Conflict, "the turn has already ended %s", t.State)
 	}
 	roomID, err := s.store().CancelQueued(ctx, tx, lease.CancelQueuedParams{TurnID: turnID})
 	switch {
@@ -67,7 +67,7 @@ ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.Conversation
 			return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 		}
 		if state != entturn.StateRunning && state != entturn.StateQueued {
-			return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s", turnID, state)
+			return nil, errcode.New(errcode.Conflict, "the turn has already ended %s", state)
 		}
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)

@@ -60,13 +60,13 @@ ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.Conversation
 			return nil, fmt.Errorf("steer %s: %w", turnID, err)
 		}
 		if cmd.Kind != entcommand.KindSteer || cmd.TurnID != turnID || cmd.ActorID != actor.ID || cmd.Text != text {
-			return nil, errcode.New(errcode.Conflict, "command id %s was already used for another command", commandID)
+			return nil, &errcode.Error{Code: errcode.Conflict, Field: "commandId", Message: "commandId was already used for another command"}
 		}
 		return cmd, nil
 	}
 	switch state {
 	case entturn.StateCompleted, entturn.StateFailed, entturn.StateCancelled:
-		return nil, errcode.New(errcode.Conflict, "turn %s has already ended %s: it can no longer be steered", turnID, state)
+		return nil, errcode.New(errcode.Conflict, "the turn has already ended %s: it can no longer be steered", state)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("steer %s: commit: %w", turnID, err)

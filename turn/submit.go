@@ -174,17 +174,23 @@ SELECT accepted.created_at,
          SELECT 1 FROM turns WHERE conversation_id = $2 AND state IN ('queued', 'running'))
 FROM accepted`
 
+// notInRoster refuses a specialist outside the caller's effective roster:
+// one that does not exist is refused alike, and neither is named.
+func notInRoster() error {
+	return &errcode.Error{Code: errcode.Forbidden, Field: "specialist", Message: "specialist is not in your effective roster for this agent"}
+}
+
 // pin completes the bundle inside the accepting transaction: the one-turn
 // specialist route (from the effective roster only) and the resource
 // manifest — the documents and artifacts the turn may see.
 func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agentVerID *uuid.UUID, in Submission, acceptedAt time.Time) error {
 	if in.Specialist != "" {
 		if !slices.Contains(b.Roster, in.Specialist) {
-			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
+			return notInRoster()
 		}
 		sp, err := authority.LatestSpecialist(ctx, tx, in.Specialist)
 		if errors.Is(err, authority.ErrNoSpecialist) {
-			return errcode.New(errcode.Forbidden, "specialist %q is not in your effective roster for this agent", in.Specialist)
+			return notInRoster()
 		}
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
@@ -205,7 +211,7 @@ func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agen
 			}
 		}
 		if readable != len(uniq(in.Documents)) {
-			return errcode.New(errcode.NotFound, "a selected document was not found")
+			return &errcode.Error{Code: errcode.NotFound, Field: "documentIds", Message: "a selected document was not found"}
 		}
 		b.Manifest.Documents = uniq(in.Documents)
 	} else {
@@ -216,7 +222,7 @@ func (s *Service) pin(ctx context.Context, tx *sql.Tx, b *authority.Bundle, agen
 	for _, id := range uniq(in.Artifacts) {
 		if _, err := resource.StatArtifact(ctx, tx, in.Member.ID, id); err != nil {
 			if errors.Is(err, resource.ErrArtifactNotFound) {
-				return errcode.New(errcode.NotFound, "artifact %s not found", id)
+				return &errcode.Error{Code: errcode.NotFound, Field: "artifactIds", Message: "a selected artifact was not found"}
 			}
 			return fmt.Errorf("submit: artifact %s: %w", id, err)
 		}
@@ -417,14 +423,14 @@ func (s *Service) existing(ctx context.Context, in Submission) (*ent.Turn, error
 		return nil, err
 	}
 	if t.Input != in.Text {
-		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with a different message", in.IdempotencyKey)
+		return nil, &errcode.Error{Code: errcode.Conflict, Field: "idempotencyKey", Message: "idempotencyKey was already used with a different message"}
 	}
 	same, err := sameInput(t, in)
 	if err != nil {
 		return nil, err
 	}
 	if !same {
-		return nil, errcode.New(errcode.Conflict, "idempotency key %q was already used with other documents, artifacts or specialist", in.IdempotencyKey)
+		return nil, &errcode.Error{Code: errcode.Conflict, Field: "idempotencyKey", Message: "idempotencyKey was already used with other documents, artifacts or specialist"}
 	}
 	return t, nil
 }
@@ -458,7 +464,7 @@ func sameSet(a, b []uuid.UUID) bool {
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (*ent.Turn, error) {
 	t, err := s.Client.Turn.Get(ctx, id)
 	if ent.IsNotFound(err) {
-		return nil, errcode.New(errcode.NotFound, "turn %s not found", id)
+		return nil, authority.TurnNotFound()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get turn %s: %w", id, err)
