@@ -189,7 +189,7 @@ func lockDocument(ctx context.Context, q pg.Querier, actor authority.Member, id 
 	var d lockedDocument
 	err := pg.QueryRow(ctx, q, `SELECT title, digest FROM documents WHERE id = $1 FOR UPDATE`, []any{id}, &d.title, &d.digest)
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, errcode.New(errcode.NotFound, "no document %s", id)
+		return d, &errcode.Error{Code: errcode.NotFound, Field: "documentId", Message: "document not found"}
 	}
 	if err != nil {
 		return d, fmt.Errorf("lock document %s: %w", id, err)

@@ -83,18 +83,18 @@ func TestAdminMembersAloneCannotEscalate(t *testing.T) {
 	}{
 		{"grant himself admin:documents", grantOp, map[string]any{"e": bob, "p": "admin:documents"}, "admin:documents"},
 		{"grant himself admin:agents", grantOp, map[string]any{"e": bob, "p": "admin:agents"}, "admin:agents"},
-		{"grant mallory tasks.write", grantOp, map[string]any{"e": mallory, "p": "tasks.write"}, "tasks.write"},
+		{"grant mallory tasks.write", grantOp, map[string]any{"e": mallory, "p": "tasks.write"}, "a permission you hold yourself"},
 		{"put himself on the bands' readers", readOp, map[string]any{"d": bands, "r": []string{alice, bob}}, "admin:documents"},
-		{"join the group that reads the bands", joinOp, map[string]any{"e": bob, "g": "managers"}, "managers"},
-		{"put mallory in the group that reads the bands", joinOp, map[string]any{"e": mallory, "g": "managers"}, "managers"},
-		{"revoke alice's admin:members", revokeOp, map[string]any{"e": alice, "p": "admin:members"}, alice},
-		{"revoke alice's documents.read", revokeOp, map[string]any{"e": alice, "p": "documents.read"}, alice},
-		{"take alice out of a group", leaveOp, map[string]any{"e": alice, "g": "eng"}, alice},
+		{"join the group that reads the bands", joinOp, map[string]any{"e": bob, "g": "managers"}, "name that group"},
+		{"put mallory in the group that reads the bands", joinOp, map[string]any{"e": mallory, "g": "managers"}, "name that group"},
+		{"revoke alice's admin:members", revokeOp, map[string]any{"e": alice, "p": "admin:members"}, "that member holds"},
+		{"revoke alice's documents.read", revokeOp, map[string]any{"e": alice, "p": "documents.read"}, "that member holds"},
+		{"take alice out of a group", leaveOp, map[string]any{"e": alice, "g": "eng"}, "that member holds"},
 	}
 	for _, tt := range steps {
 		err := b.Do(ctx, tt.query, tt.vars, nil)
 		if code := gqlclient.CodeOf(err); code != "FORBIDDEN" || !strings.Contains(err.Error(), tt.names) {
-			t.Fatalf("%s: %v (%s), want FORBIDDEN naming %s", tt.name, err, code, tt.names)
+			t.Fatalf("%s: %v (%s), want FORBIDDEN saying %q", tt.name, err, code, tt.names)
 		}
 	}
 	if after := adminState(t, h); after != before {

@@ -638,9 +638,10 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 		live.until(t, ctx, "live", func(f *goFollower) bool { return f.state() == client.Live })
 		id := live.midAnswer(t, ctx, a, room.Id, "When is the launch?")
 		// Carol, who may not read the launch plan, joins while the answer
-		// streams: nothing is withheld yet, and publication withholds it.
+		// streams: the streaming turn, which read it, reads withheld to
+		// her already, and publication withholds it from the room.
 		added, err := a.AddRoomMember(ctx, room.Id, "carol@example.com")
-		if err != nil || added.WithheldTurns != 0 {
+		if err != nil || added.WithheldTurns != 1 {
 			t.Fatalf("adding carol mid-answer: %+v, %v", added, err)
 		}
 		withheldView(t, ctx, a, live.ended(t, ctx, id))
