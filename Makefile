@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := bin/turngate
 PKGS      := ./...
 # Packages whose tests exercise concurrency run under the race detector.
-RACE_PKGS := ./client/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
+RACE_PKGS := ./clients/go/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
 .PHONY: run build test vet check-generate generate bench chaos fuzz clean npm web check-web
 
@@ -40,12 +40,12 @@ generate: npm
 	cd ent && $(GO) run entc.go
 	cd migrations && $(GO) run gen.go
 	$(GO) tool gqlgen generate --config gqlgen.yml
-	cd client && $(GO) tool genqlient genqlient.yaml
+	cd clients/go && $(GO) tool genqlient genqlient.yaml
 	cd clients/ts && npx graphql-codegen --config codegen.ts --silent
 
 # check-generate fails when `make generate` changes anything: the committed
 # generated code must be exactly what the generators write.
-GEN_PATHS := ent graph migrations schema.graphql gqlgen.yml client/generated.go clients/ts/src/generated
+GEN_PATHS := ent graph migrations schema.graphql gqlgen.yml clients/go/generated.go clients/ts/src/generated
 gen_state = { git status --porcelain -- $(GEN_PATHS); git diff -- $(GEN_PATHS); } | sha1sum
 check-generate:
 	@before=$$($(gen_state)); $(MAKE) --no-print-directory generate; after=$$($(gen_state)); \

@@ -14,7 +14,7 @@ import (
 
 	"github.com/Khan/genqlient/graphql"
 
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
 	"github.com/turngate/turngate/resource"
 )
 

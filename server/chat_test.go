@@ -14,7 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
 	"github.com/turngate/turngate/lease"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/chat"
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
+	"github.com/turngate/turngate/clients/go/chat"
 )
 
 // exitCode is an error that sets the process's exit status.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
 	"github.com/turngate/turngate/lease"
 )
 

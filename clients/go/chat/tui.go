@@ -13,7 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
 )
 
 // Options configure the interactive chat.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/turngate/turngate/client"
+	client "github.com/turngate/turngate/clients/go"
 )
 
 // Exit codes of Once.
