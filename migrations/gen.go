@@ -25,7 +25,7 @@ import (
 	_ "github.com/lib/pq"
 
 	entmigrate "github.com/turngate/turngate/ent/migrate"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/internal/dbtest"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 const (

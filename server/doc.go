@@ -19,5 +19,5 @@
 //
 // Nothing imports server. It may import every package; it writes no SQL
 // on the domain's tables (creating the database it is pointed at, and the
-// embedded Postgres in server/pgembed, are its own).
+// embedded Postgres in internal/pgembed, are its own).
 package main

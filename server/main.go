@@ -17,8 +17,8 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
+	"github.com/turngate/turngate/internal/pgembed"
 	"github.com/turngate/turngate/migrations"
-	"github.com/turngate/turngate/server/pgembed"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 // TestDBMaxConnsBoundsThePool: a replica opens at most DBMaxConns

@@ -23,7 +23,7 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 // closedLoop is one closed-loop run: every client keeps exactly one unit of

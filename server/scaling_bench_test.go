@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/turngate/turngate/internal/dbtest"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 // BenchmarkScaling is the measured part of docs/scaling.md: the closed

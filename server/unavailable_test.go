@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 // TestDatabaseOutageIsUnavailable: several clients submit messages, run

@@ -21,7 +21,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at an

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turngate/turngate/server/pgembed"
+	"github.com/turngate/turngate/internal/pgembed"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m, testMigrate)) }

@@ -23,6 +23,6 @@
 //
 // # What it must not import
 //
-// dbtest imports server/pgembed only; it knows no schema (the MigrateFunc
+// dbtest imports internal/pgembed only; it knows no schema (the MigrateFunc
 // brings it) and no domain package.
 package dbtest
