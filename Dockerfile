@@ -12,7 +12,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/turngate ./server
+RUN CGO_ENABLED=0 go build -trimpath -o /out/turngate ./cmd/turngate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/turngate /usr/local/bin/turngate

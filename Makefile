@@ -12,7 +12,7 @@ run: build
 	$(BIN) serve
 
 build:
-	$(GO) build -o $(BIN) ./server
+	$(GO) build -o $(BIN) ./cmd/turngate
 
 test: npm check-generate check-web vet
 	$(GO) test -count=1 -timeout 12m $(PKGS)

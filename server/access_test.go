@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -13,8 +13,10 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/room"
+	"github.com/turngate/turngate/server"
 )
 
 // TestNonMemberSeesNothing: someone who is not in a room cannot read it,
@@ -22,13 +24,13 @@ import (
 // same NOT_FOUND as a room that does not exist.
 func TestNonMemberSeesNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, "for members only", "members-1")
 	waitIdle(t, h, team.ID)
-	m := h.client(t, mallory)
+	m := h.Client(t, mallory)
 	if got := rooms(t, m); len(got) != 0 {
 		t.Fatalf("mallory lists rooms %v", got)
 	}
@@ -53,7 +55,7 @@ func TestNonMemberSeesNothing(t *testing.T) {
 		t.Errorf("turn: err = %v, want NOT_FOUND", err)
 	}
 	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, m.Header.Get(h.cfg.IdentityHeader))
+	hdr.Set(h.Config.IdentityHeader, m.Header.Get(h.Config.IdentityHeader))
 	assertSubscriptionCode(t, h, hdr, nil, "NOT_FOUND")
 	if after := counts(t, h); after != before {
 		t.Fatalf("database changed: before %+v, after %+v", before, after)
@@ -65,9 +67,9 @@ func TestNonMemberSeesNothing(t *testing.T) {
 // them by a prefix or a suffix.
 func TestScopeResolverMatchesCompleteNamesOnly(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"]
 	get := `query($c: ID!) { conversation(id: $c) { id } }`
 	for _, ref := range []string{team.ID, team.Channel, team.PublicKey} {
@@ -95,12 +97,12 @@ func TestScopeResolverMatchesCompleteNamesOnly(t *testing.T) {
 // anything of the room after the removal.
 func TestRemovedMemberStreamEnds(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"]
-	conn := h.dial(t, ctx, b)
+	conn := h.Dial(t, ctx, b)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "b", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
 	if err != nil {
@@ -146,8 +148,8 @@ func TestRemovedMemberStreamEnds(t *testing.T) {
 // envelope pre-filled in dev mode.
 func TestHealthzAndExplorer(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	res, err := http.Get(h.base + "/healthz")
+	h := servertest.New(t, nil)
+	res, err := http.Get(h.Base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +158,14 @@ func TestHealthzAndExplorer(t *testing.T) {
 		t.Fatalf("/healthz: HTTP %d", res.StatusCode)
 	}
 	for _, path := range []string{"/graphiql/", "/"} {
-		res, err = http.Get(h.base + path)
+		res, err = http.Get(h.Base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != 200 || !strings.Contains(string(body), h.cfg.IdentityHeader) {
-			t.Fatalf("explorer %s: HTTP %d, identity header pre-filled: %v", path, res.StatusCode, strings.Contains(string(body), h.cfg.IdentityHeader))
+		if res.StatusCode != 200 || !strings.Contains(string(body), h.Config.IdentityHeader) {
+			t.Fatalf("explorer %s: HTTP %d, identity header pre-filled: %v", path, res.StatusCode, strings.Contains(string(body), h.Config.IdentityHeader))
 		}
 	}
 }
@@ -177,22 +179,22 @@ func TestNonMemberLearnsNothingFromIDs(t *testing.T) {
 	t.Parallel()
 	// Mallory sends more mutations than her command bucket holds (each
 	// counts): the budget is tested apart, this is about what they answer.
-	h := newHarness(t, func(c *Config) { c.Limits = unlimitedCommands })
+	h := servertest.New(t, func(c *server.Config) { c.Limits = unlimitedCommands })
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, "for members only", "oracle-1")
 	waitIdle(t, h, team.ID)
 	var taskID, approvalID uuid.UUID = uuid.New(), uuid.New()
-	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO tasks (id, conversation_id, title, updated_at, owner_id)
+	if _, err := h.DB.ExecContext(ctx, `INSERT INTO tasks (id, conversation_id, title, updated_at, owner_id)
 SELECT $1, $2, 'a task', now(), owner_id FROM conversations WHERE id = $2`, taskID, team.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO approvals (id, conversation_id, turn_id, call_id, tool, arguments, expires_at)
+	if _, err := h.DB.ExecContext(ctx, `INSERT INTO approvals (id, conversation_id, turn_id, call_id, tool, arguments, expires_at)
 VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`, approvalID, team.ID, turnID); err != nil {
 		t.Fatal(err)
 	}
-	art, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.Nil, "mine.txt", "", []byte("alice's"))
+	art, err := resource.CreateArtifact(ctx, h.DB, memberID(t, a), uuid.Nil, "mine.txt", "", []byte("alice's"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +242,7 @@ VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`,
 		{byID("decideApproval", `mutation($id: ID!) { decideApproval(input: {approvalId: $id, decision: APPROVE}) { id } }`, "id", nil), approvalID.String()},
 		{byID("artifact", `query($id: ID!) { artifact(id: $id) { id } }`, "id", nil), art.ID.String()},
 	}
-	m := h.client(t, mallory)
+	m := h.Client(t, mallory)
 	answer := func(o op, id string) string {
 		t.Helper()
 		res, err := m.Raw(ctx, gqlclient.Request{Query: o.query, Variables: o.vars(id)})
@@ -278,10 +280,10 @@ VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`,
 // to the end.
 func TestRemovedMemberTokensEnd(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 20 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 20 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, strings.Repeat("Tell me about rooms and who may read them. ", 4), "tokens-removed")
 	tokens := gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t) { seq text } }`, Variables: map[string]any{"t": turnID}}
@@ -298,7 +300,7 @@ func TestRemovedMemberTokensEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left int64
-	if err := h.app.db.QueryRowContext(ctx, `SELECT max(seq) FROM journal_entries WHERE conversation_id = $1 AND kind = 'member_left'`, team.ID).Scan(&left); err != nil {
+	if err := h.DB.QueryRowContext(ctx, `SELECT max(seq) FROM journal_entries WHERE conversation_id = $1 AND kind = 'member_left'`, team.ID).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	for r := range bobs {
@@ -332,15 +334,15 @@ func TestRemovedMemberTokensEnd(t *testing.T) {
 // before.
 func TestChangesHoldOnEveryReplicaAtOnce(t *testing.T) {
 	t.Parallel()
-	first := newHarness(t, func(c *Config) { c.NoRunner = true; c.Replica = "first" })
-	second := startHarness(t, func() Config {
-		c := first.cfg
+	first := servertest.New(t, func(c *server.Config) { c.NoRunner = true; c.Replica = "first" })
+	second := servertest.Start(t, func() server.Config {
+		c := first.Config
 		c.Addr, c.Replica, c.Demo = "127.0.0.1:0", "second", false
 		return c
 	}())
 	ctx := context.Background()
-	team := rooms(t, first.client(t, alice))["Team room"]
-	bobThere := second.client(t, bob)
+	team := rooms(t, first.Client(t, alice))["Team room"]
+	bobThere := second.Client(t, bob)
 	read := func() error {
 		return bobThere.Do(ctx, `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": team.ID}, nil)
 	}
@@ -362,21 +364,21 @@ func TestChangesHoldOnEveryReplicaAtOnce(t *testing.T) {
 	if had == 0 {
 		t.Fatal("bob lists no documents")
 	}
-	if err := first.client(t, alice).Do(ctx, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
+	if err := first.Client(t, alice).Do(ctx, `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
 		map[string]any{"c": team.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := read(); gqlclient.CodeOf(err) != "NOT_FOUND" {
 		t.Fatalf("the other replica's next read after the removal: %v, want NOT_FOUND", err)
 	}
-	if _, err := first.app.db.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
+	if _, err := first.DB.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
   AND member_id = (SELECT id FROM members WHERE email = $1)`, bob); err != nil {
 		t.Fatal(err)
 	}
 	if n := docs(); n != 0 {
 		t.Fatalf("the other replica still lists %d documents after the permission went", n)
 	}
-	if _, err := first.app.db.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
+	if _, err := first.DB.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
 SELECT gen_random_uuid(), id, 'documents.read' FROM members WHERE email = $1`, bob); err != nil {
 		t.Fatal(err)
 	}

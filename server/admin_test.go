@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -16,13 +16,15 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // adminState is what the admin surface can change, counted.
-func adminState(t *testing.T, h *harness) string {
+func adminState(t *testing.T, h *servertest.Harness) string {
 	t.Helper()
 	var s string
-	err := h.app.db.QueryRow(`SELECT concat_ws(' ',
+	err := h.DB.QueryRow(`SELECT concat_ws(' ',
   (SELECT count(*) FROM documents), (SELECT string_agg(digest || title, ',' ORDER BY id) FROM documents),
   (SELECT count(*) FROM document_acls), (SELECT string_agg(principal, ',' ORDER BY document_id, principal) FROM document_acls),
   (SELECT count(*) FROM passages), (SELECT string_agg(permission, ',' ORDER BY member_id, permission) FROM member_permissions),
@@ -40,10 +42,10 @@ func adminState(t *testing.T, h *harness) string {
 // next call.
 func TestAdminNeedsItsPermission(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, "bob@example.com")
+	a, b := h.Client(t, alice), h.Client(t, "bob@example.com")
 	docs := citationDocuments(t, ctx, a)
 	launch := docs["Launch plan"].ID
 	version := `{controller: "react", modelRoute: "builtin", tools: ["retrieval"], budgets: {max_steps: 3}}`
@@ -120,10 +122,10 @@ func TestAdminNeedsItsPermission(t *testing.T) {
 // that cited the old one keeps the digest it cited.
 func TestGroupsAndReplacedContent(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 0 })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, "bob@example.com")
+	a, b := h.Client(t, alice), h.Client(t, "bob@example.com")
 	var added struct {
 		AddDocument struct{ ID, Digest string }
 	}
@@ -230,13 +232,13 @@ func TestReaderRemovedMidTurn(t *testing.T) {
 	model := &stepModel{between: make(chan struct{}), first: make(chan struct{})}
 	llm := httptest.NewServer(model)
 	defer llm.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.OpenAI = gateway.OpenAIConfig{BaseURL: llm.URL, APIKey: "sk-local", Model: "m"}
 		c.AgentRoute = "openai"
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	notes := rooms(t, a)["Alice's notes"].ID
 	launch := citationDocuments(t, ctx, a)["Launch plan"].ID
 	turn := submitAs(t, ctx, a, notes, "search twice", "twice")
@@ -251,7 +253,7 @@ func TestReaderRemovedMidTurn(t *testing.T) {
 	}
 	close(model.between)
 	awaitTurnEnd(t, ctx, a, turn)
-	rows, err := h.app.db.Query(`SELECT payload->>'callId', payload->'citations' FROM journal_entries WHERE turn_id = $1 AND kind = 'tool_completed' ORDER BY seq`, turn)
+	rows, err := h.DB.Query(`SELECT payload->>'callId', payload->'citations' FROM journal_entries WHERE turn_id = $1 AND kind = 'tool_completed' ORDER BY seq`, turn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +335,7 @@ func TestAdminLoadsAFolder(t *testing.T) {
 func TestAdminDocsAddChecksFirst(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	write := func(path, body string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -345,7 +347,7 @@ func TestAdminDocsAddChecksFirst(t *testing.T) {
 	}
 	docsAdd := func(args ...string) (string, error) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"admin", "--url", h.base, "--as", alice, "--data", h.cfg.DataDir, "docs", "add", "--reader", alice}, args...)...)
+		cmd := exec.Command(bin, append([]string{"admin", "--url", h.Base, "--as", alice, "--data", h.Config.DataDir, "docs", "add", "--reader", alice}, args...)...)
 		cmd.Env = cleanEnv()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -413,7 +415,7 @@ func TestAdminDocsAddChecksFirst(t *testing.T) {
 
 	titles := func() map[string]int {
 		t.Helper()
-		rows, err := h.app.db.Query(`SELECT title FROM documents`)
+		rows, err := h.DB.Query(`SELECT title FROM documents`)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 // mustDo runs a GraphQL operation that must succeed.
@@ -24,15 +25,15 @@ func mustDo(t *testing.T, ctx context.Context, c *gqlclient.Client, query string
 // roster empty, never a submission INTERNAL.
 func TestAgentVersionWithoutSpecialists(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	notes := rooms(t, a)["Alice's notes"].ID
 	mustDo(t, ctx, a, `mutation { createAgent(input: {slug: "plain", name: "Plain", version: {controller: "single", modelRoute: "builtin"}}) { id } }`, nil)
 	mustDo(t, ctx, a, `mutation { addAgentVersion(input: {slug: "assistant", version: {controller: "react", modelRoute: "builtin", tools: ["retrieval"]}}) { id } }`, nil)
 	var lists string
-	if err := h.app.db.QueryRow(`SELECT string_agg(v.tools::text || v.specialists::text || v.budgets::text, ' ' ORDER BY a.slug)
+	if err := h.DB.QueryRow(`SELECT string_agg(v.tools::text || v.specialists::text || v.budgets::text, ' ' ORDER BY a.slug)
 FROM agent_versions v JOIN agents a ON a.id = v.agent_id
 WHERE (a.slug, v.version) IN (('plain', 1), ('assistant', 2))`).Scan(&lists); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ WHERE (a.slug, v.version) IN (('plain', 1), ('assistant', 2))`).Scan(&lists); er
 
 	// Lift the checks, as a database restored from before them would be,
 	// and store what is not a list.
-	if _, err := h.app.db.Exec(`ALTER TABLE agent_versions DROP CONSTRAINT agent_versions_lists;
+	if _, err := h.DB.Exec(`ALTER TABLE agent_versions DROP CONSTRAINT agent_versions_lists;
 ALTER TABLE agent_versions ALTER COLUMN specialists DROP NOT NULL;
 ALTER TABLE member_agent_configs DROP CONSTRAINT member_agent_configs_list;
 ALTER TABLE member_agent_configs ALTER COLUMN specialists DROP NOT NULL`); err != nil {
@@ -68,12 +69,12 @@ ALTER TABLE member_agent_configs ALTER COLUMN specialists DROP NOT NULL`); err !
 		{`["researcher"]`, `{"researcher": 1}`},
 		{`["researcher"]`, `7`},
 	} {
-		if _, err := h.app.db.Exec(`INSERT INTO agent_versions (id, agent_id, version, controller, model_route, effort, system_prompt, tools, specialists, budgets)
+		if _, err := h.DB.Exec(`INSERT INTO agent_versions (id, agent_id, version, controller, model_route, effort, system_prompt, tools, specialists, budgets)
 SELECT gen_random_uuid(), v.agent_id, v.version + 1, v.controller, v.model_route, v.effort, v.system_prompt, v.tools, $1::jsonb, v.budgets
 FROM agent_versions v JOIN agents a ON a.id = v.agent_id WHERE a.slug = 'assistant' ORDER BY v.version DESC LIMIT 1`, tt.version); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.app.db.Exec(`UPDATE member_agent_configs c SET specialists = $1::jsonb FROM members m, agents a
+		if _, err := h.DB.Exec(`UPDATE member_agent_configs c SET specialists = $1::jsonb FROM members m, agents a
 WHERE m.id = c.member_id AND a.id = c.agent_id AND m.email = $2 AND a.slug = 'assistant'`, tt.roster, alice); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 const (
@@ -55,7 +58,7 @@ func BenchmarkAnonymousCost(b *testing.B) {
 	bodies := make([][][]byte, len(hostileShapes))
 	for s, shape := range hostileShapes {
 		for i := range anonCostRequests {
-			body, err := json.Marshal(shape.request(s*anonCostRequests+i, DefaultMaxQuery))
+			body, err := json.Marshal(shape.request(s*anonCostRequests+i, server.DefaultMaxQuery))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +74,7 @@ func BenchmarkAnonymousCost(b *testing.B) {
 		if tok != "" {
 			req.Header.Set("X-Turngate-Identity", tok)
 		}
-		res, err := httpClient.Do(req)
+		res, err := servertest.HTTPClient.Do(req)
 		if err != nil {
 			return "", err
 		}
@@ -88,7 +91,7 @@ func BenchmarkAnonymousCost(b *testing.B) {
 		return err
 	}
 
-	fmt.Printf("\nanonymous cost: %d requests of each shape, %d bytes of document, one at a time, on a real replica\n", anonCostRequests, DefaultMaxQuery)
+	fmt.Printf("\nanonymous cost: %d requests of each shape, %d bytes of document, one at a time, on a real replica\n", anonCostRequests, server.DefaultMaxQuery)
 	var worstCPU time.Duration
 	var worstAlloc float64
 	for s, shape := range hostileShapes {

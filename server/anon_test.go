@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // Tests of what a request without a valid identity envelope can make a
@@ -55,14 +57,14 @@ var hostileShapes = []heavyShape{
 // the list literal runs, and the others are refused before validation.
 func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	anon, member := h.clientWithToken(""), h.client(t, alice)
+	anon, member := h.ClientWithToken(""), h.Client(t, alice)
 	for i, shape := range append(slices.Clone(hostileShapes), heavyShapes[0]) {
-		req := shape.request(i, DefaultMaxQuery)
-		if len(req.Query) != DefaultMaxQuery {
-			t.Fatalf("%s: %d bytes, want %d", shape.name, len(req.Query), DefaultMaxQuery)
+		req := shape.request(i, server.DefaultMaxQuery)
+		if len(req.Query) != server.DefaultMaxQuery {
+			t.Fatalf("%s: %d bytes, want %d", shape.name, len(req.Query), server.DefaultMaxQuery)
 		}
 		t.Run(shape.name, func(t *testing.T) {
 			res, err := anon.Raw(ctx, req)
@@ -90,7 +92,7 @@ func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 
 	// A member: the list literal runs; the other shapes select too much.
 	for i, shape := range hostileShapes {
-		res, err := member.Raw(ctx, shape.request(1000+i, DefaultMaxQuery))
+		res, err := member.Raw(ctx, shape.request(1000+i, server.DefaultMaxQuery))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,10 +118,10 @@ func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 // (GRAPHQL_VALIDATION_FAILED). Documents within the bounds run.
 func TestSpreadsAndFragmentsCounted(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	spreads := func(n int) string {
 		return "query {" + strings.Repeat(" ...F", n) + " } fragment F on Query { __typename }"
 	}
@@ -150,11 +152,11 @@ func TestSpreadsAndFragmentsCounted(t *testing.T) {
 	}{
 		{"fragments doubling 8 deep", doubling(8), ""},
 		{"fragments doubling 40 deep", doubling(40), "GRAPHQL_VALIDATION_FAILED"},
-		{"MaxFields-1 spreads of one fragment", spreads(DefaultMaxFields - 1), ""},
-		{"MaxFields spreads of one fragment", spreads(DefaultMaxFields), "GRAPHQL_VALIDATION_FAILED"},
+		{"MaxFields-1 spreads of one fragment", spreads(server.DefaultMaxFields - 1), ""},
+		{"MaxFields spreads of one fragment", spreads(server.DefaultMaxFields), "GRAPHQL_VALIDATION_FAILED"},
 		{"13,000 spreads", spreads(13000), "GRAPHQL_VALIDATION_FAILED"},
-		{"MaxFragments fragments", fragments(DefaultMaxFragments), ""},
-		{"MaxFragments+1 fragments", fragments(DefaultMaxFragments + 1), "GRAPHQL_VALIDATION_FAILED"},
+		{"MaxFragments fragments", fragments(server.DefaultMaxFragments), ""},
+		{"MaxFragments+1 fragments", fragments(server.DefaultMaxFragments + 1), "GRAPHQL_VALIDATION_FAILED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,8 +183,8 @@ func TestSpreadsAndFragmentsCounted(t *testing.T) {
 // 100 fields: 112 selections as written, 606 once expanded.
 func TestComplexityRefusalIs422(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
-	tok, err := mintDev(h.signer, alice, time.Hour)
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
+	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestComplexityRefusalIs422(t *testing.T) {
 func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 	t.Parallel()
 	const lifetime = 2 * time.Second
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		c.Limits.MaxStreams = 2
 		c.Limits.WSInitTimeout = lifetime
@@ -230,10 +232,10 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.client(t, alice))["Team room"]
-	expired, err := h.signer.MintClaims(map[string]any{
+	room := rooms(t, h.Client(t, alice))["Team room"]
+	expired, err := h.Signer.MintClaims(map[string]any{
 		"sub": authority.DevSubject(alice), "email": alice, "email_verified": true,
-		"iss": h.cfg.EnvelopeIssuer, "aud": h.cfg.EnvelopeAud,
+		"iss": h.Config.EnvelopeIssuer, "aud": h.Config.EnvelopeAud,
 		"iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(),
 	})
 	if err != nil {
@@ -248,8 +250,8 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 
 	// An expired envelope is told so, over every transport.
 	for _, tok := range []string{expired, "not-a-jwt"} {
-		ws, res, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
-			HTTPHeader:   http.Header{h.cfg.IdentityHeader: {tok}},
+		ws, res, err := websocket.Dial(ctx, strings.Replace(h.Base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+			HTTPHeader:   http.Header{h.Config.IdentityHeader: {tok}},
 			Subprotocols: []string{"graphql-transport-ws"},
 		})
 		if err != nil {
@@ -273,18 +275,18 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, accept := range []string{"text/event-stream", "application/json"} {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/graphql", strings.NewReader(string(body)))
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Base+"/graphql", strings.NewReader(string(body)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set(h.cfg.IdentityHeader, tok)
+			req.Header.Set(h.Config.IdentityHeader, tok)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", accept)
 			checkUnauthorized(t, "POST "+accept+" with an invalid envelope", req)
 		}
 	}
 	// An SSE request without an envelope is told so too, before any budget.
-	sse, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/graphql",
+	sse, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Base+"/graphql",
 		strings.NewReader(`{"query":"subscription($c: ID!) { journal(conversationId: $c) { seq } }","variables":{"c":"`+room.ID+`"}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +306,7 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 
 	// The budget is free again, and a member was never in it.
 	for {
-		ws, _, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		ws, _, err := websocket.Dial(ctx, strings.Replace(h.Base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
 			Subprotocols: []string{"graphql-transport-ws"},
 		})
 		if err == nil {
@@ -325,7 +327,7 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 // UNAUTHENTICATED error.
 func checkUnauthorized(t *testing.T, what string, req *http.Request) {
 	t.Helper()
-	res, err := httpClient.Do(req)
+	res, err := servertest.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,10 +372,10 @@ func (c *rawWS) awaitClose(ctx context.Context, code websocket.StatusCode) {
 // refused while a member's runs.
 func TestParseBudget(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	member, anon := h.client(t, alice), h.clientWithToken("")
+	member, anon := h.Client(t, alice), h.ClientWithToken("")
 	run := func(c *gqlclient.Client, query, code string) {
 		t.Helper()
 		res, err := c.Raw(ctx, gqlclient.Request{Query: query})
@@ -393,7 +395,7 @@ func TestParseBudget(t *testing.T) {
 	}
 	run(member, `{ __typename }`, "")
 
-	release, ok := h.app.parseBudget.TryAcquire(DefaultParseBudget, false)
+	release, ok := server.ParseBudgetOf(h.App).TryAcquire(server.DefaultParseBudget, false)
 	if !ok {
 		t.Fatal("the budget is taken")
 	}
@@ -408,7 +410,7 @@ func TestParseBudget(t *testing.T) {
 	release()
 	run(member, "# 1\n{ me { email } }", "")
 
-	release, ok = h.app.parseBudget.TryAcquire(DefaultParseBudget/4, true)
+	release, ok = server.ParseBudgetOf(h.App).TryAcquire(server.DefaultParseBudget/4, true)
 	if !ok {
 		t.Fatal("the anonymous quarter is taken")
 	}

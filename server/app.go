@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -92,14 +92,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	url := cfg.DatabaseURL
 	if url == "" {
 		a.pg, err = pgembed.Start(ctx, pgembed.Options{
-			Dir:     embeddedDir(cfg),
+			Dir:     EmbeddedDir(cfg),
 			Durable: true,
 			Logf:    func(f string, args ...any) { log.Info(fmt.Sprintf(f, args...)) },
 		})
 		if err != nil {
 			return nil, err
 		}
-		if err := ensureDatabase(ctx, a.pg.URL("postgres"), "turngate"); err != nil {
+		if err := EnsureDatabase(ctx, a.pg.URL("postgres"), "turngate"); err != nil {
 			return nil, err
 		}
 		url = a.pg.URL("turngate")
@@ -250,8 +250,8 @@ func (a *App) verifier(ctx context.Context) (*authority.Verifier, error) {
 	return authority.NewVerifier(vc)
 }
 
-// ensureDatabase creates database name on the server at adminURL if missing.
-func ensureDatabase(ctx context.Context, adminURL, name string) error {
+// EnsureDatabase creates database name on the server at adminURL if missing.
+func EnsureDatabase(ctx context.Context, adminURL, name string) error {
 	db, err := sql.Open("postgres", adminURL)
 	if err != nil {
 		return err
@@ -296,6 +296,9 @@ func (a *App) Listen() error {
 
 // Addr is the bound address, after Listen.
 func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// DB is the App's database handle.
+func (a *App) DB() *sql.DB { return a.db }
 
 // Serve runs the hub, the runner and the HTTP server until ctx ends, then
 // shuts them down in order: stop accepting requests, detach the runner
@@ -461,7 +464,7 @@ func (a *App) DevToken(email string, ttl time.Duration) (string, error) {
 	if a.signer == nil {
 		return "", errors.New("not in dev mode: envelopes come from the platform")
 	}
-	return mintDev(a.signer, email, ttl)
+	return MintDev(a.signer, email, ttl)
 }
 
 // resolverRoot is the resolvers the GraphQL handler serves: resolver

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // approvalModel is an OpenAI-compatible Chat Completions endpoint speaking
@@ -151,7 +153,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	model := &approvalModel{}
 	llm := httptest.NewServer(model)
 	defer llm.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.OpenAI = gateway.OpenAIConfig{BaseURL: llm.URL, APIKey: "sk-local", Model: "local-model"}
 		c.AgentRoute = "openai"
 		c.Webhooks = map[string]string{"ops": hook.URL}
@@ -159,11 +161,11 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, b, m := h.client(t, alice), h.client(t, bob), h.client(t, mallory)
+	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	aliceID := memberID(t, a)
 	team := rooms(t, a)["Team room"]
 
-	conn := h.dial(t, ctx, a)
+	conn := h.Dial(t, ctx, a)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "approvals", gqlclient.Request{
 		Query:     `subscription($c: ID!, $after: Int) { journal(conversationId: $c, after: $after) { seq kind turnId actorId payload } }`,
@@ -222,7 +224,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 
 	decided := func() int64 {
 		var n int64
-		if err := h.app.db.QueryRowContext(ctx, `SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'approval_decided'`, turnID).Scan(&n); err != nil {
+		if err := h.DB.QueryRowContext(ctx, `SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'approval_decided'`, turnID).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -240,7 +242,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 		{"a malformed approval id", a, "not-a-uuid", "APPROVE", "BAD_USER_INPUT"},
 		{"an empty approval id", a, "", "APPROVE", "BAD_USER_INPUT"},
 		{"an unknown approval", a, uuid.NewString(), "APPROVE", "NOT_FOUND"},
-		{"no envelope", h.clientWithToken(""), id, "APPROVE", "UNAUTHENTICATED"},
+		{"no envelope", h.ClientWithToken(""), id, "APPROVE", "UNAUTHENTICATED"},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {

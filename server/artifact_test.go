@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/resource"
+	"github.com/turngate/turngate/server"
 )
 
 const artifactQuery = `query($id: ID!) { artifact(id: $id) { id name mediaType size sha256 downloadUrl text } }`
@@ -42,9 +44,9 @@ func memberID(t *testing.T, c *gqlclient.Client) uuid.UUID {
 }
 
 // download GETs path as email ("" for no envelope).
-func (h *harness) download(t *testing.T, email, path string, hdr http.Header) (*http.Response, []byte) {
+func download(t *testing.T, h *servertest.Harness, email, path string, hdr http.Header) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+	req, err := http.NewRequest(http.MethodGet, h.Base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +54,13 @@ func (h *harness) download(t *testing.T, email, path string, hdr http.Header) (*
 		req.Header[k] = v
 	}
 	if email != "" {
-		tok, err := mintDev(h.signer, email, time.Hour)
+		tok, err := server.MintDev(h.Signer, email, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(h.cfg.IdentityHeader, tok)
+		req.Header.Set(h.Config.IdentityHeader, tok)
 	}
-	res, err := httpClient.Do(req)
+	res, err := servertest.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +83,13 @@ func sha256Hex(b []byte) string {
 // reference opens it to the room's current members only.
 func TestArtifactReadAccess(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a, b, m := h.client(t, alice), h.client(t, bob), h.client(t, mallory)
+	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	aliceID := memberID(t, a)
 	memberID(t, m) // mallory exists, in no room
 	content := []byte("# Findings\n\nThe launch moves to Friday.\n")
-	ref, err := resource.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, "findings.md", "", content)
+	ref, err := resource.CreateArtifact(ctx, h.DB, aliceID, uuid.Nil, "findings.md", "", content)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestArtifactReadAccess(t *testing.T) {
 		t.Fatalf("alice's artifact = %+v", got)
 	}
 
-	res, body := h.download(t, alice, path, nil)
+	res, body := download(t, h, alice, path, nil)
 	if res.StatusCode != http.StatusOK || string(body) != string(content) {
 		t.Fatalf("alice downloads: %d %q", res.StatusCode, body)
 	}
@@ -120,10 +122,10 @@ func TestArtifactReadAccess(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
-	if res, body := h.download(t, alice, path, http.Header{"If-None-Match": {`"` + ref.SHA256 + `"`}}); res.StatusCode != http.StatusNotModified || len(body) != 0 {
+	if res, body := download(t, h, alice, path, http.Header{"If-None-Match": {`"` + ref.SHA256 + `"`}}); res.StatusCode != http.StatusNotModified || len(body) != 0 {
 		t.Errorf("revalidation: %d %q, want 304", res.StatusCode, body)
 	}
-	if res, body := h.download(t, "", path, nil); res.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "Findings") {
+	if res, body := download(t, h, "", path, nil); res.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "Findings") {
 		t.Errorf("without an envelope: %d %q, want 401", res.StatusCode, body)
 	}
 
@@ -136,14 +138,14 @@ func TestArtifactReadAccess(t *testing.T) {
 		if code := gqlclient.CodeOf(resp.Err()); code != "NOT_FOUND" || strings.Contains(string(resp.Data), "findings") {
 			t.Errorf("%s: artifact = %s, %v; want NOT_FOUND and no data", who, resp.Data, resp.Err())
 		}
-		if res, body := h.download(t, who, path, nil); res.StatusCode != http.StatusNotFound || strings.Contains(string(body), "Findings") {
+		if res, body := download(t, h, who, path, nil); res.StatusCode != http.StatusNotFound || strings.Contains(string(body), "Findings") {
 			t.Errorf("%s downloads: %d %q, want 404", who, res.StatusCode, body)
 		}
 	}
 	notVisible(bob, b)
 	notVisible(mallory, m)
 	for _, p := range []string{"/artifacts/" + uuid.NewString(), "/artifacts/not-a-uuid"} {
-		if res, _ := h.download(t, alice, p, nil); res.StatusCode != http.StatusNotFound {
+		if res, _ := download(t, h, alice, p, nil); res.StatusCode != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", p, res.StatusCode)
 		}
 	}
@@ -153,14 +155,14 @@ func TestArtifactReadAccess(t *testing.T) {
 
 	// A reference in the team room opens it to bob, a current member...
 	team := rooms(t, a)["Team room"]
-	if _, err := h.app.db.Exec(`INSERT INTO room_resources (id, conversation_id, artifact_id, digest) VALUES ($1, $2, $3, $4)`,
+	if _, err := h.DB.Exec(`INSERT INTO room_resources (id, conversation_id, artifact_id, digest) VALUES ($1, $2, $3, $4)`,
 		uuid.New(), team.ID, ref.ID, ref.SHA256); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Do(ctx, artifactQuery, map[string]any{"id": ref.ID.String()}, &out); err != nil || out.Artifact.Text == nil || *out.Artifact.Text != string(content) {
 		t.Errorf("bob via the room: %+v, %v", out.Artifact, err)
 	}
-	if res, body := h.download(t, bob, path, nil); res.StatusCode != http.StatusOK || string(body) != string(content) {
+	if res, body := download(t, h, bob, path, nil); res.StatusCode != http.StatusOK || string(body) != string(content) {
 		t.Errorf("bob downloads via the room: %d %q", res.StatusCode, body)
 	}
 	notVisible(mallory, m)
@@ -176,9 +178,9 @@ func TestArtifactReadAccess(t *testing.T) {
 // artifacts only; everything can still be downloaded.
 func TestArtifactTextOnlyForSmallText(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	aliceID := memberID(t, a)
 	for _, tc := range []struct {
 		name, mediaType string
@@ -191,7 +193,7 @@ func TestArtifactTextOnlyForSmallText(t *testing.T) {
 		{"blob.bin", "application/octet-stream", []byte{0, 1, 2, 0xff}, false},
 		{"latin1.txt", "", []byte{0xe9, 't', 0xe9}, false},
 	} {
-		ref, err := resource.CreateArtifact(ctx, h.app.db, aliceID, uuid.Nil, tc.name, tc.mediaType, tc.content)
+		ref, err := resource.CreateArtifact(ctx, h.DB, aliceID, uuid.Nil, tc.name, tc.mediaType, tc.content)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +206,7 @@ func TestArtifactTextOnlyForSmallText(t *testing.T) {
 		if (out.Artifact.Text != nil) != tc.text || (tc.text && *out.Artifact.Text != string(tc.content)) {
 			t.Errorf("%s: text = %v, want text %v", tc.name, out.Artifact.Text, tc.text)
 		}
-		res, body := h.download(t, alice, out.Artifact.DownloadURL, nil)
+		res, body := download(t, h, alice, out.Artifact.DownloadURL, nil)
 		if res.StatusCode != http.StatusOK || string(body) != string(tc.content) || res.Header.Get("Content-Type") != ref.MediaType {
 			t.Errorf("%s downloads: %d, %d bytes, %s", tc.name, res.StatusCode, len(body), res.Header.Get("Content-Type"))
 		}
@@ -215,14 +217,14 @@ func TestArtifactTextOnlyForSmallText(t *testing.T) {
 // sha256 is never served, over HTTP or as text.
 func TestArtifactDigestMismatchRefused(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a := h.client(t, alice)
-	ref, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.Nil, "ledger.csv", "", []byte("total,100\n"))
+	a := h.Client(t, alice)
+	ref, err := resource.CreateArtifact(ctx, h.DB, memberID(t, a), uuid.Nil, "ledger.csv", "", []byte("total,100\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := h.app.db.Begin()
+	tx, err := h.DB.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,7 @@ func TestArtifactDigestMismatchRefused(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	res, body := h.download(t, alice, "/artifacts/"+ref.ID.String(), nil)
+	res, body := download(t, h, alice, "/artifacts/"+ref.ID.String(), nil)
 	if res.StatusCode != http.StatusConflict || strings.Contains(string(body), "total,999") || !strings.Contains(string(body), "digest") {
 		t.Errorf("download of tampered content: %d %q, want 409 naming the digest check", res.StatusCode, body)
 	}
@@ -259,7 +261,7 @@ func TestArtifactDigestMismatchRefused(t *testing.T) {
 // optionally filtered by full-text search, and nothing else.
 func TestDocumentsQuery(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
 	digests := map[string]string{}
 	for _, d := range demo.Documents {
@@ -282,7 +284,7 @@ func TestDocumentsQuery(t *testing.T) {
 		}
 		return titles
 	}
-	a, b, m := h.client(t, alice), h.client(t, bob), h.client(t, mallory)
+	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	for _, tc := range []struct {
 		who  string
 		c    *gqlclient.Client
@@ -316,9 +318,9 @@ func TestDocumentsQuery(t *testing.T) {
 // for a turn (NOT_FOUND, writing nothing); with it again, both work.
 func TestDocumentReadsNeedThePermission(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	b := h.client(t, bob)
+	b := h.Client(t, bob)
 	room := rooms(t, b)["Bob's notes"]
 	list := func() []string {
 		t.Helper()
@@ -342,7 +344,7 @@ func TestDocumentReadsNeedThePermission(t *testing.T) {
 		return b.Do(ctx, `mutation($c: ID!, $d: [ID!]) { submitMessage(input: {conversationId: $c, text: "from my documents", idempotencyKey: "`+key+`", documentIds: $d}) { id } }`,
 			map[string]any{"c": room.ID, "d": readable[:1]}, nil)
 	}
-	if _, err := h.app.db.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
+	if _, err := h.DB.ExecContext(ctx, `DELETE FROM member_permissions WHERE permission = 'documents.read'
   AND member_id = (SELECT id FROM members WHERE email = $1)`, bob); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +358,7 @@ func TestDocumentReadsNeedThePermission(t *testing.T) {
 	if after := counts(t, h); after != before {
 		t.Errorf("the refused submission wrote: before %+v, after %+v", before, after)
 	}
-	if _, err := h.app.db.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
+	if _, err := h.DB.ExecContext(ctx, `INSERT INTO member_permissions (id, member_id, permission)
 SELECT gen_random_uuid(), id, 'documents.read' FROM members WHERE email = $1`, bob); err != nil {
 		t.Fatal(err)
 	}

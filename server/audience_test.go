@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -12,15 +12,17 @@ import (
 
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/resource"
+	"github.com/turngate/turngate/server"
 )
 
 // secretsOf is what must not reach a member who may not read doc: its
 // figures, its title, its id and its digest.
-func secretsOf(t *testing.T, h *harness, title string, figures ...string) []string {
+func secretsOf(t *testing.T, h *servertest.Harness, title string, figures ...string) []string {
 	t.Helper()
 	var id string
-	if err := h.app.db.QueryRow(`SELECT id FROM documents WHERE title = $1`, title).Scan(&id); err != nil {
+	if err := h.DB.QueryRow(`SELECT id FROM documents WHERE title = $1`, title).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range demo.Documents {
@@ -66,15 +68,15 @@ func everythingOf(t *testing.T, ctx context.Context, c *gqlclient.Client, room, 
 // room, the same question answers alice with the figures.
 func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"]
 	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
 
 	shared := submitAs(t, ctx, a, team.ID, "What are the engineering bands for 2027?", "bands-shared")
-	if state := waitTurnState(t, ctx, h.app.db, shared); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, shared); state != "completed" {
 		t.Fatalf("shared turn ended %s", state)
 	}
 	for who, c := range map[string]*gqlclient.Client{"bob": b, "alice": a} {
@@ -88,7 +90,7 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 
 	bobs := rooms(t, b)["Bob's notes"]
 	private := submitAs(t, ctx, b, bobs.ID, "What did we say about the engineering bands?", "bands-history")
-	if state := waitTurnState(t, ctx, h.app.db, private); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, private); state != "completed" {
 		t.Fatalf("bob's turn ended %s", state)
 	}
 	seen := everythingOf(t, ctx, b, bobs.ID, private)
@@ -100,7 +102,7 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 
 	alices := rooms(t, a)["Alice's notes"]
 	own := submitAs(t, ctx, a, alices.ID, "What are the engineering bands for 2027?", "bands-private")
-	if state := waitTurnState(t, ctx, h.app.db, own); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, own); state != "completed" {
 		t.Fatalf("alice's private turn ended %s", state)
 	}
 	if seen := everythingOf(t, ctx, a, alices.ID, own); !strings.Contains(seen, "95,000") {
@@ -115,23 +117,23 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 // document.
 func TestMemberJoinedMidTurnWithholdsTheAnswer(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 30 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 30 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
-	carol := h.client(t, "carol@example.com")
+	a := h.Client(t, alice)
+	carol := h.Client(t, "carol@example.com")
 	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-join")
 	// The run has read the launch plan once it is answering.
-	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	waitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
 	if err := a.Do(ctx, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`,
 		map[string]any{"c": team.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	var q struct {
@@ -180,13 +182,13 @@ func toJSON(t *testing.T, v any) string {
 // not rewritten per viewer.)
 func TestCitationsAreFilteredPerViewer(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-cited")
-	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	cited := func(c *gqlclient.Client) (fromTurn, fromJournal bool) {
@@ -225,7 +227,7 @@ func TestCitationsAreFilteredPerViewer(t *testing.T) {
 	if turn, journal := cited(b); !turn || !journal {
 		t.Fatalf("bob, who may read the launch plan, sees its citation: turn %v, journal %v", turn, journal)
 	}
-	if _, err := h.app.db.ExecContext(ctx, `DELETE FROM document_acls WHERE principal = $1
+	if _, err := h.DB.ExecContext(ctx, `DELETE FROM document_acls WHERE principal = $1
   AND document_id = (SELECT id FROM documents WHERE title = 'Launch plan')`, bob); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +249,10 @@ func TestCitationsAreFilteredPerViewer(t *testing.T) {
 // bands: their history no longer holds the turn that drew on them.
 func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
 	var created struct {
 		CreateConversation struct{ ID string } `json:"createConversation"`
@@ -260,18 +262,18 @@ func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 	}
 	room := created.CreateConversation.ID
 	asked := submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-alone")
-	if state := waitTurnState(t, ctx, h.app.db, asked); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, asked); state != "completed" {
 		t.Fatalf("alice's turn ended %s", state)
 	}
 	var answer string
-	if err := h.app.db.QueryRowContext(ctx, `SELECT answer FROM turns WHERE id = $1`, asked).Scan(&answer); err != nil || !strings.Contains(answer, "95,000") {
+	if err := h.DB.QueryRowContext(ctx, `SELECT answer FROM turns WHERE id = $1`, asked).Scan(&answer); err != nil || !strings.Contains(answer, "95,000") {
 		t.Fatalf("alice, alone in the room, was not answered from the bands: %q (%v)", answer, err)
 	}
-	file, err := resource.CreateArtifact(ctx, h.app.db, memberID(t, a), uuid.MustParse(asked), "bands.md", "", []byte(answer))
+	file, err := resource.CreateArtifact(ctx, h.DB, memberID(t, a), uuid.MustParse(asked), "bands.md", "", []byte(answer))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resource.LinkToRoom(ctx, h.app.db, room, []uuid.UUID{file.ID}); err != nil {
+	if _, err := resource.LinkToRoom(ctx, h.DB, room, []uuid.UUID{file.ID}); err != nil {
 		t.Fatal(err)
 	}
 	path := "/artifacts/" + file.ID.String()
@@ -281,7 +283,7 @@ func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, body := h.download(t, who, path, nil)
+		res, body := download(t, h, who, path, nil)
 		switch code := gqlclient.CodeOf(resp.Err()); {
 		case code == "" && res.StatusCode == http.StatusOK:
 			return true
@@ -318,7 +320,7 @@ func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 		{alice, "alice-after", a, "What else about the engineering bands?"},
 	} {
 		id := submitAs(t, ctx, tt.c, room, tt.text, tt.key)
-		if state := waitTurnState(t, ctx, h.app.db, id); state != "completed" {
+		if state := waitTurnState(t, ctx, h.DB, id); state != "completed" {
 			t.Fatalf("%s's turn ended %s", tt.who, state)
 		}
 		calls, err := replayOf(ctx, tt.c, id, nil)

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 const (
@@ -42,20 +44,20 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 	pg := dbtest.StartServer(b, pgembed.Options{Durable: true, MaxConnections: benchMaxConnections})
 	ctx := context.Background()
 	for _, db := range []string{"bench_turngate", "bench_raw"} {
-		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {
+		if err := server.EnsureDatabase(ctx, pg.URL("postgres"), db); err != nil {
 			b.Fatal(err)
 		}
 	}
 
 	raw := newRawBench(b, pg.URL("bench_raw"))
 
-	cfg := Config{
+	cfg := server.Config{
 		Addr: "127.0.0.1:0", DataDir: filepath.Join(b.TempDir(), "data"), DatabaseURL: pg.URL("bench_turngate"),
-		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
+		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: server.DevIssuer, EnvelopeAud: server.DevAudience,
 		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, NoRunner: true,
 		Limits: unlimitedCommands, // it measures throughput, not the per-member limit
 	}
-	h := startHarness(b, cfg)
+	h := servertest.Start(b, cfg)
 	// 32 submitters are 32 members, each in every room.
 	roomIDs, clients := benchWorld(b, h)
 	// The two run in alternating rounds, 10 s each in all, so that the

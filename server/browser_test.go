@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestExplorerStreamsATurnInABrowser drives the embedded GraphiQL explorer
@@ -29,8 +31,8 @@ import (
 // Not parallel: a browser is heavy on a two-core runner, and sequential
 // tests run before the parallel ones start.
 func TestExplorerStreamsATurnInABrowser(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ModelPace = 10 * time.Millisecond })
-	c := h.client(t, alice)
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 10 * time.Millisecond })
+	c := h.Client(t, alice)
 	room, ok := rooms(t, c)["Team room"]
 	if !ok {
 		t.Fatal("alice has no Team room")
@@ -84,7 +86,7 @@ func TestExplorerStreamsATurnInABrowser(t *testing.T) {
 	// and the Headers editor holds the envelope.
 	const execute = `button[aria-label^="Execute query"]`
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(h.base+"/graphiql/"),
+		chromedp.Navigate(h.Base+"/graphiql/"),
 		chromedp.WaitVisible(chromedp.CSS(execute+`[aria-haspopup="menu"]`)),
 	); err != nil {
 		t.Fatalf("explorer never became ready: %v", err)
@@ -100,7 +102,7 @@ func TestExplorerStreamsATurnInABrowser(t *testing.T) {
 		}
 		doc = strings.ReplaceAll(doc, "\u00a0", " ")
 		return strings.Contains(doc, "subscription Watch") && strings.Contains(doc, room.ID) &&
-			strings.Contains(hdrs, h.cfg.IdentityHeader), nil
+			strings.Contains(hdrs, h.Config.IdentityHeader), nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"

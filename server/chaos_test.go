@@ -1,4 +1,4 @@
-package main
+package server_test
 
 // The fault-injection harness. `make test` runs a short round; `make chaos`
 // runs a long one (TURNGATE_CHAOS=long).
@@ -18,6 +18,7 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 type chaosConfig struct {
@@ -288,7 +289,7 @@ func submitOnce(ctx context.Context, cl *chaosCluster, rng *rand.Rand, token, ro
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c := &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {token}}, HTTP: httpClient}
+	c := &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {token}}, HTTP: servertest.HTTPClient}
 	var out struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}

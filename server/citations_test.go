@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 // citationSubmit submits with the optional routing and manifest.
@@ -121,9 +122,9 @@ func citationDocuments(t *testing.T, ctx context.Context, c *gqlclient.Client) m
 
 // citationWrites counts what a submission writes: turns and journal
 // entries.
-func citationWrites(t *testing.T, h *harness) (turns, entries int64) {
+func citationWrites(t *testing.T, h *servertest.Harness) (turns, entries int64) {
 	t.Helper()
-	if err := h.app.db.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries)`).Scan(&turns, &entries); err != nil {
+	if err := h.DB.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries)`).Scan(&turns, &entries); err != nil {
 		t.Fatal(err)
 	}
 	return turns, entries
@@ -139,10 +140,10 @@ func citationWrites(t *testing.T, h *harness) (turns, entries int64) {
 // outside it sees no turn at all.
 func TestCitationsOfTheAnswer(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b, m := h.client(t, alice), h.client(t, bob), h.client(t, mallory)
+	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	team := rooms(t, a)["Team room"].ID
 	launch := citationDocuments(t, ctx, a)["Launch plan"]
 	if launch.ID == "" {
@@ -209,10 +210,10 @@ func TestCitationsOfTheAnswer(t *testing.T) {
 // the Security policy selected, it cannot cite the Launch plan.
 func TestCitationInputsRouteAndManifest(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"].ID
 	docs := citationDocuments(t, ctx, a)
 	comp, security := docs["Compensation bands 2027"].ID, docs["Security policy"].ID
@@ -266,7 +267,7 @@ func TestCitationInputsRouteAndManifest(t *testing.T) {
 		t.Fatalf("alice routing to the researcher: %v", err)
 	}
 	var route string
-	if err := h.app.db.QueryRowContext(ctx, `SELECT COALESCE(specialist, '') FROM turns WHERE id = $1`, routed.ID).Scan(&route); err != nil {
+	if err := h.DB.QueryRowContext(ctx, `SELECT COALESCE(specialist, '') FROM turns WHERE id = $1`, routed.ID).Scan(&route); err != nil {
 		t.Fatal(err)
 	}
 	if route != "researcher" {

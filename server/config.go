@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -391,9 +391,10 @@ func (c Config) EnvelopeLifetime() time.Duration {
 	return DefaultEnvelopeMaxLifetime
 }
 
+// The issuer and audience of dev envelopes, unless configured otherwise.
 const (
-	devIssuer   = "turngate-dev"
-	devAudience = "turngate"
+	DevIssuer   = "turngate-dev"
+	DevAudience = "turngate"
 )
 
 // devAllowPublicListener is the one value of
@@ -421,8 +422,8 @@ func ConfigFromEnv() (Config, error) {
 		IdentityHeader:    env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
 		EnvelopeKeyFile:   os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
 		EnvelopeJWKSURL:   os.Getenv("TURNGATE_ENVELOPE_JWKS_URL"),
-		EnvelopeIssuer:    env("TURNGATE_ENVELOPE_ISSUER", devIssuer),
-		EnvelopeAud:       env("TURNGATE_ENVELOPE_AUDIENCE", devAudience),
+		EnvelopeIssuer:    env("TURNGATE_ENVELOPE_ISSUER", DevIssuer),
+		EnvelopeAud:       env("TURNGATE_ENVELOPE_AUDIENCE", DevAudience),
 		MaxTextLen:        16000,
 		ModelPace:         25 * time.Millisecond,
 		LeaseTTL:          30 * time.Second,

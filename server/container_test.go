@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestStaticBuildRunsAsNonRootOnExternalDatabase is what the Dockerfile
@@ -34,7 +35,7 @@ func TestStaticBuildRunsAsNonRootOnExternalDatabase(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "turngate")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/turngate")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
@@ -237,7 +238,7 @@ func TestImageDoesNotStartInDevMode(t *testing.T) {
 		t.Fatalf("the binary neither served nor refused: %s", dev.stderr)
 	}
 
-	key, _ := platformKey(t, devIssuer, devAudience)
+	key, _ := platformKey(t, server.DevIssuer, server.DevAudience)
 	prod := start("TURNGATE_ENVELOPE_PUBLIC_KEY=" + key)
 	select {
 	case base := <-prod.serving:

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 // typedJournal asks for every typed field of a journal entry.
@@ -65,10 +66,10 @@ type typedEntry struct {
 // a normalized client cache never merges two of them.
 func TestJournalEntriesAreTyped(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	first := submitAs(t, ctx, a, team, "When is the launch?", "typed-1")
 	awaitTurnEnd(t, ctx, a, first)
@@ -168,10 +169,10 @@ func TestJournalEntriesAreTyped(t *testing.T) {
 // page info; a cursor it did not make is BAD_USER_INPUT.
 func TestDocumentsPage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	const q = `query($first: Int, $after: String) { documentsConnection(first: $first, after: $after) {
   edges { cursor node { id title } } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }`
 	type page struct {

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestProductionSeedsNoDemoData: a server outside demo mode seeds
@@ -18,7 +20,7 @@ import (
 func TestProductionSeedsNoDemoData(t *testing.T) {
 	t.Parallel()
 	var platformSigner *authority.Signer
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		c.Demo = false
 		c.EnvelopeKeyFile, platformSigner = platformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
@@ -26,7 +28,7 @@ func TestProductionSeedsNoDemoData(t *testing.T) {
 	count := func(table string) int {
 		t.Helper()
 		var n int
-		if err := h.app.db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		if err := h.DB.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -36,11 +38,11 @@ func TestProductionSeedsNoDemoData(t *testing.T) {
 			t.Errorf("%s: %d rows in production, want none", table, n)
 		}
 	}
-	tok, err := mintDev(platformSigner, alice, time.Hour)
+	tok, err := server.MintDev(platformSigner, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := h.clientWithToken(tok)
+	a := h.ClientWithToken(tok)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := a.Raw(ctx, gqlclient.Request{Query: `mutation { createConversation(input: {title: "t", kind: PRIVATE}) { id } }`})

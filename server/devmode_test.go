@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // outsideIP is an IPv4 address of this machine that is not loopback, so
@@ -50,7 +52,7 @@ func TestDevPageOnlyForLoopbackPeer(t *testing.T) {
 	t.Parallel()
 	signedIn := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "signed-in") })
 	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain") })
-	h := loopbackOnly(signedIn, plain)
+	h := server.LoopbackOnly(signedIn, plain)
 	for _, tt := range []struct {
 		peer, host string
 		header     http.Header
@@ -89,8 +91,8 @@ func TestDevPageOnlyForLoopbackPeer(t *testing.T) {
 		t.Log("this machine has no non-loopback address: the real-listener half cannot run")
 		return
 	}
-	srv := newHarness(t, func(c *Config) { c.Addr, c.DevAllowPublicListener = "0.0.0.0:0", true })
-	_, port, err := net.SplitHostPort(srv.app.Addr())
+	srv := servertest.New(t, func(c *server.Config) { c.Addr, c.DevAllowPublicListener = "0.0.0.0:0", true })
+	_, port, err := net.SplitHostPort(srv.App.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func TestDevModeRefusesNonLoopbackListener(t *testing.T) {
 	t.Parallel()
 	public := []string{"0.0.0.0:8080", "[::]:8080", ":8080", "192.0.2.7:8080", "[2001:db8::1]:8080"}
 	for _, addr := range public {
-		cfg := Config{Addr: addr}
+		cfg := server.Config{Addr: addr}
 		err := cfg.Check()
 		if err == nil {
 			t.Errorf("dev mode on %s: Check passes", addr)
@@ -146,7 +148,7 @@ func TestDevModeRefusesNonLoopbackListener(t *testing.T) {
 				t.Errorf("dev mode on %s: %q does not say %s", addr, err, want)
 			}
 		}
-		for _, ok := range []Config{
+		for _, ok := range []server.Config{
 			{Addr: addr, DevAllowPublicListener: true},
 			{Addr: addr, EnvelopeKeyFile: "/platform.pem"},
 			{Addr: addr, EnvelopeJWKSURL: "https://idp.example/jwks"},
@@ -157,7 +159,7 @@ func TestDevModeRefusesNonLoopbackListener(t *testing.T) {
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:0", "[::1]:8080", "localhost:8080"} {
-		if err := (Config{Addr: addr}).Check(); err != nil {
+		if err := (server.Config{Addr: addr}).Check(); err != nil {
 			t.Errorf("dev mode on %s: %v", addr, err)
 		}
 	}
@@ -170,15 +172,15 @@ func TestDevModeRefusesNonLoopbackListener(t *testing.T) {
 		t.Log("this machine has no non-loopback address: the Listen half cannot run")
 		return
 	}
-	cfg := testConfig(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "test-"+t.Name())
+	cfg := servertest.Config(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "test-"+t.Name())
 	cfg.Addr = net.JoinHostPort(ip.String(), "0")
-	app, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	app, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer app.Close()
 	if err := app.Listen(); err == nil {
-		app.ln.Close()
+		server.ListenerOf(app).Close()
 		t.Fatalf("dev mode listens on %s", app.Addr())
 	} else if !strings.Contains(err.Error(), "TURNGATE_DEV_ALLOW_PUBLIC_LISTENER") {
 		t.Errorf("the refusal does not name the setting: %v", err)
@@ -200,7 +202,7 @@ func TestDevAllowPublicListenerIsExplicit(t *testing.T) {
 		{"yes", false, true},
 	} {
 		t.Setenv("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER", tt.value)
-		cfg, err := ConfigFromEnv()
+		cfg, err := server.ConfigFromEnv()
 		if (err != nil) != tt.err || cfg.DevAllowPublicListener != tt.allowed {
 			t.Errorf("%q: allowed %v, err %v; want allowed %v, an error %v", tt.value, cfg.DevAllowPublicListener, err, tt.allowed, tt.err)
 		}

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bytes"
@@ -16,14 +16,16 @@ import (
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // postRaw posts body to the GraphQL endpoint as alice (or anonymously
 // when tok is ""), with contentType, and returns the status and the
 // decoded errors.
-func postRaw(t *testing.T, h *harness, method, tok, contentType string, body []byte) (int, []byte, []gqlclient.Error) {
+func postRaw(t *testing.T, h *servertest.Harness, method, tok, contentType string, body []byte) (int, []byte, []gqlclient.Error) {
 	t.Helper()
-	req, err := http.NewRequest(method, h.base+"/graphql", bytes.NewReader(body))
+	req, err := http.NewRequest(method, h.Base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +33,9 @@ func postRaw(t *testing.T, h *harness, method, tok, contentType string, body []b
 		req.Header.Set("Content-Type", contentType)
 	}
 	if tok != "" {
-		req.Header.Set(h.cfg.IdentityHeader, tok)
+		req.Header.Set(h.Config.IdentityHeader, tok)
 	}
-	res, err := httpClient.Do(req)
+	res, err := servertest.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +74,9 @@ func checkCoded(t *testing.T, errs []gqlclient.Error, code string) {
 // body, and writes nothing.
 func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	team := rooms(t, h.client(t, alice))["Team room"].ID
-	tok, err := mintDev(h.signer, alice, time.Hour)
+	h := servertest.New(t, nil)
+	team := rooms(t, h.Client(t, alice))["Team room"].ID
+	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +138,8 @@ func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 // errors and write nothing.
 func TestMalformedGETRefused(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	tok, err := mintDev(h.signer, alice, time.Hour)
+	h := servertest.New(t, nil)
+	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +152,12 @@ func TestMalformedGETRefused(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := counts(t, h)
-			req, err := http.NewRequest(http.MethodGet, h.base+"/graphql?"+tt.rawQuery, nil)
+			req, err := http.NewRequest(http.MethodGet, h.Base+"/graphql?"+tt.rawQuery, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set(h.cfg.IdentityHeader, tok)
-			res, err := httpClient.Do(req)
+			req.Header.Set(h.Config.IdentityHeader, tok)
+			res, err := servertest.HTTPClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,9 +183,9 @@ func TestMalformedGETRefused(t *testing.T) {
 // nothing — through variables and through literals alike.
 func TestHostileStringsRefused(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	nul := "a\x00b"
 	tests := []struct {
@@ -288,12 +290,12 @@ func (s panickySubscription) Journal(ctx context.Context, id string, after *int6
 // HTTP, WebSocket and SSE — and the server keeps serving.
 func TestPanicIsInternalForOneOperation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) {
-		c.wrapResolvers = func(r *graph.Resolver) generated.ResolverRoot { return panicky{r} }
+	h := servertest.New(t, func(c *server.Config) {
+		server.WrapResolvers(c, func(r *graph.Resolver) generated.ResolverRoot { return panicky{r} })
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	journalSub := `subscription($c: ID!) { journal(conversationId: $c) { seq kind } }`
 	stillServes := func(t *testing.T) {
@@ -333,7 +335,7 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 			stillServes(t)
 		})
 		t.Run("WebSocket "+tt.name, func(t *testing.T) {
-			conn, err := gqlclient.Dial(ctx, h.base+"/graphql", a.Header, nil)
+			conn, err := gqlclient.Dial(ctx, h.Base+"/graphql", a.Header, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,13 +378,13 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 // alone; after the wait the same command is accepted.
 func TestCommandRateLimit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		c.Limits.CommandRate, c.Limits.CommandBurst = 0.5, 3
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"].ID
 	for i := range 3 {
 		if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-" + string(rune('a'+i))}, nil); err != nil {
@@ -438,14 +440,14 @@ func TestCommandRateLimit(t *testing.T) {
 func TestEveryMutationIsACommand(t *testing.T) {
 	t.Parallel()
 	const burst = 3
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		// One token in 1000 s: the bucket does not refill during the test.
 		c.Limits.CommandRate, c.Limits.CommandBurst = 0.001, burst
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	create := `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`
 	for i := range burst {
@@ -532,16 +534,16 @@ func TestEveryMutationIsACommand(t *testing.T) {
 // rebinding) cannot read it.
 func TestDevEnvelopeOnlyForLoopbackHost(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	port := h.base[strings.LastIndex(h.base, ":"):]
+	h := servertest.New(t, nil)
+	port := h.Base[strings.LastIndex(h.Base, ":"):]
 	for _, path := range []string{"/graphiql/", "/"} {
 		page := func(host string) string {
-			req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+			req, err := http.NewRequest(http.MethodGet, h.Base+path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Host = host
-			res, err := httpClient.Do(req)
+			res, err := servertest.HTTPClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -572,8 +574,8 @@ func TestDevEnvelopeOnlyForLoopbackHost(t *testing.T) {
 // ordinary size, introspection included, pass.
 func TestFieldCountBounded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	a := h.client(t, alice)
+	h := servertest.New(t, nil)
+	a := h.Client(t, alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, q := range []string{

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -8,17 +8,19 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestEnvelopeRejected: every way an envelope can be wrong is
 // UNAUTHENTICATED, over HTTP and over a WebSocket upgrade.
 func TestEnvelopeRejected(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	now := time.Now()
 	good := map[string]any{
 		"sub": authority.DevSubject(alice), "email": alice, "email_verified": true, "name": "Alice",
-		"iss": h.cfg.EnvelopeIssuer, "aud": h.cfg.EnvelopeAud, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+		"iss": h.Config.EnvelopeIssuer, "aud": h.Config.EnvelopeAud, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
 	}
 	with := func(k string, v any) map[string]any {
 		c := map[string]any{}
@@ -45,23 +47,23 @@ func TestEnvelopeRejected(t *testing.T) {
 	}{
 		{"missing", ""},
 		{"garbage", "not-a-jwt"},
-		{"expired", mint(h.signer, with("exp", now.Add(-time.Hour).Unix()))},
-		{"wrong signature", mint(otherKeySigner(t, h.cfg.EnvelopeIssuer, h.cfg.EnvelopeAud), good)},
-		{"wrong audience", mint(h.signer, with("aud", "someone-else"))},
-		{"wrong issuer", mint(h.signer, with("iss", "someone-else"))},
-		{"email not verified", mint(h.signer, with("email_verified", false))},
-		{"email_verified absent", mint(h.signer, with("email_verified", nil))},
+		{"expired", mint(h.Signer, with("exp", now.Add(-time.Hour).Unix()))},
+		{"wrong signature", mint(otherKeySigner(t, h.Config.EnvelopeIssuer, h.Config.EnvelopeAud), good)},
+		{"wrong audience", mint(h.Signer, with("aud", "someone-else"))},
+		{"wrong issuer", mint(h.Signer, with("iss", "someone-else"))},
+		{"email not verified", mint(h.Signer, with("email_verified", false))},
+		{"email_verified absent", mint(h.Signer, with("email_verified", nil))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := h.clientWithToken(tt.token).Do(context.Background(), `{ me { email } }`, nil, nil)
+			err := h.ClientWithToken(tt.token).Do(context.Background(), `{ me { email } }`, nil, nil)
 			if code := gqlclient.CodeOf(err); code != "UNAUTHENTICATED" {
 				t.Fatalf("HTTP: err = %v, want UNAUTHENTICATED", err)
 			}
 			hdr := http.Header{}
 			if tt.token != "" {
-				hdr.Set(h.cfg.IdentityHeader, tt.token)
+				hdr.Set(h.Config.IdentityHeader, tt.token)
 			}
 			assertSubscriptionCode(t, h, hdr, nil, "UNAUTHENTICATED")
 		})
@@ -71,7 +73,7 @@ func TestEnvelopeRejected(t *testing.T) {
 	var me struct {
 		Me struct{ Email, DisplayName string } `json:"me"`
 	}
-	if err := h.clientWithToken(mint(h.signer, with("email", "Alice@Example.COM"))).Do(context.Background(), `{ me { email displayName } }`, nil, &me); err != nil {
+	if err := h.ClientWithToken(mint(h.Signer, with("email", "Alice@Example.COM"))).Do(context.Background(), `{ me { email displayName } }`, nil, &me); err != nil {
 		t.Fatal(err)
 	}
 	if me.Me.Email != alice || me.Me.DisplayName != "Alice" {
@@ -82,16 +84,16 @@ func TestEnvelopeRejected(t *testing.T) {
 // assertSubscriptionCode subscribes to the journal of alice's first room
 // over graphql-transport-ws with the given upgrade header and init
 // payload, and expects an error with code.
-func assertSubscriptionCode(t *testing.T, h *harness, hdr http.Header, initPayload any, code string) {
+func assertSubscriptionCode(t *testing.T, h *servertest.Harness, hdr http.Header, initPayload any, code string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, initPayload)
+	conn, err := gqlclient.Dial(ctx, h.Base+"/graphql", hdr, initPayload)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer conn.Close()
-	room := rooms(t, h.client(t, alice))["Team room"]
+	room := rooms(t, h.Client(t, alice))["Team room"]
 	msgs, err := conn.Subscribe(ctx, "1", gqlclient.Request{
 		Query:     `subscription($c: ID!) { journal(conversationId: $c) { seq kind } }`,
 		Variables: map[string]any{"c": room.ID},
@@ -124,20 +126,20 @@ func assertSubscriptionCode(t *testing.T, h *harness, hdr http.Header, initPaylo
 // connection_init payload or in the query string is ignored.
 func TestIdentityOnlyFromHeader(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
-	tok, err := mintDev(h.signer, alice, time.Hour)
+	h := servertest.New(t, nil)
+	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 
 	// In variables, with no header.
-	anon := h.clientWithToken("")
+	anon := h.ClientWithToken("")
 	if err := anon.Do(ctx, `{ me { email } }`, map[string]any{"X-Turngate-Identity": tok, "identity": tok}, nil); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
 		t.Fatalf("identity in variables: err = %v, want UNAUTHENTICATED", err)
 	}
 	// In the query string.
-	qs := &gqlclient.Client{URL: h.base + "/graphql?X-Turngate-Identity=" + tok + "&identity=" + tok}
+	qs := &gqlclient.Client{URL: h.Base + "/graphql?X-Turngate-Identity=" + tok + "&identity=" + tok}
 	if err := qs.Do(ctx, `{ me { email } }`, nil, nil); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
 		t.Fatalf("identity in the query string: err = %v, want UNAUTHENTICATED", err)
 	}
@@ -147,16 +149,16 @@ func TestIdentityOnlyFromHeader(t *testing.T) {
 	// A valid header wins over anything in connection_init: bob's envelope
 	// in the payload does not make alice's connection bob's. Bob's private
 	// room stays invisible to her.
-	bobTok, err := mintDev(h.signer, bob, time.Hour)
+	bobTok, err := server.MintDev(h.Signer, bob, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bobRoom := rooms(t, h.client(t, bob))["Bob's notes"]
+	bobRoom := rooms(t, h.Client(t, bob))["Bob's notes"]
 	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, tok)
+	hdr.Set(h.Config.IdentityHeader, tok)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	conn, err := gqlclient.Dial(cctx, h.base+"/graphql", hdr, map[string]any{"X-Turngate-Identity": bobTok})
+	conn, err := gqlclient.Dial(cctx, h.Base+"/graphql", hdr, map[string]any{"X-Turngate-Identity": bobTok})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,26 +185,26 @@ func TestIdentityOnlyFromHeader(t *testing.T) {
 // UNAUTHENTICATED, both while the room is quiet.
 func TestExpiredEnvelopeEndsStreams(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := time.Now()
-	tok, err := h.signer.MintClaims(map[string]any{
+	tok, err := h.Signer.MintClaims(map[string]any{
 		"sub": authority.DevSubject(alice), "email": alice, "email_verified": true,
-		"iss": h.cfg.EnvelopeIssuer, "aud": h.cfg.EnvelopeAud,
+		"iss": h.Config.EnvelopeIssuer, "aud": h.Config.EnvelopeAud,
 		"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(2*time.Second - 30*time.Second).Unix(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	room := rooms(t, h.client(t, alice))["Team room"]
+	room := rooms(t, h.Client(t, alice))["Team room"]
 	journal := gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
 
 	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, tok)
-	raw := dialSubscribed(t, ctx, h.base, hdr, journal)
+	hdr.Set(h.Config.IdentityHeader, tok)
+	raw := dialSubscribed(t, ctx, h.Base, hdr, journal)
 
-	sse, err := h.clientWithToken(tok).SSE(ctx, journal)
+	sse, err := h.ClientWithToken(tok).SSE(ctx, journal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 // fanoutSubscribers is how many journal subscribers BenchmarkFanOut opens
@@ -101,7 +102,7 @@ func BenchmarkFanOut(b *testing.B) {
 		b.Fatal(err)
 	}
 	hdr := http.Header{"X-Turngate-Identity": {tok}}
-	c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
+	c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 	var rs struct {
 		Conversations struct {
 			Edges []struct{ Node struct{ ID, Title string } }
@@ -149,7 +150,7 @@ func BenchmarkFanOut(b *testing.B) {
 		debugAddr := freeAddr(b)
 		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr, "TURNGATE_PPROF=true")...)
 		pid := r.cmd.Process.Pid
-		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: httpClient}
+		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 		base := idle()
 		rssBefore := processRSS(pid)
 		conns := make([]*gqlclient.Conn, n)

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -10,15 +10,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // dbCounts is what a rejected request must leave unchanged.
 type dbCounts struct{ Turns, Entries, Heads, Members, Rooms int64 }
 
-func counts(t *testing.T, h *harness) dbCounts {
+func counts(t *testing.T, h *servertest.Harness) dbCounts {
 	t.Helper()
 	var c dbCounts
-	err := h.app.db.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries),
+	err := h.DB.QueryRow(`SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM journal_entries),
 		(SELECT COALESCE(sum(next_seq), 0) FROM conversations), (SELECT count(*) FROM room_members),
 		(SELECT count(*) FROM conversations)`).Scan(&c.Turns, &c.Entries, &c.Heads, &c.Members, &c.Rooms)
 	if err != nil {
@@ -33,12 +35,12 @@ const submit = `mutation($c: ID!, $t: String!, $k: String!) { submitMessage(inpu
 // leaves the database as it was.
 func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.MaxTextLen = 50 })
+	h := servertest.New(t, func(c *server.Config) { c.MaxTextLen = 50 })
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	aliceRooms := rooms(t, a)
 	team := aliceRooms["Team room"].ID
-	bobsNotes := rooms(t, h.client(t, bob))["Bob's notes"].ID
+	bobsNotes := rooms(t, h.Client(t, bob))["Bob's notes"].ID
 	// A first submission, so the same key can be retried with other text.
 	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "first", "k": "key-1"}, nil); err != nil {
 		t.Fatal(err)
@@ -61,12 +63,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"same key, other text", a, submit, map[string]any{"c": team, "t": "second", "k": "key-1"}, "CONFLICT"},
 		{"room the member is not in", a, submit, map[string]any{"c": bobsNotes, "t": "hi", "k": "key-3"}, "NOT_FOUND"},
 		{"no such room", a, submit, map[string]any{"c": "00000000-0000-0000-0000-000000000000", "t": "hi", "k": "key-4"}, "NOT_FOUND"},
-		{"no envelope", h.clientWithToken(""), submit, map[string]any{"c": team, "t": "hi", "k": "key-5"}, "UNAUTHENTICATED"},
+		{"no envelope", h.ClientWithToken(""), submit, map[string]any{"c": team, "t": "hi", "k": "key-5"}, "UNAUTHENTICATED"},
 		{"blank title", a, `mutation { createConversation(input: {title: "  ", kind: SHARED}) { id } }`, nil, "BAD_USER_INPUT"},
 		{"unknown agent", a, `mutation { createConversation(input: {title: "x", kind: SHARED, agent: "nobody"}) { id } }`, nil, "BAD_USER_INPUT"},
 		{"add a non-email", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "not-an-email"}) { id } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
-		{"add by a non-owner", h.client(t, bob), `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
-		{"remove by a non-owner", h.client(t, bob), `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "alice@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
+		{"add by a non-owner", h.Client(t, bob), `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
+		{"remove by a non-owner", h.Client(t, bob), `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "alice@example.com"}) { id } }`, map[string]any{"c": team}, "FORBIDDEN"},
 		{"add an unknown member", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "nobody@example.com"}) { id } }`, map[string]any{"c": team}, "NOT_FOUND"},
 		{"journal page too big", a, `query($c: ID!) { journal(conversationId: $c, first: 100000) { head } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
 		{"negative position", a, `query($c: ID!) { journal(conversationId: $c, after: -1) { head } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
@@ -87,21 +89,21 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 // waitIdle waits until the room has no queued or running turn.
-func waitIdle(t *testing.T, h *harness, room string) {
+func waitIdle(t *testing.T, h *servertest.Harness, room string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		var busy bool
-		if err := h.app.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&busy); err != nil {
+		if err := h.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&busy); err != nil {
 			t.Fatal(err)
 		}
 		if !busy {
 			return
 		}
-		wake := h.app.hub.Wait(uuid.MustParse(room))
+		wake := server.HubOf(h.App).Wait(uuid.MustParse(room))
 		var still bool
-		if err := h.app.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&still); err != nil {
+		if err := h.DB.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM turns WHERE conversation_id = $1 AND state IN ('queued', 'running'))`, room).Scan(&still); err != nil {
 			t.Fatal(err)
 		}
 		if !still {
@@ -120,9 +122,9 @@ func waitIdle(t *testing.T, h *harness, room string) {
 // ends it CANCELLED with one terminal, whatever the retries.
 func TestCancelTurnMutation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true }) // turns stay queued
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true }) // turns stay queued
 	ctx := context.Background()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	turnID := submitAs(t, ctx, a, team, "cancel me", "cancel-1")
 	cancel := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { state terminalReason } }`
@@ -135,9 +137,9 @@ func TestCancelTurnMutation(t *testing.T) {
 	}{
 		{"malformed command id", a, map[string]any{"c": "not-a-uuid", "t": turnID}, "BAD_USER_INPUT"},
 		{"malformed turn id", a, map[string]any{"c": cmd, "t": "nope"}, "BAD_USER_INPUT"},
-		{"neither author nor owner", h.client(t, bob), map[string]any{"c": cmd, "t": turnID}, "FORBIDDEN"},
-		{"not a member", h.client(t, mallory), map[string]any{"c": cmd, "t": turnID}, "NOT_FOUND"},
-		{"no envelope", h.clientWithToken(""), map[string]any{"c": cmd, "t": turnID}, "UNAUTHENTICATED"},
+		{"neither author nor owner", h.Client(t, bob), map[string]any{"c": cmd, "t": turnID}, "FORBIDDEN"},
+		{"not a member", h.Client(t, mallory), map[string]any{"c": cmd, "t": turnID}, "NOT_FOUND"},
+		{"no envelope", h.ClientWithToken(""), map[string]any{"c": cmd, "t": turnID}, "UNAUTHENTICATED"},
 	}
 	for _, tt := range tests {
 		before := counts(t, h)
@@ -160,7 +162,7 @@ func TestCancelTurnMutation(t *testing.T) {
 		}
 	}
 	var terminals int
-	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, turnID).Scan(&terminals); err != nil || terminals != 1 {
+	if err := h.DB.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, turnID).Scan(&terminals); err != nil || terminals != 1 {
 		t.Fatalf("%d terminals (%v), want 1", terminals, err)
 	}
 }
@@ -172,12 +174,12 @@ func TestCancelTurnMutation(t *testing.T) {
 // carries the value, and that nothing changed.
 func TestErrorsNeverEchoInput(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true            // turns stay queued
 		c.Limits = unlimitedCommands // alice sends more mutations than a bucket holds
 	})
 	ctx := context.Background()
-	a, m := h.client(t, alice), h.client(t, mallory)
+	a, m := h.Client(t, alice), h.Client(t, mallory)
 	team := rooms(t, a)["Team room"].ID
 	ended := submitAs(t, ctx, a, team, "to be cancelled", "echo-ended")
 	queued := submitAs(t, ctx, a, team, "stays queued", "echo-queued")

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // soloSharedRoom has alice create a shared room and ask, alone in it,
 // about the compensation bands (only she may read them); it returns the
 // room and the turn, completed.
-func soloSharedRoom(t *testing.T, ctx context.Context, h *harness, a *gqlclient.Client) (room, bandsTurn string) {
+func soloSharedRoom(t *testing.T, ctx context.Context, h *servertest.Harness, a *gqlclient.Client) (room, bandsTurn string) {
 	t.Helper()
 	var out struct {
 		CreateConversation struct{ ID string } `json:"createConversation"`
@@ -25,7 +27,7 @@ func soloSharedRoom(t *testing.T, ctx context.Context, h *harness, a *gqlclient.
 	}
 	room = out.CreateConversation.ID
 	bandsTurn = submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-solo")
-	if state := waitTurnState(t, ctx, h.app.db, bandsTurn); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, bandsTurn); state != "completed" {
 		t.Fatalf("alice's solo turn ended %s", state)
 	}
 	return room, bandsTurn
@@ -61,7 +63,7 @@ func addMember(t *testing.T, ctx context.Context, owner *gqlclient.Client, room,
 // approvals and replay; the journal page over HTTP; the journal from the
 // start over graphql-transport-ws and over SSE; the turn's tokens over
 // SSE.
-func everyPathOf(t *testing.T, ctx context.Context, h *harness, c *gqlclient.Client, room, turnID string) map[string]string {
+func everyPathOf(t *testing.T, ctx context.Context, h *servertest.Harness, c *gqlclient.Client, room, turnID string) map[string]string {
 	t.Helper()
 	paths := map[string]string{}
 	var q struct {
@@ -95,7 +97,7 @@ func everyPathOf(t *testing.T, ctx context.Context, h *harness, c *gqlclient.Cli
 		return r.Data, ok
 	})
 
-	conn, err := gqlclient.Dial(sctx, h.base+"/graphql", http.Header{h.cfg.IdentityHeader: c.Header.Values(h.cfg.IdentityHeader)}, nil)
+	conn, err := gqlclient.Dial(sctx, h.Base+"/graphql", http.Header{h.Config.IdentityHeader: c.Header.Values(h.Config.IdentityHeader)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +177,10 @@ func leaks(paths map[string]string, secrets []string) []string {
 // search), and bob may read those turns whole.
 func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
 	room, bands := soloSharedRoom(t, ctx, h, a)
 
@@ -198,11 +200,11 @@ func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 
 	// With bob in the room, the room's model contexts are built for both.
 	later := submitAs(t, ctx, a, room, "When is the launch? And remind me of the bands.", "after-bob")
-	if state := waitTurnState(t, ctx, h.app.db, later); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, later); state != "completed" {
 		t.Fatalf("alice's later turn ended %s", state)
 	}
 	own := submitAs(t, ctx, b, room, "What did alice find out about the engineering bands?", "bobs-own")
-	if state := waitTurnState(t, ctx, h.app.db, own); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, own); state != "completed" {
 		t.Fatalf("bob's turn ended %s", state)
 	}
 	for name, id := range map[string]string{"alice's later turn": later, "bob's own turn": own} {
@@ -224,17 +226,17 @@ func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 // its audience changed before publication).
 func TestJoinerMidAnswerReadsNoText(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 30 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 30 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
-	carol := h.client(t, "carol@example.com")
+	a := h.Client(t, alice)
+	carol := h.Client(t, "carol@example.com")
 	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	team := rooms(t, a)["Team room"]
 	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-mid-answer")
-	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	waitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
 	addMember(t, ctx, a, team.ID, "carol@example.com")
 
 	tokens, err := carol.SSE(ctx, gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t, after: 0) { seq text } }`,
@@ -261,7 +263,7 @@ func TestJoinerMidAnswerReadsNoText(t *testing.T) {
 	if deltas == 0 {
 		t.Fatal("carol's token stream carried no delta at all: positions must be kept")
 	}
-	if state := waitTurnState(t, ctx, h.app.db, turnID); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	for _, s := range secretsOf(t, h, "Launch plan", "11 December", "Friday") {

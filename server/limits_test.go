@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // Tests of the bounds (DESIGN §10) on the parsed-query cache, the depth of
@@ -48,9 +50,9 @@ func TestQueryCacheHeavyDocuments(t *testing.T) {
 	const n = 1000
 	for i := range n {
 		shape := heavyShapes[i%len(heavyShapes)]
-		req := shape.request(i, DefaultMaxQuery)
-		if len(req.Query) != DefaultMaxQuery {
-			t.Errorf("%s #%d: %d bytes, want %d", shape.name, i, len(req.Query), DefaultMaxQuery)
+		req := shape.request(i, server.DefaultMaxQuery)
+		if len(req.Query) != server.DefaultMaxQuery {
+			t.Errorf("%s #%d: %d bytes, want %d", shape.name, i, len(req.Query), server.DefaultMaxQuery)
 			break
 		}
 		var data struct {
@@ -76,7 +78,7 @@ func TestQueryCacheHeavyDocuments(t *testing.T) {
 	t.Logf("query cache, heavy documents: idle RSS %.1f MiB, settled after %d documents %.1f MiB (+%.1f MiB), peak %.1f MiB",
 		mib(idle), n, mib(after), mib(after-idle), mib(top))
 	if after-idle >= 64<<20 {
-		t.Errorf("RSS grew by %.1f MiB after %d heavy documents of %d bytes: over 64 MiB", mib(after-idle), n, DefaultMaxQuery)
+		t.Errorf("RSS grew by %.1f MiB after %d heavy documents of %d bytes: over 64 MiB", mib(after-idle), n, server.DefaultMaxQuery)
 	}
 }
 
@@ -130,10 +132,10 @@ func fillQuery(head, fill, tail string, size int) string {
 // chains pass it: only QueryShape stops them.
 func TestQueryDepthLimit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 
 	// ofTypes(k) nests k ofType fields; under __type and above name the
 	// selection is k+2 fields deep.
@@ -149,10 +151,10 @@ func TestQueryDepthLimit(t *testing.T) {
 		query string
 		code  string // "" when it runs
 	}{
-		{"MaxDepth deep", deep(DefaultMaxDepth), ""},
-		{"MaxDepth deep through a fragment", viaFragment(DefaultMaxDepth), ""},
-		{"MaxDepth+1 deep", deep(DefaultMaxDepth + 1), "GRAPHQL_VALIDATION_FAILED"},
-		{"MaxDepth+1 deep through a fragment", viaFragment(DefaultMaxDepth + 1), "GRAPHQL_VALIDATION_FAILED"},
+		{"MaxDepth deep", deep(server.DefaultMaxDepth), ""},
+		{"MaxDepth deep through a fragment", viaFragment(server.DefaultMaxDepth), ""},
+		{"MaxDepth+1 deep", deep(server.DefaultMaxDepth + 1), "GRAPHQL_VALIDATION_FAILED"},
+		{"MaxDepth+1 deep through a fragment", viaFragment(server.DefaultMaxDepth + 1), "GRAPHQL_VALIDATION_FAILED"},
 		{"20 deep", deep(20), "GRAPHQL_VALIDATION_FAILED"},
 		{"GraphiQL introspection", graphiQLIntrospection, ""},
 	}
@@ -193,13 +195,13 @@ func TestQueryDepthLimit(t *testing.T) {
 // introspection and still answers.
 func TestIntrospectionDisabled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		c.Limits.NoIntrospection = true
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	for _, tt := range []struct{ name, query string }{
 		{"__schema", `{ __schema { queryType { name } } }`},
 		{"__type", `{ __type(name: "Member") { name } }`},
@@ -253,7 +255,7 @@ func TestSuggestions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var platform *authority.Signer
-			h := newHarness(t, func(c *Config) {
+			h := servertest.New(t, func(c *server.Config) {
 				c.NoRunner = true
 				c.Limits.Suggestions = tt.suggestions
 				if tt.production {
@@ -261,18 +263,18 @@ func TestSuggestions(t *testing.T) {
 					c.EnvelopeKeyFile, platform = platformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
 				}
 			})
-			if h.app.cfg.Dev() == tt.production {
-				t.Fatalf("Dev() = %v", h.app.cfg.Dev())
+			if h.Config.Dev() == tt.production {
+				t.Fatalf("Dev() = %v", h.Config.Dev())
 			}
-			signer := h.signer
+			signer := h.Signer
 			if tt.production {
 				signer = platform
 			}
-			tok, err := mintDev(signer, alice, time.Hour)
+			tok, err := server.MintDev(signer, alice, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := h.clientWithToken(tok)
+			a := h.ClientWithToken(tok)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// The envelope is accepted: only the misspelling is refused.

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +28,8 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // scrape reads url's Prometheus text exposition.
@@ -86,17 +86,17 @@ func sum(mfs map[string]*dto.MetricFamily, name string, want map[string]string) 
 // or member id.
 func TestMetricsMoveWithATurn(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	room := rooms(t, a)["Team room"].ID
-	before := scrape(t, h.base+"/metrics")
+	before := scrape(t, h.Base+"/metrics")
 	id := submitAs(t, ctx, a, room, "When is the launch?", "metrics-1")
 	if done := awaitTurnEnd(t, ctx, a, id); done.State != "COMPLETED" {
 		t.Fatalf("turn ended %s", done.State)
 	}
-	after := scrape(t, h.base+"/metrics")
+	after := scrape(t, h.Base+"/metrics")
 	moved := []struct {
 		name   string
 		labels map[string]string
@@ -138,9 +138,9 @@ func TestMetricsMoveWithATurn(t *testing.T) {
 // accepting).
 func TestReadyzAnswersForTheReplica(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	get := func(path string) int {
-		res, err := http.Get(h.base + path)
+		res, err := http.Get(h.Base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,39 +153,12 @@ func TestReadyzAnswersForTheReplica(t *testing.T) {
 	if c := get("/readyz"); c != http.StatusOK {
 		t.Fatalf("/readyz: HTTP %d, want 200", c)
 	}
-	h.app.draining.Store(true)
+	server.SetDraining(h.App)
 	if c := get("/readyz"); c != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz while draining: HTTP %d, want 503", c)
 	}
 	if c := get("/healthz"); c != http.StatusOK {
 		t.Fatalf("/healthz while draining: HTTP %d, want 200", c)
-	}
-}
-
-// TestHelpAndVersion: `turngate help` lists the commands, --version names
-// the binary, every command answers --help without running, and an
-// unknown command or flag is a clear error.
-func TestHelpAndVersion(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	var out strings.Builder
-	if err := run(ctx, []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "turngate migrate") {
-		t.Fatalf("help: %v\n%s", err, out.String())
-	}
-	out.Reset()
-	if err := run(ctx, []string{"--version"}, &out); err != nil || !strings.HasPrefix(out.String(), "turngate ") {
-		t.Fatalf("--version: %v %q", err, out.String())
-	}
-	for _, cmd := range []string{"serve", "migrate", "token", "chat"} {
-		if err := run(ctx, []string{cmd, "--help"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
-			t.Errorf("%s --help = %v, want the usage (flag.ErrHelp)", cmd, err)
-		}
-	}
-	if err := run(ctx, []string{"serve", "--no-such-flag"}, io.Discard); err == nil || !strings.Contains(err.Error(), "no-such-flag") {
-		t.Errorf("an unknown flag = %v", err)
-	}
-	if err := run(ctx, []string{"frobnicate"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
-		t.Errorf("an unknown command = %v", err)
 	}
 }
 
@@ -195,8 +168,8 @@ func TestHelpAndVersion(t *testing.T) {
 func TestLogsAreJSONOutsideDevMode(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	prod := Config{LogLevel: "warn", EnvelopeKeyFile: "platform.pem"}
-	log, err := newLogger(prod, &buf)
+	prod := server.Config{LogLevel: "warn", EnvelopeKeyFile: "platform.pem"}
+	log, err := server.NewLogger(prod, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,46 +183,16 @@ func TestLogsAreJSONOutsideDevMode(t *testing.T) {
 		t.Fatalf("log line = %v", line)
 	}
 	buf.Reset()
-	if log, err = newLogger(Config{LogLevel: "info"}, &buf); err != nil {
+	if log, err = server.NewLogger(server.Config{LogLevel: "info"}, &buf); err != nil {
 		t.Fatal(err)
 	}
 	log.Info("dev")
 	if strings.HasPrefix(buf.String(), "{") {
 		t.Fatalf("dev mode logs JSON: %s", buf.String())
 	}
-	for _, bad := range []Config{{LogLevel: "loud"}, {LogLevel: "info", LogFormat: "xml"}} {
-		if _, err := newLogger(bad, io.Discard); err == nil {
-			t.Errorf("newLogger(%+v) accepted it", bad)
-		}
-	}
-}
-
-// TestServeRefusesAModelRouteItCannotServe: an openai route without an
-// endpoint or without a model refuses to start, saying what to set; a
-// complete one, and the builtin, pass the check.
-func TestServeRefusesAModelRouteItCannotServe(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{AgentRoute: "openai"}, "TURNGATE_OPENAI_BASE_URL"},
-		{Config{AgentRoute: "openai", OpenAI: gateway.OpenAIConfig{BaseURL: "http://127.0.0.1:1/v1"}}, "TURNGATE_OPENAI_MODEL"},
-		{Config{AgentRoute: "anthropic"}, "want builtin, openai"},
-	} {
-		err := tc.cfg.Check()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Check(%q) = %v, want an error naming %s", tc.cfg.AgentRoute, err, tc.want)
-		}
-		// serve refuses before it starts anything (no database, no port).
-		if err := serve(context.Background(), tc.cfg, nil, io.Discard, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("serve with route %q = %v, want the refusal", tc.cfg.AgentRoute, err)
-		}
-	}
-	for _, ok := range []Config{{}, {AgentRoute: "builtin"}, {AgentRoute: "openai:llama3", OpenAI: gateway.OpenAIConfig{BaseURL: "http://127.0.0.1:1/v1"}},
-		{AgentRoute: "openai", OpenAI: gateway.OpenAIConfig{APIKey: "k", Model: "gpt"}}} {
-		if err := ok.Check(); err != nil {
-			t.Errorf("Check(%q) = %v", ok.AgentRoute, err)
+	for _, bad := range []server.Config{{LogLevel: "loud"}, {LogLevel: "info", LogFormat: "xml"}} {
+		if _, err := server.NewLogger(bad, io.Discard); err == nil {
+			t.Errorf("server.NewLogger(%+v) accepted it", bad)
 		}
 	}
 }
@@ -269,7 +212,7 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 			base64.RawURLEncoding.EncodeToString(pub))
 	}))
 	defer jwks.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.EnvelopeJWKSURL, c.EnvelopeIssuer, c.EnvelopeAud = jwks.URL, "https://idp.example", "turngate"
 	})
 	now := time.Now()
@@ -283,10 +226,10 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var me struct{ Me struct{ Email string } }
-	if err := h.clientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me); err != nil || me.Me.Email != "ada@example.com" {
+	if err := h.ClientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me); err != nil || me.Me.Email != "ada@example.com" {
 		t.Fatalf("an envelope of the provider's key: %+v, %v", me, err)
 	}
-	if err := h.client(t, alice).Do(ctx, `{ me { email } }`, nil, &me); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
+	if err := h.Client(t, alice).Do(ctx, `{ me { email } }`, nil, &me); gqlclient.CodeOf(err) != "UNAUTHENTICATED" {
 		t.Fatalf("a dev envelope under a key set: %v, want UNAUTHENTICATED", err)
 	}
 	// Outside dev mode an envelope lives a day at most, and one checked
@@ -309,7 +252,7 @@ func TestEnvelopesFromAnIdentityProviderKeySet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h.clientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me)
+		err = h.ClientWithToken(signed).Do(ctx, `{ me { email } }`, nil, &me)
 		if gqlclient.CodeOf(err) != "UNAUTHENTICATED" || !strings.Contains(err.Error(), tt.reason) {
 			t.Fatalf("%s: %v, want UNAUTHENTICATED saying %q", tt.name, err, tt.reason)
 		}
@@ -327,7 +270,7 @@ func TestOperatorsAddress(t *testing.T) {
 	}
 	ops := ln.Addr().String()
 	ln.Close()
-	h := newHarness(t, func(c *Config) { c.MetricsAddr, c.Pprof = ops, true })
+	h := servertest.New(t, func(c *server.Config) { c.MetricsAddr, c.Pprof = ops, true })
 	get := func(url string) int {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -353,7 +296,7 @@ func TestOperatorsAddress(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/metrics", "/debug/pprof/"} {
-		res, err := http.Get(h.base + path)
+		res, err := http.Get(h.Base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +351,7 @@ func TestProfilesOffUnlessEnabledAndBounded(t *testing.T) {
 		return ln.Addr().String()
 	}
 	off := freeOps()
-	newHarness(t, func(c *Config) { c.MetricsAddr = off })
+	servertest.New(t, func(c *server.Config) { c.MetricsAddr = off })
 	if code, _ := opsGet(t, "http://"+off+"/metrics"); code != http.StatusOK {
 		t.Fatalf("/metrics: HTTP %d", code)
 	}
@@ -419,11 +362,11 @@ func TestProfilesOffUnlessEnabledAndBounded(t *testing.T) {
 	}
 
 	on := freeOps()
-	h := newHarness(t, func(c *Config) { c.MetricsAddr, c.Pprof = on, true })
+	h := servertest.New(t, func(c *server.Config) { c.MetricsAddr, c.Pprof = on, true })
 	if code, _ := opsGet(t, "http://"+on+"/debug/pprof/"); code != http.StatusOK {
 		t.Fatalf("with TURNGATE_PPROF, /debug/pprof/: HTTP %d", code)
 	}
-	over := fmt.Sprint(int(MaxProfileDuration/time.Second) + 1)
+	over := fmt.Sprint(int(server.MaxProfileDuration/time.Second) + 1)
 	for _, path := range []string{
 		"/debug/pprof/profile?seconds=100000", "/debug/pprof/profile?seconds=" + over,
 		"/debug/pprof/trace?seconds=100000", "/debug/pprof/trace?seconds=" + over,
@@ -439,15 +382,15 @@ func TestProfilesOffUnlessEnabledAndBounded(t *testing.T) {
 			t.Errorf("%s: HTTP %d %.80q", path, code, body)
 		}
 	}
-	srv := h.app.opsServer()
+	srv := server.OpsServerOf(h.App)
 	if srv.ReadTimeout <= 0 || srv.ReadHeaderTimeout <= 0 || srv.IdleTimeout <= 0 {
 		t.Errorf("the operators' server reads without a timeout: %+v", srv)
 	}
-	if srv.WriteTimeout <= MaxProfileDuration || srv.WriteTimeout > 2*MaxProfileDuration {
-		t.Errorf("the operators' write timeout %s does not fit the longest profile (%s)", srv.WriteTimeout, MaxProfileDuration)
+	if srv.WriteTimeout <= server.MaxProfileDuration || srv.WriteTimeout > 2*server.MaxProfileDuration {
+		t.Errorf("the operators' write timeout %s does not fit the longest profile (%s)", srv.WriteTimeout, server.MaxProfileDuration)
 	}
 
-	err := Config{Pprof: true}.Check()
+	err := server.Config{Pprof: true}.Check()
 	if err == nil || !strings.Contains(err.Error(), "TURNGATE_METRICS_ADDR") {
 		t.Errorf("TURNGATE_PPROF without an operators' address: %v", err)
 	}
@@ -466,14 +409,14 @@ func TestRunLogLinesNameTheTurn(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	defer tp.Shutdown(context.Background())
 	logs := &syncBuffer{}
-	cfg := testConfig(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "logs")
+	cfg := servertest.Config(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "logs")
 	cfg.TracerProvider = tp
 	cfg.OpenAI = gateway.OpenAIConfig{BaseURL: refuse.URL, APIKey: "k", Model: "m", MaxRetries: -1}
 	cfg.AgentRoute = "openai"
-	h := startHarnessLog(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	h := servertest.StartLog(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	id := submitAs(t, ctx, a, rooms(t, a)["Team room"].ID, "When is the launch?", "logs-1")
 	if done := awaitTurnEnd(t, ctx, a, id); done.State != "FAILED" {
 		t.Fatalf("turn ended %s, want FAILED", done.State)

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // fakeChatCompletions is an OpenAI-compatible endpoint speaking the real
@@ -65,13 +67,13 @@ func TestOpenAIRoute(t *testing.T) {
 	fake := &fakeChatCompletions{}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.OpenAI = gateway.OpenAIConfig{BaseURL: srv.URL, APIKey: "sk-local", Model: "local-model"}
 		c.AgentRoute = "openai"
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	var out struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
@@ -80,7 +82,7 @@ func TestOpenAIRoute(t *testing.T) {
 		map[string]any{"c": team}, &out); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("postgres", h.cfg.DatabaseURL)
+	db, err := sql.Open("postgres", h.Config.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}

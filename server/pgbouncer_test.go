@@ -1,11 +1,10 @@
-package main
+package server_test
 
 import (
 	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // pgBouncer is a PgBouncer (Debian's package) in transaction pooling mode
@@ -176,9 +177,9 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	direct := dbtest.NewDB(t)
 	pgb := startPgBouncer(t, direct, 3)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	cfg := func(replica string) Config {
-		c := testConfig(dataDir, pgb.url, replica)
-		c.DBPooler = PoolerTransaction
+	cfg := func(replica string) server.Config {
+		c := servertest.Config(dataDir, pgb.url, replica)
+		c.DBPooler = server.PoolerTransaction
 		c.DirectDatabaseURL = direct
 		return c
 	}
@@ -187,8 +188,8 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	// call's record, is only logged).
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h1 := startHarnessLog(t, cfg("pooled-1"), log)
-	h2 := startHarnessLog(t, cfg("pooled-2"), log)
+	h1 := servertest.StartLog(t, cfg("pooled-1"), log)
+	h2 := servertest.StartLog(t, cfg("pooled-2"), log)
 	defer func() {
 		if s := logs.String(); s != "" {
 			t.Errorf("the replicas logged warnings:\n%s", s)
@@ -198,9 +199,9 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	defer cancel()
 
 	// A stream on the second replica.
-	a2 := h2.client(t, alice)
+	a2 := h2.Client(t, alice)
 	team := rooms(t, a2)["Team room"]
-	conn := h2.dial(t, ctx, a2)
+	conn := h2.Dial(t, ctx, a2)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "team", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
 	if err != nil {
@@ -218,9 +219,9 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 		all []submitted
 		wg  sync.WaitGroup
 	)
-	for i, h := range []*harness{h1, h2} {
+	for i, h := range []*servertest.Harness{h1, h2} {
 		for _, who := range []string{alice, bob} {
-			c := h.client(t, who)
+			c := h.Client(t, who)
 			rs := rooms(t, c)
 			for title, r := range rs {
 				if title != "Team room" && r.Kind != "PRIVATE" {
@@ -338,27 +339,5 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 		if served[p] {
 			t.Errorf("a LISTEN session (client port %d) goes through PgBouncer", p)
 		}
-	}
-}
-
-// TestServeRefusesAPoolerWithoutADirectURL: transaction pooling without
-// a direct URL (for LISTEN and the migrations), or a pooler mode that is
-// not one, refuses to start, saying what to set.
-func TestServeRefusesAPoolerWithoutADirectURL(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{DBPooler: "transaction", DatabaseURL: "postgres://127.0.0.1:1/x"}, "TURNGATE_DIRECT_DATABASE_URL"},
-		{Config{DBPooler: "statement", DatabaseURL: "postgres://127.0.0.1:1/x"}, "want transaction"},
-	} {
-		if err := serve(context.Background(), tc.cfg, nil, io.Discard, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("serve with pooler %q = %v, want the refusal naming %s", tc.cfg.DBPooler, err, tc.want)
-		}
-	}
-	ok := Config{DBPooler: "transaction", DatabaseURL: "postgres://127.0.0.1:6432/x", DirectDatabaseURL: "postgres://127.0.0.1:5432/x"}
-	if err := ok.Check(); err != nil {
-		t.Errorf("Check(transaction pooling with a direct URL) = %v", err)
 	}
 }

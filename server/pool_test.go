@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestDBMaxConnsBoundsThePool: a replica opens at most DBMaxConns
@@ -16,12 +18,12 @@ import (
 // requests it serves at once.
 func TestDBMaxConnsBoundsThePool(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.DBMaxConns = 3; c.NoRunner = true })
+	h := servertest.New(t, func(c *server.Config) { c.DBMaxConns = 3; c.NoRunner = true })
 	var stats sql.DBStats
 	done := make(chan error, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	for range 16 {
 		go func() { done <- a.Do(ctx, `{ conversations(first: 50) { edges { node { id } } } }`, nil, nil) }()
 	}
@@ -30,7 +32,7 @@ func TestDBMaxConnsBoundsThePool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stats = h.app.db.Stats()
+	stats = h.DB.Stats()
 	if stats.MaxOpenConnections != 3 || stats.OpenConnections > 3 {
 		t.Fatalf("pool stats %+v: want at most 3 open", stats)
 	}
@@ -45,11 +47,11 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 	pg := dbtest.StartServer(t, pgembed.Options{MaxConnections: 12})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := ensureDatabase(ctx, pg.URL("postgres"), "fulldb"); err != nil {
+	if err := server.EnsureDatabase(ctx, pg.URL("postgres"), "fulldb"); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, func(c *Config) { c.DatabaseURL = pg.URL("fulldb"); c.DBMaxConns = 4; c.NoRunner = true })
-	a := h.client(t, alice)
+	h := servertest.New(t, func(c *server.Config) { c.DatabaseURL = pg.URL("fulldb"); c.DBMaxConns = 4; c.NoRunner = true })
+	a := h.Client(t, alice)
 	room := rooms(t, a)["Team room"]
 
 	// Another client of the database takes every connection it can, then
@@ -116,7 +118,7 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 		}
 	}
 	var turns int
-	if err := h.app.db.QueryRowContext(ctx, `SELECT count(*) FROM turns WHERE idempotency_key = 'full-1'`).Scan(&turns); err != nil || turns != 1 {
+	if err := h.DB.QueryRowContext(ctx, `SELECT count(*) FROM turns WHERE idempotency_key = 'full-1'`).Scan(&turns); err != nil || turns != 1 {
 		t.Fatalf("turns with the key: %d, %v; want 1", turns, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -21,13 +21,14 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/server"
 )
 
 // buildBinary builds the turngate binary once per test that needs it.
 func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "turngate")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/turngate").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -231,24 +232,24 @@ func TestTokenUsesTheServersKey(t *testing.T) {
 		t.Fatalf("token made a key: %v", err)
 	}
 
-	server := t.TempDir()
-	key, err := authority.LoadOrCreateDevKey(server) // as the server does on its first start
+	serverDir := t.TempDir()
+	key, err := authority.LoadOrCreateDevKey(serverDir) // as the server does on its first start
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: devIssuer, Audience: devAudience, PublicKey: key.Public().(ed25519.PublicKey)})
+	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: server.DevIssuer, Audience: server.DevAudience, PublicKey: key.Public().(ed25519.PublicKey)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, args := range map[string][]string{
 		"TURNGATE_DATA": {"token", "--email", alice},
-		"--data":        {"token", "--email", alice, "--data", server},
+		"--data":        {"token", "--email", alice, "--data", serverDir},
 	} {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = t.TempDir() // another directory than the server's
 		cmd.Env = cleanEnv()
 		if name == "TURNGATE_DATA" {
-			cmd.Env = append(cmd.Env, "TURNGATE_DATA="+server)
+			cmd.Env = append(cmd.Env, "TURNGATE_DATA="+serverDir)
 		}
 		tok, err := cmd.Output()
 		if err != nil {
@@ -267,31 +268,31 @@ func TestTokenUsesTheServersKey(t *testing.T) {
 func TestTokenLifetime(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
-	server := t.TempDir()
-	key, err := authority.LoadOrCreateDevKey(server)
+	keyDir := t.TempDir()
+	key, err := authority.LoadOrCreateDevKey(keyDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: devIssuer, Audience: devAudience,
-		PublicKey: key.Public().(ed25519.PublicKey), MaxLifetime: DefaultEnvelopeMaxLifetime})
+	v, err := authority.NewVerifier(authority.VerifierConfig{Issuer: server.DevIssuer, Audience: server.DevAudience,
+		PublicKey: key.Public().(ed25519.PublicKey), MaxLifetime: server.DefaultEnvelopeMaxLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "token", "--email", alice, "--data", server)
+	cmd := exec.Command(bin, "token", "--email", alice, "--data", keyDir)
 	cmd.Env = cleanEnv()
 	tok, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("token: %v", err)
 	}
 	if _, err := v.Verify(strings.TrimSpace(string(tok))); err != nil {
-		t.Fatalf("the default envelope under a maximum lifetime of %v: %v", DefaultEnvelopeMaxLifetime, err)
+		t.Fatalf("the default envelope under a maximum lifetime of %v: %v", server.DefaultEnvelopeMaxLifetime, err)
 	}
 	for _, env := range [][]string{nil, {"TURNGATE_ENVELOPE_MAX_LIFETIME=1h"}} {
 		ttl := "721h" // past the dev page's 30 days
 		if env != nil {
 			ttl = "2h"
 		}
-		cmd := exec.Command(bin, "token", "--email", alice, "--data", server, "--ttl", ttl)
+		cmd := exec.Command(bin, "token", "--email", alice, "--data", keyDir, "--ttl", ttl)
 		cmd.Env = append(cleanEnv(), env...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "TURNGATE_ENVELOPE_MAX_LIFETIME") {

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	var table string
-	for _, section := range []string{"## Limits and errors", "## Configuration"} {
+	for _, section := range []string{"## server.Limits and errors", "## Configuration"} {
 		_, rest, ok := strings.Cut(string(readme), section)
 		if !ok {
 			t.Fatalf("README has no %q section", section)
@@ -26,10 +26,16 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 		body, _, _ := strings.Cut(rest, "\n## ")
 		table += body
 	}
+	// The server's sources and its command's.
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd, err := filepath.Glob("../cmd/turngate/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, cmd...)
 	name := regexp.MustCompile(`"(TURNGATE_[A-Z0-9_]+|DATABASE_URL)"`)
 	seen := map[string]bool{}
 	for _, f := range files {
@@ -49,7 +55,7 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 	}
 	for env := range seen {
 		if !strings.Contains(table, "`"+env+"`") {
-			t.Errorf("%s is read by the binary but has no row in the README's Configuration or Limits table", env)
+			t.Errorf("%s is read by the binary but has no row in the README's Configuration or server.Limits table", env)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 const (
@@ -124,7 +125,7 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 		b.Fatal(err)
 	}
 	hdr := http.Header{"X-Turngate-Identity": {tok}}
-	c := &gqlclient.Client{URL: a.base + "/graphql", Header: hdr, HTTP: httpClient}
+	c := &gqlclient.Client{URL: a.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 	var rs struct {
 		Conversations struct {
 			Edges []struct{ Node roomRef } `json:"edges"`

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 const replayQuery = `query($id: ID!, $n: Int) { turn(id: $id) { modelCalls(first: $n) {
@@ -58,10 +59,10 @@ func replayOf(ctx context.Context, c *gqlclient.Client, id string, first any) ([
 // is bounded.
 func TestTurnReplay(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b, m := h.client(t, alice), h.client(t, bob), h.client(t, mallory)
+	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	team := rooms(t, a)["Team room"].ID
 	accepted, err := citationSubmitAs(ctx, a, team, "When is the launch?", "replay-1", nil, nil, nil)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -24,6 +24,8 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // closedLoop is one closed-loop run: every client keeps exactly one unit of
@@ -59,7 +61,7 @@ func BenchmarkTurnsVersusRiver(b *testing.B) {
 	pg := dbtest.StartServer(b, pgembed.Options{Durable: true})
 	ctx := context.Background()
 	for _, db := range []string{"bench_turns", "bench_raw", "bench_river_default", "bench_river_tuned"} {
-		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {
+		if err := server.EnsureDatabase(ctx, pg.URL("postgres"), db); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -145,11 +147,11 @@ func measureTurnsOn(b *testing.B, url string, benchReplicas, benchReplicaPool in
 	// clients' envelopes are signed with), each with the pool the README
 	// sizes for two replicas; the submitters alternate between them.
 	dataDir := filepath.Join(b.TempDir(), "data")
-	replicas := make([]*harness, benchReplicas)
+	replicas := make([]*servertest.Harness, benchReplicas)
 	for i := range replicas {
-		replicas[i] = startHarness(b, Config{
+		replicas[i] = servertest.Start(b, server.Config{
 			Addr: "127.0.0.1:0", DataDir: dataDir, DatabaseURL: url,
-			IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
+			IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: server.DevIssuer, EnvelopeAud: server.DevAudience,
 			Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, ModelPace: 0, Replica: fmt.Sprintf("bench-%d", i),
 			DBMaxConns: benchReplicaPool,
 			Limits:     unlimitedCommands, // it measures throughput, not the per-member limit
@@ -158,10 +160,10 @@ func measureTurnsOn(b *testing.B, url string, benchReplicas, benchReplicaPool in
 	roomIDs, clients := benchWorld(b, replicas[0])
 	for w := range clients {
 		if r := replicas[w%benchReplicas]; r != replicas[0] {
-			clients[w] = r.client(b, fmt.Sprintf("bench%02d@example.com", w))
+			clients[w] = r.Client(b, fmt.Sprintf("bench%02d@example.com", w))
 		}
 	}
-	replicaOf := func(worker int) *harness { return replicas[worker%benchReplicas] }
+	replicaOf := func(worker int) *servertest.Harness { return replicas[worker%benchReplicas] }
 
 	// The measuring side reads the turn row directly, woken by the
 	// server's own hub (as testkit.WaitTurn does), not by polling the API.
@@ -211,7 +213,7 @@ FROM turns t WHERE t.state = 'completed' AND NOT EXISTS (SELECT 1 FROM turns o W
 	}
 	conns := 0
 	for _, rep := range replicas {
-		conns = max(conns, rep.app.db.Stats().OpenConnections)
+		conns = max(conns, rep.DB.Stats().OpenConnections)
 	}
 	r := newClosedLoop(n, lat, samples)
 	r.extra = fmt.Sprintf("turngate wrote %.1f journal entries per turn (%.1f answer deltas): accepted+started, deltas, answer+terminal\n"+
@@ -223,9 +225,9 @@ FROM turns t WHERE t.state = 'completed' AND NOT EXISTS (SELECT 1 FROM turns o W
 
 // benchWorld makes benchRooms shared rooms and benchSubmitters members,
 // each in every room, as BenchmarkDurableAcceptance does.
-func benchWorld(b *testing.B, h *harness) ([]string, []*gqlclient.Client) {
+func benchWorld(b *testing.B, h *servertest.Harness) ([]string, []*gqlclient.Client) {
 	ctx := context.Background()
-	c := h.client(b, alice)
+	c := h.Client(b, alice)
 	roomIDs := make([]string, benchRooms)
 	for i := range roomIDs {
 		var out struct {
@@ -239,12 +241,12 @@ func benchWorld(b *testing.B, h *harness) ([]string, []*gqlclient.Client) {
 	}
 	clients := make([]*gqlclient.Client, benchSubmitters)
 	for w := range clients {
-		clients[w] = h.client(b, fmt.Sprintf("bench%02d@example.com", w))
+		clients[w] = h.Client(b, fmt.Sprintf("bench%02d@example.com", w))
 		var me struct{ Me struct{ ID string } }
 		if err := clients[w].Do(ctx, `{ me { id } }`, nil, &me); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := h.app.db.ExecContext(ctx, `INSERT INTO room_members (id, conversation_id, member_id, role)
+		if _, err := h.DB.ExecContext(ctx, `INSERT INTO room_members (id, conversation_id, member_id, role)
 SELECT gen_random_uuid(), c::uuid, $1, 'member' FROM unnest($2::text[]) c`, me.Me.ID, pq.Array(roomIDs)); err != nil {
 			b.Fatal(err)
 		}
@@ -255,7 +257,7 @@ SELECT gen_random_uuid(), c::uuid, $1, 'member' FROM unnest($2::text[]) c`, me.M
 // submitAndWait submits one turn over HTTP and waits, woken by the hub,
 // until it is terminal. It returns accepted->started and
 // accepted->finished by the database clock.
-func submitAndWait(ctx context.Context, h *harness, db *sql.DB, c *gqlclient.Client, room, key string) (loopSample, error) {
+func submitAndWait(ctx context.Context, h *servertest.Harness, db *sql.DB, c *gqlclient.Client, room, key string) (loopSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	roomID, err := uuid.Parse(room)
@@ -273,7 +275,7 @@ func submitAndWait(ctx context.Context, h *harness, db *sql.DB, c *gqlclient.Cli
 	fallback := time.NewTimer(time.Second)
 	defer fallback.Stop()
 	for {
-		wake := h.app.hub.Wait(roomID) // before the read: no commit is missed
+		wake := server.HubOf(h.App).Wait(roomID) // before the read: no commit is missed
 		var (
 			state             string
 			created           time.Time

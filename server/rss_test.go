@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // rssPeak samples pid's RSS every few milliseconds until stopped and
@@ -66,7 +68,7 @@ func startAttackTarget(t *testing.T) (*replica, int64) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	srv := startReplica(t, bin, "rss", dbtest.NewDB(t), dataDir, "TURNGATE_NO_RUNNER=true")
-	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: httpClient}
+	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: servertest.HTTPClient}
 	for range 20 {
 		if _, err := c.Raw(context.Background(), gqlclient.Request{Query: `{ __typename }`}); err != nil {
 			t.Fatal(err)
@@ -207,10 +209,10 @@ func TestBodyAttackMemory(t *testing.T) {
 func TestQueryCacheMemory(t *testing.T) {
 	t.Parallel()
 	srv, idle := startAttackTarget(t)
-	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: httpClient}
+	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: servertest.HTTPClient}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const max = DefaultMaxQuery
+	const max = server.DefaultMaxQuery
 	// Three shapes, each exactly max bytes and distinct by i: a long
 	// alias, a long string argument and a long comment. Each validates,
 	// runs no resolver of ours, and is cached under its text.

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/server"
 )
 
 // scriptModel is an OpenAI-compatible endpoint, speaking the streaming
@@ -199,7 +200,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	defer db.Close()
 	c := clientFor(t, bin, srv.base, dataDir, alice)
 
-	const memCap = DefaultSandboxMemory
+	const memCap = server.DefaultSandboxMemory
 	pid := srv.cmd.Process.Pid
 	keys := []string{"huge-string", "huge-list", "growing-list", "string-doubling"}
 	roomOf := map[string]string{}
@@ -236,10 +237,10 @@ func TestSandboxMemoryAttack(t *testing.T) {
 		t.Fatalf("warm-up turn ended %s", state)
 	}
 	idle := measureTree(pid)
-	if idle.nworkers != DefaultSandboxWorkers {
-		t.Fatalf("the server has %d children, want its %d sandbox workers", idle.nworkers, DefaultSandboxWorkers)
+	if idle.nworkers != server.DefaultSandboxWorkers {
+		t.Fatalf("the server has %d children, want its %d sandbox workers", idle.nworkers, server.DefaultSandboxWorkers)
 	}
-	bound := idle.total() + DefaultSandboxWorkers*memCap + 64<<20
+	bound := idle.total() + server.DefaultSandboxWorkers*memCap + 64<<20
 
 	// Sample the tree every 5 ms while the four hostile turns run.
 	stop := make(chan struct{})
@@ -301,7 +302,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	}
 	after := measureTree(pid)
 	t.Logf("after: RSS %s", after)
-	if after.nworkers != DefaultSandboxWorkers {
-		t.Errorf("the server has %d workers after the attack, want %d", after.nworkers, DefaultSandboxWorkers)
+	if after.nworkers != server.DefaultSandboxWorkers {
+		t.Errorf("the server has %d workers after the attack, want %d", after.nworkers, server.DefaultSandboxWorkers)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -49,19 +49,6 @@ func nextJournal[E any](t *testing.T, ctx context.Context, msgs <-chan gqlclient
 		t.Fatal("timed out waiting for a journal entry")
 	}
 	return zero
-}
-
-// dial opens a graphql-transport-ws connection to the harness's server
-// carrying c's identity header, and nothing else of c's.
-func (h *harness) dial(t *testing.T, ctx context.Context, c *gqlclient.Client) *gqlclient.Conn {
-	t.Helper()
-	hdr := http.Header{}
-	hdr.Set(h.cfg.IdentityHeader, c.Header.Get(h.cfg.IdentityHeader))
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", hdr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conn
 }
 
 // processWorld is what real turngate processes of one test share: a

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/server"
 )
 
 // BenchmarkScaling is the measured part of docs/scaling.md: the closed
@@ -26,7 +27,7 @@ func BenchmarkScaling(b *testing.B) {
 	fmt.Printf("  %-10s %8s %9s %9s %12s %10s\n", "replicas", "turns/s", "acc50 ms", "acc99 ms", "conns/replica", "cpu busy")
 	for _, n := range []int{1, 2, 3} {
 		db := fmt.Sprintf("bench_scale_%d", n)
-		if err := ensureDatabase(ctx, pg.URL("postgres"), db); err != nil {
+		if err := server.EnsureDatabase(ctx, pg.URL("postgres"), db); err != nil {
 			b.Fatal(err)
 		}
 		// Each replica's pool plus its listener, and the measuring pool,

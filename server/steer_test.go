@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -37,10 +39,10 @@ func steerAs(ctx context.Context, c *gqlclient.Client, cmd, turnID, text string)
 }
 
 // commandRows counts the stored member commands.
-func commandRows(t *testing.T, h *harness) int64 {
+func commandRows(t *testing.T, h *servertest.Harness) int64 {
 	t.Helper()
 	var n int64
-	if err := h.app.db.QueryRow(`SELECT count(*) FROM commands`).Scan(&n); err != nil {
+	if err := h.DB.QueryRow(`SELECT count(*) FROM commands`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -55,10 +57,10 @@ func commandRows(t *testing.T, h *harness) int64 {
 // a CONFLICT. An unended turn's usage is null.
 func TestSteerTurnMutation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.NoRunner = true }) // turns stay queued
+	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true }) // turns stay queued
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, b := h.client(t, alice), h.client(t, bob)
+	a, b := h.Client(t, alice), h.Client(t, bob)
 	team := rooms(t, a)["Team room"].ID
 	aliceTurn := submitAs(t, ctx, a, team, "steer me", "steer-1")
 	const cmd = "5b0e7c4e-2f1d-4a8b-9c3e-6d7f8a9b0c1d"
@@ -77,9 +79,9 @@ func TestSteerTurnMutation(t *testing.T) {
 		{"text too long", a, map[string]any{"c": cmd, "t": aliceTurn, "x": strings.Repeat("x", turn.MaxSteerText+1)}, "BAD_USER_INPUT"},
 		{"text too long in bytes", a, map[string]any{"c": cmd, "t": aliceTurn, "x": strings.Repeat("é", turn.MaxSteerText/2+1)}, "BAD_USER_INPUT"},
 		{"neither author nor owner", b, map[string]any{"c": cmd, "t": aliceTurn, "x": "shorter"}, "FORBIDDEN"},
-		{"not a member", h.client(t, mallory), map[string]any{"c": cmd, "t": aliceTurn, "x": "shorter"}, "NOT_FOUND"},
+		{"not a member", h.Client(t, mallory), map[string]any{"c": cmd, "t": aliceTurn, "x": "shorter"}, "NOT_FOUND"},
 		{"no such turn", a, map[string]any{"c": cmd, "t": uuid.NewString(), "x": "shorter"}, "NOT_FOUND"},
-		{"no envelope", h.clientWithToken(""), map[string]any{"c": cmd, "t": aliceTurn, "x": "shorter"}, "UNAUTHENTICATED"},
+		{"no envelope", h.ClientWithToken(""), map[string]any{"c": cmd, "t": aliceTurn, "x": "shorter"}, "UNAUTHENTICATED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +112,7 @@ func TestSteerTurnMutation(t *testing.T) {
 	}
 	var rows int
 	var kind, text, state string
-	if err := h.app.db.QueryRow(`SELECT count(*), min(kind::text), min(text), min(state::text) FROM commands WHERE id = $1`, cmd).Scan(&rows, &kind, &text, &state); err != nil {
+	if err := h.DB.QueryRow(`SELECT count(*), min(kind::text), min(text), min(state::text) FROM commands WHERE id = $1`, cmd).Scan(&rows, &kind, &text, &state); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 1 || kind != "steer" || text != "shorter, please" || state != "pending" {
@@ -193,16 +195,16 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 	t.Parallel()
 	// A paced model holds the first turn in its answer while the second
 	// waits behind it in the room's lane.
-	h := newHarness(t, func(c *Config) { c.ModelPace = 25 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 25 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	var me struct{ Me struct{ ID string } }
 	if err := a.Do(ctx, `{ me { id } }`, nil, &me); err != nil {
 		t.Fatal(err)
 	}
 	room := rooms(t, a)["Team room"]
-	conn := h.dial(t, ctx, a)
+	conn := h.Dial(t, ctx, a)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "steer", gqlclient.Request{
 		Query:     `subscription($c: ID!, $after: Int) { journal(conversationId: $c, after: $after) { ` + steerJournalFields + ` } }`,
@@ -349,7 +351,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 			t.Fatalf("journal entry %d: query %+v, subscription %+v", i, e, s)
 		}
 	}
-	rows, err := h.app.db.QueryContext(ctx, `SELECT upper(kind::text) FROM journal_entries WHERE conversation_id = $1 AND seq > $2 ORDER BY seq`, room.ID, room.Head)
+	rows, err := h.DB.QueryContext(ctx, `SELECT upper(kind::text) FROM journal_entries WHERE conversation_id = $1 AND seq > $2 ORDER BY seq`, room.ID, room.Head)
 	if err != nil {
 		t.Fatal(err)
 	}

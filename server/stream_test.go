@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 type wireEntry struct {
@@ -26,12 +28,12 @@ func TestJournalStreamResumes(t *testing.T) {
 	t.Parallel()
 	// A paced model keeps the answer streaming long enough to drop the
 	// connection in the middle of it.
-	h := newHarness(t, func(c *Config) { c.ModelPace = 30 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 30 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := h.client(t, alice)
+	c := h.Client(t, alice)
 	room := rooms(t, c)["Team room"]
-	conn := h.dial(t, ctx, c)
+	conn := h.Dial(t, ctx, c)
 	msgs, err := conn.Subscribe(ctx, "j1", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestJournalStreamResumes(t *testing.T) {
 	conn.Close()
 	// Reconnect after the last position seen.
 	last := seen[len(seen)-1].Seq
-	conn2 := h.dial(t, ctx, c)
+	conn2 := h.Dial(t, ctx, c)
 	defer conn2.Close()
 	msgs2, err := conn2.Subscribe(ctx, "j2", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": last}})
 	if err != nil {
@@ -116,10 +118,10 @@ func TestJournalStreamResumes(t *testing.T) {
 // completes when the turn ends; the text equals the stored answer.
 func TestTokenStreamOverSSE(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 5 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 5 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := h.client(t, bob)
+	c := h.Client(t, bob)
 	room := rooms(t, c)["Bob's notes"]
 	turnID := submitAs(t, ctx, c, room.PublicKey, "stream me over SSE", "sse-1")
 	events, err := c.SSE(ctx, gqlclient.Request{

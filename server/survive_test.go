@@ -1,4 +1,4 @@
-package main
+package server_test
 
 // The rows of the seed's table "What survives what" that need a server:
 // a closed browser, and forced loss of a replica (kill -9) with and
@@ -22,18 +22,20 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // Row "Browser tab closed": closing every subscription of a room mid-turn
 // changes nothing; the turn completes and a later subscriber replays it.
 func TestBrowserClosedCancelsNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 10 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 10 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := h.client(t, alice)
+	c := h.Client(t, alice)
 	room := rooms(t, c)["Team room"]
-	conn := h.dial(t, ctx, c)
+	conn := h.Dial(t, ctx, c)
 	msgs, err := conn.Subscribe(ctx, "tab", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +45,11 @@ func TestBrowserClosedCancelsNothing(t *testing.T) {
 	}
 	conn.Close() // the only tab closes mid-turn
 
-	final := waitTurnState(t, ctx, h.app.db, turnID)
+	final := waitTurnState(t, ctx, h.DB, turnID)
 	if final != "completed" {
 		t.Fatalf("turn ended %s after the tab closed, want completed", final)
 	}
-	conn2 := h.dial(t, ctx, c)
+	conn2 := h.Dial(t, ctx, c)
 	defer conn2.Close()
 	msgs2, err := conn2.Subscribe(ctx, "reload", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
@@ -215,7 +217,7 @@ func clientFor(t *testing.T, bin, base, dataDir, email string) *gqlclient.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {tok}}, HTTP: httpClient}
+	return &gqlclient.Client{URL: base + "/graphql", Header: http.Header{"X-Turngate-Identity": {tok}}, HTTP: servertest.HTTPClient}
 }
 
 func tokenFor(bin, dataDir, email string) (string, error) {
@@ -331,17 +333,17 @@ func TestOrderlyTerminationHandsOver(t *testing.T) {
 // NOT_FOUND and changes nothing.
 func TestResumeTurnMutation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.ModelPace = 20 * time.Millisecond })
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 20 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := h.client(t, alice)
+	c := h.Client(t, alice)
 	room := rooms(t, c)["Team room"]
 	turnID := submitAs(t, ctx, c, room.ID, "resume me", "resume-1")
 	id := turnID
-	waitFor(t, ctx, h.app.db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
+	waitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
 	// Another runner "claims" the turn and dies at once: the token moves
 	// on (fencing this server's run) and the lease has a minute to live.
-	if _, err := h.app.db.Exec(`UPDATE turns SET lease_token = lease_token + 1, lease_owner = 'gone',
+	if _, err := h.DB.Exec(`UPDATE turns SET lease_token = lease_token + 1, lease_owner = 'gone',
 		lease_expires_at = now() + interval '1 minute' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -357,20 +359,20 @@ func TestResumeTurnMutation(t *testing.T) {
 	if err := c.Do(ctx, resume, map[string]any{"t": id}, &out); err != nil || out.ResumeTurn.State != "RUNNING" || out.ResumeTurn.Attempt != 1 {
 		t.Fatalf("resume of a live run: %+v, %v", out, err)
 	}
-	if err := h.client(t, mallory).Do(ctx, resume, map[string]any{"t": id}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
+	if err := h.Client(t, mallory).Do(ctx, resume, map[string]any{"t": id}, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
 		t.Fatalf("resume by a non-member: %v, want NOT_FOUND", err)
 	}
-	if _, err := h.app.db.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
+	if _, err := h.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Do(ctx, resume, map[string]any{"t": id}, &out); err != nil || out.ResumeTurn.Attempt != 2 {
 		t.Fatalf("resume of an expired run: %+v, %v", out, err)
 	}
-	if state := waitTurnState(t, ctx, h.app.db, id); state != "completed" {
+	if state := waitTurnState(t, ctx, h.DB, id); state != "completed" {
 		t.Fatalf("resumed turn ended %s", state)
 	}
 	var terminals int
-	if err := h.app.db.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil || terminals != 1 {
+	if err := h.DB.QueryRow(`SELECT count(*) FROM journal_entries WHERE turn_id = $1 AND kind = 'turn_terminal'`, id).Scan(&terminals); err != nil || terminals != 1 {
 		t.Fatalf("%d terminals (%v), want 1", terminals, err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // TestDatabaseOutageIsUnavailable: several clients submit messages, run
@@ -77,8 +79,8 @@ func TestDatabaseOutageIsUnavailable(t *testing.T) {
 		// write of its own.
 		{name: "newcomer", query: `{ me { id email } }`, fresh: func() *gqlclient.Client {
 			// A failure to mint shows as the client's UNAUTHENTICATED.
-			tok, _ := mintDev(b.h.signer, fmt.Sprintf("newcomer%d@example.com", newcomers.Add(1)), time.Hour)
-			return b.h.clientWithToken(tok)
+			tok, _ := server.MintDev(b.h.Signer, fmt.Sprintf("newcomer%d@example.com", newcomers.Add(1)), time.Hour)
+			return b.h.ClientWithToken(tok)
 		}},
 	}
 	followers := []*follower{
@@ -270,7 +272,7 @@ func turnsByKey(t *testing.T, ctx context.Context, db *sql.DB) map[string][]stri
 const outageRole = "turngate_app"
 
 type outageBundle struct {
-	h          *harness
+	h          *servertest.Harness
 	pg         *restartable
 	db         *sql.DB // the server's database, as the superuser
 	alice, bob *gqlclient.Client
@@ -322,13 +324,13 @@ func setupOutage(t *testing.T) *outageBundle {
 	u.User = url.User(outageRole)
 
 	causes := &causeLog{seen: map[string]int{}}
-	h := startHarnessLog(t, Config{
+	h := servertest.StartLog(t, server.Config{
 		Addr: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: u.String(),
-		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: devIssuer, EnvelopeAud: devAudience,
+		IdentityHeader: "X-Turngate-Identity", EnvelopeIssuer: server.DevIssuer, EnvelopeAud: server.DevAudience,
 		Demo: true, MaxTextLen: 2000, LeaseTTL: 30 * time.Second, Replica: "outage",
 		Limits: unlimitedCommands, // the clients submit faster than people
 	}, slog.New(causes))
-	return &outageBundle{h: h, pg: pg, db: db, alice: h.client(t, alice), bob: h.client(t, bob), causes: causes}
+	return &outageBundle{h: h, pg: pg, db: db, alice: h.Client(t, alice), bob: h.Client(t, bob), causes: causes}
 }
 
 // admin runs a statement as the superuser.

@@ -1,8 +1,10 @@
-package main
+package server_test
 
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/turngate/turngate/server"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
@@ -35,7 +37,7 @@ func containsCode(payload []byte, code string) bool {
 // unlimitedCommands lifts the per-member command limit for tests and
 // benchmarks that submit faster than a person, to measure or stress
 // something else.
-var unlimitedCommands = Limits{CommandRate: 1e9, CommandBurst: 1 << 30}
+var unlimitedCommands = server.Limits{CommandRate: 1e9, CommandBurst: 1 << 30}
 
 // unlimitedCommandsEnv is unlimitedCommands for a server process.
 var unlimitedCommandsEnv = []string{"TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1073741824"}

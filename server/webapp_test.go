@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/server"
 )
 
 // The chat web app in a real Chromium, against a real server. These tests
@@ -50,23 +52,23 @@ func serverAnswer(t *testing.T, ctx context.Context, c *gqlclient.Client, id str
 func TestChatStreamsAnAnswer(t *testing.T) {
 	// The demo's pace (TURNGATE_MODEL_PACE's default), so the figure the
 	// test logs is the demo's.
-	h := newHarness(t, func(c *Config) { c.ModelPace = 25 * time.Millisecond })
-	a := h.client(t, alice)
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 25 * time.Millisecond })
+	a := h.Client(t, alice)
 	all := rooms(t, a)
 	team := all["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
 
-	first := openChat(t, b, ctx, h.base, "/")
+	first := openChat(t, b, ctx, h.Base, "/")
 	first.waitConnection("Live")
 	first.screenshot("chat-open")
 
-	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page := openChat(t, b, ctx, h.Base, "/#room="+team)
 	page.waitConnection("Live")
-	bobs := openChat(t, b, ctx, h.base, "/")
+	bobs := openChat(t, b, ctx, h.Base, "/")
 	bobs.switchMember("bob@example.com")
-	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.base+"/#room="+team), chromedp.Reload()); err != nil {
+	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.Base+"/#room="+team), chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
 	bobs.waitRole("textbox", "Message")
@@ -117,13 +119,13 @@ func jsString(s string) string {
 // shows after the reload is the start of the final answer (nothing
 // repeated, nothing missing), and the answer completes.
 func TestChatReloadMidAnswer(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ModelPace = 40 * time.Millisecond })
-	a := h.client(t, alice)
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 40 * time.Millisecond })
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page := openChat(t, b, ctx, h.Base, "/#room="+team)
 	page.waitConnection("Live")
 
 	question := "Where is the security policy, and what does it say?"
@@ -200,15 +202,15 @@ func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
 // address is told it is not available, the stream is closed, and the page
 // does not retry.
 func TestChatFailsClosedForBob(t *testing.T) {
-	h := newHarness(t, nil)
-	a := h.client(t, alice)
+	h := servertest.New(t, nil)
+	a := h.Client(t, alice)
 	private := rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/")
+	page := openChat(t, b, ctx, h.Base, "/")
 	page.switchMember("bob@example.com")
-	if err := chromedp.Do(page.ctx, chromedp.Navigate(h.base+"/#room="+private), chromedp.Reload()); err != nil {
+	if err := chromedp.Do(page.ctx, chromedp.Navigate(h.Base+"/#room="+private), chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
 	page.waitConnection("Closed")
@@ -242,18 +244,18 @@ func TestChatDecidesAnApproval(t *testing.T) {
 	rec := &countingReceiver{}
 	receiver := httptest.NewServer(rec)
 	defer receiver.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.OpenAI = gateway.OpenAIConfig{BaseURL: model.URL, APIKey: "sk-local", Model: "m"}
 		c.AgentRoute = "openai"
 		c.Webhooks = map[string]string{"ops": receiver.URL}
 		c.ApprovalTimeout = 5 * time.Minute
 	})
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	team := rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/#room="+team)
+	page := openChat(t, b, ctx, h.Base, "/#room="+team)
 	page.waitConnection("Live")
 	question := "tell ops to deploy v2"
 	page.send(question)
@@ -276,13 +278,13 @@ func TestChatDecidesAnApproval(t *testing.T) {
 // steer box; a steer reaches the run and the answer follows it; Stop
 // cancels the next turn.
 func TestChatStopAndSteer(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.ModelPace = 60 * time.Millisecond })
-	a := h.client(t, alice)
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 60 * time.Millisecond })
+	a := h.Client(t, alice)
 	private := rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/#room="+private)
+	page := openChat(t, b, ctx, h.Base, "/#room="+private)
 	page.waitConnection("Live")
 
 	steered := "Tell me about the launch?"
@@ -310,12 +312,12 @@ func TestChatStopAndSteer(t *testing.T) {
 // TestChatCreatesAndInvites: alice creates a shared room in the page,
 // invites bob by email, and the room is in bob's list.
 func TestChatCreatesAndInvites(t *testing.T) {
-	h := newHarness(t, nil)
-	bob := h.client(t, "bob@example.com")
+	h := servertest.New(t, nil)
+	bob := h.Client(t, "bob@example.com")
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/")
+	page := openChat(t, b, ctx, h.Base, "/")
 	page.fill("Room title", "Launch crew")
 	page.click("checkbox", "shared")
 	page.click("button", "Create room")
@@ -383,20 +385,20 @@ type renderedAnswer struct {
 func TestChatRendersOnlyMarkdown(t *testing.T) {
 	model := httptest.NewServer(http.HandlerFunc(hostileModel))
 	defer model.Close()
-	h := newHarness(t, func(c *Config) {
+	h := servertest.New(t, func(c *server.Config) {
 		c.OpenAI = gateway.OpenAIConfig{BaseURL: model.URL, APIKey: "sk-local", Model: "m"}
 		c.AgentRoute = "openai"
 	})
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	private := rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
-	page := openChat(t, b, ctx, h.base, "/#room="+private)
+	page := openChat(t, b, ctx, h.Base, "/#room="+private)
 	var fetched []string
 	var mu sync.Mutex
 	if err := chromedp.Listen(page.ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok && !strings.HasPrefix(e.Request.URL, h.base) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && !strings.HasPrefix(e.Request.URL, h.Base) {
 			mu.Lock()
 			fetched = append(fetched, e.Request.URL)
 			mu.Unlock()
@@ -474,16 +476,16 @@ func TestChatRendersOnlyMarkdown(t *testing.T) {
 // withheld notice as its answer and no sources; alice's still shows the
 // answer.
 func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
-	a := h.client(t, alice)
+	a := h.Client(t, alice)
 	room, bands := soloSharedRoom(t, ctx, h, a)
-	drewOn(t, ctx, h.app.db, room, bands, "Compensation bands 2027")
+	drewOn(t, ctx, h.DB, room, bands, "Compensation bands 2027")
 	question := "What are the engineering bands for 2027?"
 
-	page := openChat(t, b, ctx, h.base, "/#room="+room)
+	page := openChat(t, b, ctx, h.Base, "/#room="+room)
 	page.waitConnection("Live")
 	page.turnWith(question, "alice reads her answer", func(t pageTurn) bool { return t.Answered && strings.Contains(t.Answer, "95,000") })
 	page.fill("Invite by email", bob)
@@ -499,9 +501,9 @@ func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
 	}
 	page.screenshot("chat-invited-withheld")
 
-	bobs := openChat(t, b, ctx, h.base, "/")
+	bobs := openChat(t, b, ctx, h.Base, "/")
 	bobs.switchMember(bob)
-	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.base+"/#room="+room), chromedp.Reload()); err != nil {
+	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.Base+"/#room="+room), chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
 	bobs.waitConnection("Live")

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/server"
 )
 
 // rawWS is a graphql-transport-ws client that shows everything the server
@@ -29,9 +31,9 @@ type rawWS struct {
 
 // dialRaw opens a graphql-transport-ws socket with email's envelope on the
 // upgrade request (none when email is ""), without connection_init.
-func dialRaw(t *testing.T, ctx context.Context, h *harness, email string) *rawWS {
+func dialRaw(t *testing.T, ctx context.Context, h *servertest.Harness, email string) *rawWS {
 	t.Helper()
-	ws, res, err := websocket.Dial(ctx, strings.Replace(h.base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+	ws, res, err := websocket.Dial(ctx, strings.Replace(h.Base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
 		HTTPHeader:   identityHeader(t, h, email),
 		Subprotocols: []string{"graphql-transport-ws"},
 	})
@@ -63,15 +65,15 @@ func dialSubscribed(t *testing.T, ctx context.Context, base string, hdr http.Hea
 	return raw
 }
 
-func identityHeader(t *testing.T, h *harness, email string) http.Header {
+func identityHeader(t *testing.T, h *servertest.Harness, email string) http.Header {
 	t.Helper()
 	hdr := http.Header{}
 	if email != "" {
-		tok, err := mintDev(h.signer, email, time.Hour)
+		tok, err := server.MintDev(h.Signer, email, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hdr.Set(h.cfg.IdentityHeader, tok)
+		hdr.Set(h.Config.IdentityHeader, tok)
 	}
 	return hdr
 }
@@ -171,7 +173,7 @@ func journalFrom(room roomRef) gqlclient.Request {
 func TestWSInitTimeout(t *testing.T) {
 	t.Parallel()
 	const timeout = 300 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.Limits.WSInitTimeout = timeout })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.WSInitTimeout = timeout })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -198,10 +200,10 @@ func TestWSInitTimeout(t *testing.T) {
 // once, and nothing of the completed operation reaches the client after.
 func TestWSDuplicateSubscriptionID(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.client(t, alice))["Team room"]
+	room := rooms(t, h.Client(t, alice))["Team room"]
 
 	c := dialRaw(t, ctx, h, alice)
 	c.init(ctx)
@@ -234,10 +236,10 @@ func TestWSDuplicateSubscriptionID(t *testing.T) {
 // frees its slot.
 func TestWSSubscriptionLimit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.Limits.MaxSubscriptions = 2 })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.MaxSubscriptions = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := h.client(t, alice)
+	client := h.Client(t, alice)
 	room := rooms(t, client)["Team room"]
 
 	c := dialRaw(t, ctx, h, alice)
@@ -295,10 +297,10 @@ func TestWSSubscriptionLimit(t *testing.T) {
 // both to U+FFFD and submit the message); the connection stays up.
 func TestWSSubscribeInputChecked(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.client(t, alice))["Team room"]
+	room := rooms(t, h.Client(t, alice))["Team room"]
 	query, err := json.Marshal(submit)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +332,7 @@ func TestWSSubscribeInputChecked(t *testing.T) {
 			t.Fatalf("%s: the error echoes the request: %s", tt.name, m.Payload)
 		}
 	}
-	if head := rooms(t, h.client(t, alice))["Team room"].Head; head != room.Head {
+	if head := rooms(t, h.Client(t, alice))["Team room"].Head; head != room.Head {
 		t.Fatalf("room head moved from %d to %d: a refused subscribe ran", room.Head, head)
 	}
 	c.subscribe(ctx, "me", meQuery)
@@ -341,20 +343,20 @@ func TestWSSubscribeInputChecked(t *testing.T) {
 
 // openSSE starts a journal subscription over SSE as email and returns the
 // response (200 with the stream open, or the refusal).
-func openSSE(t *testing.T, ctx context.Context, h *harness, email string, room roomRef) *http.Response {
+func openSSE(t *testing.T, ctx context.Context, h *servertest.Harness, email string, room roomRef) *http.Response {
 	t.Helper()
 	body, err := json.Marshal(journalFrom(room))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base+"/graphql", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.Base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header = identityHeader(t, h, email)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	res, err := httpClient.Do(req)
+	res, err := servertest.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,11 +388,11 @@ func checkTooMany(t *testing.T, what string, res *http.Response) {
 // identity share one budget of the same size.
 func TestStreamsPerMember(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.Limits.MaxStreams = 2 })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.MaxStreams = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.client(t, alice))["Team room"]
-	wsURL := strings.Replace(h.base, "http", "ws", 1) + "/graphql"
+	room := rooms(t, h.Client(t, alice))["Team room"]
+	wsURL := strings.Replace(h.Base, "http", "ws", 1) + "/graphql"
 	dial := func(email string) (*websocket.Conn, *http.Response, error) {
 		return websocket.Dial(ctx, wsURL, &websocket.DialOptions{
 			HTTPHeader:   identityHeader(t, h, email),
@@ -465,14 +467,14 @@ func TestStreamsPerMember(t *testing.T) {
 func TestSlowBodyCutOff(t *testing.T) {
 	t.Parallel()
 	const readTimeout = 500 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.Limits.ReadTimeout = readTimeout })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.ReadTimeout = readTimeout })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tok, err := mintDev(h.signer, alice, time.Hour)
+	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.Base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +482,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 	const bodyLen = 4096 // at one byte per 20ms: 80s
 	start := time.Now()
 	fmt.Fprintf(conn, "POST /graphql HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s: %s\r\n\r\n",
-		strings.TrimPrefix(h.base, "http://"), bodyLen, h.cfg.IdentityHeader, tok)
+		strings.TrimPrefix(h.Base, "http://"), bodyLen, h.Config.IdentityHeader, tok)
 	trickled := make(chan struct{})
 	go func() {
 		defer close(trickled)
@@ -526,17 +528,17 @@ func TestSlowBodyCutOff(t *testing.T) {
 func TestStreamsOutliveReadTimeout(t *testing.T) {
 	t.Parallel()
 	const readTimeout = time.Second
-	h := newHarness(t, func(c *Config) { c.Limits.ReadTimeout = readTimeout })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.ReadTimeout = readTimeout })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client := h.client(t, alice)
+	client := h.Client(t, alice)
 	room := rooms(t, client)["Team room"]
 
 	sse, err := client.SSE(ctx, journalFrom(room))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := gqlclient.Dial(ctx, h.base+"/graphql", client.Header, nil)
+	conn, err := gqlclient.Dial(ctx, h.Base+"/graphql", client.Header, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,7 +600,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 func TestSilentClientIsClosedAfterUnansweredPings(t *testing.T) {
 	t.Parallel()
 	const every = 50 * time.Millisecond
-	h := newHarness(t, func(c *Config) { c.Limits.WSPing = every })
+	h := servertest.New(t, func(c *server.Config) { c.Limits.WSPing = every })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -650,13 +652,13 @@ func TestOutgoingReadsGqlgensMessageShape(t *testing.T) {
 		ID      string          `json:"id,omitempty"`
 		Type    kind            `json:"type"`
 	}
-	m, ok := outgoing(&shaped{Payload: json.RawMessage(`{"data":1}`), ID: "7", Type: "next"})
+	m, ok := server.Outgoing(&shaped{Payload: json.RawMessage(`{"data":1}`), ID: "7", Type: "next"})
 	if !ok || m.ID != "7" || m.Type != "next" || string(m.Payload) != `{"data":1}` {
-		t.Fatalf("outgoing(shaped) = %+v, %v", m, ok)
+		t.Fatalf("server.Outgoing(shaped) = %+v, %v", m, ok)
 	}
 	for _, v := range []any{map[string]any{"type": "ping"}, shaped{}, (*shaped)(nil), &struct{ ID, Type string }{}} {
-		if _, ok := outgoing(v); ok {
-			t.Fatalf("outgoing(%T) read a value of another shape", v)
+		if _, ok := server.Outgoing(v); ok {
+			t.Fatalf("server.Outgoing(%T) read a value of another shape", v)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/turngate/turngate/server"
 	"io"
 	"os"
 	"path/filepath"
@@ -27,14 +28,14 @@ type clientFlags struct {
 	url, as, data string
 }
 
-func (f *clientFlags) register(fs *flag.FlagSet, cfg Config) {
+func (f *clientFlags) register(fs *flag.FlagSet, cfg server.Config) {
 	fs.StringVar(&f.url, "url", "http://"+cfg.Addr+"/graphql", "the server's GraphQL endpoint")
 	fs.StringVar(&f.as, "as", "", "dev mode: act as this member, minting the envelope with the data folder's dev key (otherwise the envelope is TURNGATE_IDENTITY)")
 	fs.StringVar(&f.data, "data", cfg.DataDir, "the server's data folder, for --as (TURNGATE_DATA)")
 }
 
 // client connects as the flags say.
-func (f *clientFlags) client(cfg Config) (*client.Client, error) {
+func (f *clientFlags) client(cfg server.Config) (*client.Client, error) {
 	url := f.url
 	if !strings.Contains(url, "/graphql") {
 		url = strings.TrimSuffix(url, "/") + "/graphql"
@@ -59,7 +60,7 @@ func (f *clientFlags) client(cfg Config) (*client.Client, error) {
 // devEnvelope mints a dev envelope for email with the dev key of the
 // data folder: only the key the server there verifies with, never a new
 // one, which would mint envelopes the server rejects.
-func devEnvelope(cfg Config, email string, ttl time.Duration) (string, error) {
+func devEnvelope(cfg server.Config, email string, ttl time.Duration) (string, error) {
 	if !cfg.Dev() {
 		return "", errors.New("envelopes are minted by the platform when TURNGATE_ENVELOPE_PUBLIC_KEY is set")
 	}
@@ -77,13 +78,13 @@ func devEnvelope(cfg Config, email string, ttl time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return mintDev(authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), email, ttl)
+	return server.MintDev(authority.NewSigner(cfg.EnvelopeIssuer, cfg.EnvelopeAud, key), email, ttl)
 }
 
 // chatCmd is `turngate chat`: the terminal chat, or with -m one message
 // whose answer streams to stdout (exit 0 completed, 1 failed, 2
 // cancelled, 3 not sent).
-func chatCmd(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func chatCmd(ctx context.Context, cfg server.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fs, cfg)

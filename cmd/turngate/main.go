@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/turngate/turngate/server"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/pgembed"
 	"github.com/turngate/turngate/migrations"
@@ -68,11 +68,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
-	cfg, err := ConfigFromEnv()
+	cfg, err := server.ConfigFromEnv()
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg, os.Stderr)
+	log, err := server.NewLogger(cfg, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
-func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log *slog.Logger) error {
+func serve(ctx context.Context, cfg server.Config, args []string, stdout io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "HTTP listen address")
 	fs.IntVar(&cfg.DBMaxConns, "db-max-conns", cfg.DBMaxConns, "database connection pool size (TURNGATE_DB_MAX_CONNS; default 64)")
@@ -106,7 +106,7 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	app, err := New(ctx, cfg, log)
+	app, err := server.New(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -124,19 +124,19 @@ func serve(ctx context.Context, cfg Config, args []string, stdout io.Writer, log
 	return app.Serve(ctx)
 }
 
-func migrate(ctx context.Context, cfg Config, args []string, stdout io.Writer, log *slog.Logger) error {
+func migrate(ctx context.Context, cfg server.Config, args []string, stdout io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	url := cfg.DatabaseURL
 	if url == "" {
-		pg, err := pgembed.Start(ctx, pgembed.Options{Dir: embeddedDir(cfg), Durable: true})
+		pg, err := pgembed.Start(ctx, pgembed.Options{Dir: server.EmbeddedDir(cfg), Durable: true})
 		if err != nil {
 			return err
 		}
 		defer pg.Stop()
-		if err := ensureDatabase(ctx, pg.URL("postgres"), "turngate"); err != nil {
+		if err := server.EnsureDatabase(ctx, pg.URL("postgres"), "turngate"); err != nil {
 			return err
 		}
 		url = pg.URL("turngate")
@@ -152,7 +152,7 @@ func migrate(ctx context.Context, cfg Config, args []string, stdout io.Writer, l
 	return nil
 }
 
-func token(cfg Config, args []string, stdout io.Writer) error {
+func token(cfg server.Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	email := fs.String("email", "", "the demo member's email")
 	ttl := fs.Duration("ttl", min(24*time.Hour, cfg.EnvelopeLifetime()), "how long the envelope is valid (at most TURNGATE_ENVELOPE_MAX_LIFETIME)")
@@ -170,21 +170,6 @@ func token(cfg Config, args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, tok)
 	return nil
 }
-
-// mintDev mints a dev envelope for email. Demo members keep their demo
-// names; anyone else is named after the email's local part.
-func mintDev(s *authority.Signer, email string, ttl time.Duration) (string, error) {
-	email = authority.LowerASCII(strings.TrimSpace(email))
-	name, _, _ := strings.Cut(email, "@")
-	for _, d := range demo.People {
-		if d.Email == email {
-			name = d.Name
-		}
-	}
-	return s.Mint(authority.Identity{Subject: authority.DevSubject(email), Email: email, DisplayName: name}, ttl)
-}
-
-func embeddedDir(cfg Config) string { return cfg.DataDir + "/postgres" }
 
 // version is the binary's version from its build information: the module
 // version (a tagged release, or "(devel)"), the commit and whether the
@@ -215,30 +200,4 @@ func version() string {
 		out += " " + rev
 	}
 	return out + " " + goruntime.Version()
-}
-
-// newLogger is the server's structured log: JSON lines (one object per
-// line, for a log pipeline) outside dev mode, text in dev mode, at
-// TURNGATE_LOG_LEVEL (debug, info, warn, error; default info);
-// TURNGATE_LOG_FORMAT (json, text) overrides the format.
-func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, fmt.Errorf("TURNGATE_LOG_LEVEL: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	format := cfg.LogFormat
-	if format == "" {
-		format = "json"
-		if cfg.Dev() {
-			format = "text"
-		}
-	}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("TURNGATE_LOG_FORMAT: %q is neither json nor text", format)
 }

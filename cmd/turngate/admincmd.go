@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/turngate/turngate/server"
 	"io"
 	"os"
 	"strings"
@@ -42,7 +43,7 @@ const adminUsage = `usage: turngate admin [--url URL] [--as EMAIL] <command>
 
 // adminCmd is `turngate admin`: the admin surface over the GraphQL API,
 // as the member --as (dev) or TURNGATE_IDENTITY names.
-func adminCmd(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+func adminCmd(ctx context.Context, cfg server.Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
