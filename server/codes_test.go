@@ -25,9 +25,9 @@ func TestErrorCodesAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "## server.Limits and errors")
+	_, section, ok := strings.Cut(string(readme), "## Limits and errors")
 	if !ok {
-		t.Fatal(`README.md has no "server.Limits and errors" section`)
+		t.Fatal(`README.md has no "Limits and errors" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	documented := map[string]bool{} // code -> retryable

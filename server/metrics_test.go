@@ -192,7 +192,7 @@ func TestLogsAreJSONOutsideDevMode(t *testing.T) {
 	}
 	for _, bad := range []server.Config{{LogLevel: "loud"}, {LogLevel: "info", LogFormat: "xml"}} {
 		if _, err := server.NewLogger(bad, io.Discard); err == nil {
-			t.Errorf("server.NewLogger(%+v) accepted it", bad)
+			t.Errorf("NewLogger(%+v) accepted it", bad)
 		}
 	}
 }

@@ -18,7 +18,7 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	var table string
-	for _, section := range []string{"## server.Limits and errors", "## Configuration"} {
+	for _, section := range []string{"## Limits and errors", "## Configuration"} {
 		_, rest, ok := strings.Cut(string(readme), section)
 		if !ok {
 			t.Fatalf("README has no %q section", section)
@@ -55,7 +55,7 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 	}
 	for env := range seen {
 		if !strings.Contains(table, "`"+env+"`") {
-			t.Errorf("%s is read by the binary but has no row in the README's Configuration or server.Limits table", env)
+			t.Errorf("%s is read by the binary but has no row in the README's Configuration or Limits table", env)
 		}
 	}
 }
