@@ -654,11 +654,11 @@ func TestOutgoingReadsGqlgensMessageShape(t *testing.T) {
 	}
 	m, ok := server.Outgoing(&shaped{Payload: json.RawMessage(`{"data":1}`), ID: "7", Type: "next"})
 	if !ok || m.ID != "7" || m.Type != "next" || string(m.Payload) != `{"data":1}` {
-		t.Fatalf("server.Outgoing(shaped) = %+v, %v", m, ok)
+		t.Fatalf("outgoing(shaped) = %+v, %v", m, ok)
 	}
 	for _, v := range []any{map[string]any{"type": "ping"}, shaped{}, (*shaped)(nil), &struct{ ID, Type string }{}} {
 		if _, ok := server.Outgoing(v); ok {
-			t.Fatalf("server.Outgoing(%T) read a value of another shape", v)
+			t.Fatalf("outgoing(%T) read a value of another shape", v)
 		}
 	}
 }
