@@ -92,7 +92,7 @@ chaos:
 FUZZTIME     ?= 30s
 FUZZ_TARGETS := ./authority:FuzzVerify ./authority:FuzzVerifyMutation ./authority:FuzzVerifyClaims
 FUZZ_TARGETS += ./room:FuzzDecodeCursor ./room:FuzzCursorRoundTrip
-FUZZ_TARGETS += ./graph:FuzzSubmitInput ./graph:FuzzCheckRawJSON
+FUZZ_TARGETS += ./graph:FuzzSubmitInput ./graph/extension:FuzzCheckRawJSON
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "$${t#*:} in $${t%%:*} for $(FUZZTIME)"; \

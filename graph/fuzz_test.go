@@ -1,13 +1,12 @@
 package graph
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -43,14 +42,14 @@ func FuzzSubmitInput(f *testing.F) {
 			}
 		}
 		if err == nil {
-			if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 || !Visible(text) {
+			if !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 || !extension.Visible(text) {
 				t.Fatalf("accepted text %q", text)
 			}
 			if !idempotencyKeyPattern.MatchString(key) || strings.IndexByte(room, 0) >= 0 || !utf8.ValidString(room) {
 				t.Fatalf("accepted key %q room %q", key, room)
 			}
 		}
-		if steerErr == nil && (len(text) > turn.MaxSteerText || !Visible(text) || strings.IndexByte(text, 0) >= 0) {
+		if steerErr == nil && (len(text) > turn.MaxSteerText || !extension.Visible(text) || strings.IndexByte(text, 0) >= 0) {
 			t.Fatalf("accepted steer text %q", text)
 		}
 	})
@@ -59,57 +58,8 @@ func FuzzSubmitInput(f *testing.F) {
 // edgeCheck is the edge's path for one input: its strings as variables,
 // then the validator.
 func edgeCheck(vars map[string]any, in any) error {
-	if err := checkValue("", vars); err != nil {
+	if err := extension.CheckValue("", vars); err != nil {
 		return err
 	}
 	return check(in)
-}
-
-// FuzzCheckRawJSON: a request body the edge accepts decodes to exactly the
-// text it spelled — no U+FFFD appears that the body did not contain —
-// and nothing panics.
-func FuzzCheckRawJSON(f *testing.F) {
-	for _, s := range []string{
-		`{"t":"plain"}`, `{"t":"\ud83d\ude00"}`, `{"t":"\ud800"}`, `{"t":"\\ud800"}`,
-		"{\"t\":\"caf\xe9\"}", `{"t":"\udc00\ud800"}`, `{"t":"\ufffd"}`, `{"t":"\"\\"}`, `["\ud83d`, ``,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		err := CheckRawJSON(raw)
-		if err != nil {
-			if e, ok := errcode.From(err); !ok || e.Code != errcode.BadUserInput {
-				t.Fatalf("refusal %v is not BAD_USER_INPUT", err)
-			}
-			return
-		}
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			return // not JSON: the edge refuses it next
-		}
-		spelled := bytes.Contains(raw, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`))
-		if !spelled && containsReplacement(v) {
-			t.Fatalf("accepted %q decodes to U+FFFD", raw)
-		}
-	})
-}
-
-func containsReplacement(v any) bool {
-	switch v := v.(type) {
-	case string:
-		return strings.ContainsRune(v, utf8.RuneError)
-	case []any:
-		for _, e := range v {
-			if containsReplacement(e) {
-				return true
-			}
-		}
-	case map[string]any:
-		for k, e := range v {
-			if strings.ContainsRune(k, utf8.RuneError) || containsReplacement(e) {
-				return true
-			}
-		}
-	}
-	return false
 }

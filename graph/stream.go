@@ -8,10 +8,9 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/99designs/gqlgen/graphql"
-
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph/extension"
 )
 
 // errStreamEnded ends a subscription normally (the client gets "complete").
@@ -113,8 +112,7 @@ func Stream[T any](ctx context.Context, owner *Streams, produce func(ctx context
 			if err == nil || errors.Is(err, errStreamEnded) || (ctx.Err() != nil && err != errStopping && !expired) {
 				return
 			}
-			if st, ok := ctx.Value(streamStateKey{}).(*streamState); ok {
-				st.fail(err)
+			if extension.FailStream(ctx, err) {
 				return
 			}
 			slog.ErrorContext(ctx, "subscription stream failed", "err", err)
@@ -130,76 +128,10 @@ func Stream[T any](ctx context.Context, owner *Streams, produce func(ctx context
 	})
 	if !started {
 		stopExpiry()
-		if st, ok := ctx.Value(streamStateKey{}).(*streamState); ok {
-			st.fail(errStopping)
-		}
+		extension.FailStream(ctx, errStopping)
 		close(ch)
 	}
 	return ch
-}
-
-// StreamErrors is the gqlgen extension that delivers a subscription's
-// failure: it gives each subscription a place for Stream to record why it
-// ended, and when the stream's channel closes with a failure recorded, it
-// answers one last response carrying the error (presented like any other:
-// a code, retryable) before the transport completes the subscription.
-type StreamErrors struct{}
-
-var (
-	_ graphql.HandlerExtension     = StreamErrors{}
-	_ graphql.OperationInterceptor = StreamErrors{}
-	_ graphql.ResponseInterceptor  = StreamErrors{}
-)
-
-func (StreamErrors) ExtensionName() string                   { return "StreamErrors" }
-func (StreamErrors) Validate(graphql.ExecutableSchema) error { return nil }
-func (StreamErrors) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	return next(context.WithValue(ctx, streamStateKey{}, &streamState{}))
-}
-
-func (StreamErrors) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
-	if resp != nil {
-		return resp
-	}
-	st, ok := ctx.Value(streamStateKey{}).(*streamState)
-	if !ok {
-		return nil
-	}
-	err := st.take()
-	if err == nil {
-		return nil
-	}
-	graphql.AddError(ctx, err)
-	return &graphql.Response{Errors: graphql.GetErrors(ctx)}
-}
-
-type streamStateKey struct{}
-
-// streamState is one subscription's recorded failure, reported once.
-type streamState struct {
-	mu       sync.Mutex
-	err      error
-	reported bool
-}
-
-func (s *streamState) fail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil {
-		s.err = err
-	}
-}
-
-// take returns the failure the first time it is asked, nil after.
-func (s *streamState) take() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reported || s.err == nil {
-		return nil
-	}
-	s.reported = true
-	return s.err
 }
 
 // errEnvelopeExpired is the cause of a stream's end at its envelope's

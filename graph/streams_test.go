@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph/extension"
 )
 
 // TestStreamsStopEndsAndWaits: Stop ends a stream blocked in produce,
@@ -15,8 +16,7 @@ import (
 // after Stop ends at once the same way.
 func TestStreamsStopEndsAndWaits(t *testing.T) {
 	owner := NewStreams()
-	st := &streamState{}
-	ctx := context.WithValue(context.Background(), streamStateKey{}, st)
+	ctx := extension.NewStreamContext(context.Background())
 	returned := make(chan struct{})
 	ch := Stream(ctx, owner, func(ctx context.Context, emit func(int) error) error {
 		defer close(returned)
@@ -43,12 +43,12 @@ func TestStreamsStopEndsAndWaits(t *testing.T) {
 	if _, open := <-ch; open {
 		t.Fatal("the stream's channel is still open after Stop")
 	}
-	if e, ok := errcode.From(st.take()); !ok || e.Code != errcode.Unavailable {
+	if e, ok := errcode.From(extension.StreamFailure(ctx)); !ok || e.Code != errcode.Unavailable {
 		t.Fatalf("recorded %v, want UNAVAILABLE", e)
 	}
 
-	late := &streamState{}
-	ch = Stream(context.WithValue(context.Background(), streamStateKey{}, late), owner,
+	late := extension.NewStreamContext(context.Background())
+	ch = Stream(late, owner,
 		func(ctx context.Context, emit func(int) error) error {
 			t.Error("produce ran after Stop")
 			return nil
@@ -56,7 +56,7 @@ func TestStreamsStopEndsAndWaits(t *testing.T) {
 	if _, open := <-ch; open {
 		t.Fatal("a stream started after Stop is open")
 	}
-	if err := late.take(); !errors.Is(err, errStopping) {
+	if err := extension.StreamFailure(late); !errors.Is(err, errStopping) {
 		t.Fatalf("late stream recorded %v, want the stopping error", err)
 	}
 	owner.Stop() // idempotent
@@ -66,8 +66,7 @@ func TestStreamsStopEndsAndWaits(t *testing.T) {
 // stream without an error recorded, owned or not.
 func TestStreamClientGoneCompletesQuietly(t *testing.T) {
 	for _, owner := range []*Streams{nil, NewStreams()} {
-		st := &streamState{}
-		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), streamStateKey{}, st))
+		ctx, cancel := context.WithCancel(extension.NewStreamContext(context.Background()))
 		ch := Stream(ctx, owner, func(ctx context.Context, emit func(int) error) error {
 			<-ctx.Done()
 			return ctx.Err()
@@ -81,7 +80,7 @@ func TestStreamClientGoneCompletesQuietly(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the stream did not end when its client left")
 		}
-		if err := st.take(); err != nil {
+		if err := extension.StreamFailure(ctx); err != nil {
 			t.Fatalf("owner %v: recorded %v, want none", owner != nil, err)
 		}
 		if owner != nil {

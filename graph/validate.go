@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -36,7 +37,7 @@ func newValidator() *validator.Validate {
 	// notblank: text with something a person can see (not only spaces,
 	// zero-width or other invisible characters).
 	must(v.RegisterValidation("notblank", func(fl validator.FieldLevel) bool {
-		return Visible(fl.Field().String())
+		return extension.Visible(fl.Field().String())
 	}))
 	// maxbytes bounds a string's length in bytes (max counts characters).
 	must(v.RegisterValidation("maxbytes", func(fl validator.FieldLevel) bool {

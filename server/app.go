@@ -25,6 +25,7 @@ import (
 	"github.com/turngate/turngate/feed"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/internal/pgembed"
 	"github.com/turngate/turngate/journal"
@@ -61,7 +62,7 @@ type App struct {
 	wsOpen    *wsOpen           // the open WebSockets, which an orderly stop closes
 	keySet    *authority.KeySet // the identity provider's keys; nil without one
 	// parseBudget bounds the query documents being parsed at once.
-	parseBudget *graph.ParseBudget
+	parseBudget *extension.ParseBudget
 	// stopTracing flushes and stops the OTEL exporter; nil when a test
 	// supplied the provider.
 	stopTracing func(context.Context) error

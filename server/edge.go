@@ -16,7 +16,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 )
 
 // edge is the first thing a GraphQL request meets after its identity is
@@ -53,7 +53,7 @@ func (e edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer leave()
-		e.next.ServeHTTP(w, r.WithContext(graph.NewContextReadOnly(r.Context())))
+		e.next.ServeHTTP(w, r.WithContext(extension.NewContextReadOnly(r.Context())))
 		return
 	case r.Method == http.MethodOptions:
 		e.next.ServeHTTP(w, r)
@@ -152,7 +152,7 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 // without lone surrogate escapes, and returns its query. The body is never
 // quoted back.
 func checkBody(body []byte) (string, error) {
-	if err := graph.CheckRawJSON(body); err != nil {
+	if err := extension.CheckRawJSON(body); err != nil {
 		return "", err
 	}
 	// The shape gqlgen reads, checked here so that its decoding error,
@@ -192,7 +192,7 @@ func checkQueryParams(raw string) error {
 	}
 	for _, vs := range vals {
 		for _, v := range vs {
-			if err := graph.CheckRawJSON([]byte(v)); err != nil {
+			if err := extension.CheckRawJSON([]byte(v)); err != nil {
 				return err
 			}
 		}
@@ -214,7 +214,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	if e, ok := errcode.From(err); ok {
 		code, msg = e.Code, e.Message
 	}
-	gqlErr := graph.Present(&gqlerror.Error{Message: msg}, code, err)
+	gqlErr := extension.Present(&gqlerror.Error{Message: msg}, code, err)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if e, ok := errcode.From(err); ok && e.RetryAfter > 0 {

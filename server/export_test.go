@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/journal"
 )
@@ -17,11 +18,11 @@ var (
 	LoopbackOnly = loopbackOnly
 )
 
-func ParseBudgetOf(a *App) *graph.ParseBudget { return a.parseBudget }
-func HubOf(a *App) *journal.Hub               { return a.hub }
-func SetDraining(a *App)                      { a.draining.Store(true) }
-func OpsServerOf(a *App) *http.Server         { return a.opsServer() }
-func ListenerOf(a *App) net.Listener          { return a.ln }
+func ParseBudgetOf(a *App) *extension.ParseBudget { return a.parseBudget }
+func HubOf(a *App) *journal.Hub                   { return a.hub }
+func SetDraining(a *App)                          { a.draining.Store(true) }
+func OpsServerOf(a *App) *http.Server             { return a.opsServer() }
+func ListenerOf(a *App) net.Listener              { return a.ln }
 
 // WrapResolvers has c's App serve its resolvers through wrap.
 func WrapResolvers(c *Config, wrap func(*graph.Resolver) generated.ResolverRoot) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
-	"github.com/99designs/gqlgen/graphql/handler/extension"
+	gqlext "github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	coderws "github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -23,7 +23,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/migrations"
 	"github.com/turngate/turngate/resource"
@@ -41,7 +41,7 @@ import (
 func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier *authority.Verifier) (http.Handler, error) {
 	lim := a.cfg.Limits.WithDefaults()
 	exec := executor.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
-	a.parseBudget = graph.NewParseBudget(lim.ParseBudget)
+	a.parseBudget = extension.NewParseBudget(lim.ParseBudget)
 	gql := &gqlHandler{exec: a.parseBudget.Executor(exec), recover: exec.PresentRecoveredError}
 	gql.AddTransport(transport.Websocket{
 		// wsLimits adds what gqlgen leaves out of graphql-transport-ws:
@@ -77,27 +77,27 @@ func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier 
 	gql.AddTransport(transport.Options{})
 	gql.AddTransport(transport.GET{})
 	gql.AddTransport(transport.POST{})
-	queries := graph.NewQueryCache[*ast.QueryDocument](lim.QueryCache)
+	queries := extension.NewQueryCache[*ast.QueryDocument](lim.QueryCache)
 	exec.SetQueryCache(queries)
 	exec.SetDisableSuggestion(!a.suggestions())
 	// QueryLimit counts tokens before this does; the parser's own count
 	// (comments left out) is a second line that never fires first.
 	exec.SetParserTokenLimit(lim.MaxTokens)
 	if !lim.NoIntrospection {
-		exec.Use(extension.Introspection{})
+		exec.Use(gqlext.Introspection{})
 	}
-	limit := graph.QueryLimit{
+	limit := extension.QueryLimit{
 		MaxBytes: lim.MaxQuery, MaxTokens: lim.MaxTokens, AnonMaxTokens: lim.AnonMaxTokens,
 		MaxFields: lim.MaxFields, MaxFragments: lim.MaxFragments, Cache: queries, Budget: a.parseBudget,
 	}
 	exec.Use(limit)
-	exec.Use(graph.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
-	exec.Use(graph.InputCheck{})
-	exec.Use(graph.StreamErrors{})
-	exec.Use(&graph.CommandLimit{Rate: lim.CommandRate, Burst: lim.CommandBurst})
-	exec.Use(graph.NewComplexityLimit(500))
-	exec.SetErrorPresenter(graph.ErrorPresenter(a.log))
-	exec.SetRecoverFunc(graph.Recover(a.log))
+	exec.Use(extension.QueryShape{MaxDepth: lim.MaxDepth, Introspection: !lim.NoIntrospection})
+	exec.Use(extension.InputCheck{})
+	exec.Use(extension.StreamErrors{})
+	exec.Use(&extension.CommandLimit{Rate: lim.CommandRate, Burst: lim.CommandBurst})
+	exec.Use(extension.NewComplexityLimit(500))
+	exec.SetErrorPresenter(extension.ErrorPresenter(a.log))
+	exec.SetRecoverFunc(extension.Recover(a.log))
 
 	mux := http.NewServeMux()
 	// Each member's WebSockets and SSE subscriptions on this replica are

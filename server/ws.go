@@ -18,7 +18,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/metrics"
 )
 
@@ -405,7 +405,7 @@ func (c *wsConn) subscribe(m wsMessage, raw []byte) (out []byte, ok bool, err er
 	// Every string a client sends is checked once (DESIGN §10): gqlgen
 	// would decode invalid UTF-8 and lone surrogates to U+FFFD and run
 	// the operation.
-	if err := graph.CheckRawJSON(raw); err != nil {
+	if err := extension.CheckRawJSON(raw); err != nil {
 		return nil, false, c.refuse(m.ID, err)
 	}
 	c.mu.Lock()
@@ -427,7 +427,7 @@ func (c *wsConn) subscribe(m wsMessage, raw []byte) (out []byte, ok bool, err er
 // refuse sends the client an `error` for id: the operation ends there.
 func (c *wsConn) refuse(id string, err error) error {
 	e, _ := errcode.From(err)
-	payload, merr := json.Marshal([]*gqlerror.Error{graph.Present(&gqlerror.Error{Message: e.Message}, e.Code, err)})
+	payload, merr := json.Marshal([]*gqlerror.Error{extension.Present(&gqlerror.Error{Message: e.Message}, e.Code, err)})
 	if merr != nil {
 		return merr
 	}

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/turngate/turngate/server"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/turngate/turngate/server"
 
 	"github.com/Khan/genqlient/graphql"
 

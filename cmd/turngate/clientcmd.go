@@ -5,12 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/turngate/turngate/server"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/turngate/turngate/server"
 
 	"github.com/turngate/turngate/authority"
 	client "github.com/turngate/turngate/clients/go"

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turngate/turngate/admin"
-	"github.com/turngate/turngate/graph"
+	"github.com/turngate/turngate/graph/extension"
 )
 
 // docFile is a file `docs add` imports, read and checked.
@@ -220,7 +220,7 @@ func checkDocFile(f docFile) error {
 	switch {
 	case !utf8.ValidString(f.title) || strings.IndexByte(f.title, 0) >= 0:
 		return fmt.Errorf("%s: the title %q is not valid UTF-8 text", f.path, f.title)
-	case !graph.Visible(f.title):
+	case !extension.Visible(f.title):
 		return fmt.Errorf("%s: the title %q has no visible character (only spaces or invisible ones); give the file a heading or use --title", f.path, f.title)
 	case len(f.title) > admin.MaxTitle:
 		return fmt.Errorf("%s: a title of %d bytes, over the limit of %d", f.path, len(f.title), admin.MaxTitle)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/turngate/turngate/server"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/turngate/turngate/server"
 
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/internal/pgembed"

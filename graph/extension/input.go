@@ -1,4 +1,4 @@
-package graph
+package extension
 
 import (
 	"context"
@@ -153,7 +153,7 @@ func (InputCheck) ExtensionName() string                   { return "InputCheck"
 func (InputCheck) Validate(graphql.ExecutableSchema) error { return nil }
 
 func (InputCheck) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
-	err := checkValue("", rc.Variables)
+	err := CheckValue("", rc.Variables)
 	if err == nil && rc.Doc != nil {
 		err = checkDocument(rc.Doc)
 	}
@@ -164,15 +164,15 @@ func (InputCheck) MutateOperationContext(ctx context.Context, rc *graphql.Operat
 	return nil
 }
 
-// checkValue checks every string inside v (decoded variables: strings,
+// CheckValue checks every string inside v (decoded variables: strings,
 // lists, objects), keys included, in a stable order.
-func checkValue(path string, v any) error {
+func CheckValue(path string, v any) error {
 	switch v := v.(type) {
 	case string:
 		return CheckString(path, v)
 	case []any:
 		for i, e := range v {
-			if err := checkValue(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+			if err := CheckValue(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
 				return err
 			}
 		}
@@ -190,7 +190,7 @@ func checkValue(path string, v any) error {
 			if err := CheckString(p, k); err != nil {
 				return err
 			}
-			if err := checkValue(p, v[k]); err != nil {
+			if err := CheckValue(p, v[k]); err != nil {
 				return err
 			}
 		}
