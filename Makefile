@@ -1,12 +1,27 @@
 # turngate — the two commands a newcomer needs are `make run` and `make test`.
 
+SHELL     := /bin/bash
+
 GO        ?= go
 BIN       := bin/turngate
 PKGS      := ./...
-# Packages whose tests exercise concurrency run under the race detector.
-RACE_PKGS := ./clients/go/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... ./internal/... ./room/... ./runtime/... ./server ./guard ./sandbox
 
-.PHONY: run build test vet check-generate generate bench chaos fuzz clean npm web check-web
+# The package tier: every package's own tests (unit and in-process, against
+# real Postgres), each run once — those whose code or tests exercise
+# concurrency under the race detector. The end-to-end tier (./e2e: real
+# processes, Chromium, npm, a pseudo-terminal) runs once after it, under
+# -race too, against one turngate binary built with -race for the whole
+# tier, so the race detector watches the server processes the kill -9
+# tests start.
+RACE_PKGS := ./clients/go/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... \
+             ./internal/... ./room/... ./runtime/... ./server/... ./guard/... ./sandbox/... ./feed/... ./cmd/...
+E2E_BIN   := bin/turngate-e2e
+TESTOUT   := bin/test
+# gotestsum prints what go test -json says as people read it, and keeps
+# the JSON for the report of the slowest tests.
+GOTESTSUM := $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
+
+.PHONY: run build test test-packages test-e2e vet check-generate generate bench chaos fuzz clean npm web check-web
 
 run: build
 	$(BIN) serve
@@ -15,8 +30,21 @@ build:
 	$(GO) build -o $(BIN) ./cmd/turngate
 
 test: npm check-generate check-web vet
-	$(GO) test -count=1 -timeout 12m $(PKGS)
-	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
+	@rm -rf $(TESTOUT); mkdir -p $(TESTOUT)
+	@$(MAKE) --no-print-directory test-packages test-e2e; status=$$?; \
+	  echo "the 20 slowest tests of this run:"; \
+	  cat $(TESTOUT)/*.json | $(GO) tool gotestsum tool slowest --num 20; exit $$status
+
+test-packages:
+	@mkdir -p $(TESTOUT)
+	$(GOTESTSUM) --jsonfile $(TESTOUT)/race.json -- -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(GOTESTSUM) --jsonfile $(TESTOUT)/plain.json -- -count=1 -timeout 10m \
+	  $$($(GO) list $(PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS) ./e2e))
+
+test-e2e:
+	@mkdir -p $(TESTOUT)
+	$(GO) build -race -o $(E2E_BIN) ./cmd/turngate
+	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -race -timeout 15m -parallel 4 ./e2e
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^ent/' -e '/generated/')); \
@@ -84,7 +112,7 @@ bench:
 # chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
 # turns under kill -9 and SIGSTOP (make test runs a short round).
 chaos:
-	TURNGATE_CHAOS=long $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./server
+	TURNGATE_CHAOS=long $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 30m ./e2e
 
 # fuzz runs each fuzz target for FUZZTIME, one after the other; make test
 # runs their seed corpora (testdata/fuzz and f.Add) as ordinary tests. A

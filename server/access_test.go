@@ -27,11 +27,11 @@ func TestNonMemberSeesNothing(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, "for members only", "members-1")
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "for members only", "members-1")
 	waitIdle(t, h, team.ID)
 	m := h.Client(t, mallory)
-	if got := rooms(t, m); len(got) != 0 {
+	if got := servertest.Rooms(t, m); len(got) != 0 {
 		t.Fatalf("mallory lists rooms %v", got)
 	}
 	before := counts(t, h)
@@ -43,7 +43,7 @@ func TestNonMemberSeesNothing(t *testing.T) {
 		}{
 			{"conversation", `query($c: ID!) { conversation(id: $c) { id } }`, map[string]any{"c": ref}},
 			{"journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": ref}},
-			{"submit", submit, map[string]any{"c": ref, "t": "let me in", "k": "mallory-1"}},
+			{"submit", servertest.SubmitMutation, map[string]any{"c": ref, "t": "let me in", "k": "mallory-1"}},
 		}
 		for _, c := range checks {
 			if err := m.Do(ctx, c.query, c.vars, nil); gqlclient.CodeOf(err) != "NOT_FOUND" {
@@ -70,7 +70,7 @@ func TestScopeResolverMatchesCompleteNamesOnly(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"]
+	team := servertest.Rooms(t, a)["Team room"]
 	get := `query($c: ID!) { conversation(id: $c) { id } }`
 	for _, ref := range []string{team.ID, team.Channel, team.PublicKey} {
 		var out struct {
@@ -101,10 +101,10 @@ func TestRemovedMemberStreamEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"]
+	team := servertest.Rooms(t, a)["Team room"]
 	conn := h.Dial(t, ctx, b)
 	defer conn.Close()
-	msgs, err := conn.Subscribe(ctx, "b", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
+	msgs, err := conn.Subscribe(ctx, "b", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRemovedMemberStreamEnds(t *testing.T) {
 		t.Fatalf("audience version %d after removal, want ≥ 3", removed.RemoveRoomMember.AudienceVersion)
 	}
 	// Alice keeps talking; bob must not see it.
-	if err := a.Do(ctx, submit, map[string]any{"c": team.ID, "t": "after bob left", "k": "after-bob"}, nil); err != nil {
+	if err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team.ID, "t": "after bob left", "k": "after-bob"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -182,8 +182,8 @@ func TestNonMemberLearnsNothingFromIDs(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.Limits = unlimitedCommands })
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, "for members only", "oracle-1")
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "for members only", "oracle-1")
 	waitIdle(t, h, team.ID)
 	var taskID, approvalID uuid.UUID = uuid.New(), uuid.New()
 	if _, err := h.DB.ExecContext(ctx, `INSERT INTO tasks (id, conversation_id, title, updated_at, owner_id)
@@ -214,7 +214,7 @@ VALUES ($1, $2, $3, 'call_1', 'send_webhook', '{}', now() + interval '1 hour')`,
 	roomOps := []op{
 		{"conversation", `query($c: ID!) { conversation(id: $c) { id } }`, func(id string) map[string]any { return map[string]any{"c": id} }},
 		{"journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, func(id string) map[string]any { return map[string]any{"c": id} }},
-		{"submitMessage", submit, func(id string) map[string]any { return map[string]any{"c": id, "t": "let me in", "k": "mallory-1"} }},
+		{"submitMessage", servertest.SubmitMutation, func(id string) map[string]any { return map[string]any{"c": id, "t": "let me in", "k": "mallory-1"} }},
 		{"addRoomMember", `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "mallory@example.com"}) { id } }`,
 			func(id string) map[string]any { return map[string]any{"c": id} }},
 		{"removeRoomMember", `mutation($c: ID!) { removeRoomMember(input: {conversationId: $c, email: "bob@example.com"}) { id } }`,
@@ -284,8 +284,8 @@ func TestRemovedMemberTokensEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, strings.Repeat("Tell me about rooms and who may read them. ", 4), "tokens-removed")
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, strings.Repeat("Tell me about rooms and who may read them. ", 4), "tokens-removed")
 	tokens := gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t) { seq text } }`, Variables: map[string]any{"t": turnID}}
 	bobs, err := b.SSE(ctx, tokens)
 	if err != nil {
@@ -341,7 +341,7 @@ func TestChangesHoldOnEveryReplicaAtOnce(t *testing.T) {
 		return c
 	}())
 	ctx := context.Background()
-	team := rooms(t, first.Client(t, alice))["Team room"]
+	team := servertest.Rooms(t, first.Client(t, alice))["Team room"]
 	bobThere := second.Client(t, bob)
 	read := func() error {
 		return bobThere.Do(ctx, `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": team.ID}, nil)

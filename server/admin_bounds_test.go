@@ -53,7 +53,7 @@ func adminEventCount(t *testing.T, h *servertest.Harness) int {
 func signIn(t *testing.T, h *servertest.Harness, email string) *gqlclient.Client {
 	t.Helper()
 	c := h.Client(t, email)
-	rooms(t, c)
+	servertest.Rooms(t, c)
 	return c
 }
 
@@ -76,7 +76,7 @@ func TestAdminMembersAloneCannotEscalate(t *testing.T) {
 	mustDo(t, ctx, a, readOp, map[string]any{"d": bands, "r": []string{alice, "group:managers"}})
 	mustDo(t, ctx, a, grantOp, map[string]any{"e": bob, "p": "admin:members"})
 
-	before, events := adminState(t, h), adminEventCount(t, h)
+	before, events := servertest.AdminState(t, h), adminEventCount(t, h)
 	steps := []struct {
 		name, query string
 		vars        map[string]any
@@ -98,7 +98,7 @@ func TestAdminMembersAloneCannotEscalate(t *testing.T) {
 			t.Fatalf("%s: %v (%s), want FORBIDDEN saying %q", tt.name, err, code, tt.names)
 		}
 	}
-	if after := adminState(t, h); after != before {
+	if after := servertest.AdminState(t, h); after != before {
 		t.Fatalf("refused escalation changed something:\n%s\n%s", before, after)
 	}
 	if n := adminEventCount(t, h); n != events {
@@ -138,7 +138,7 @@ func TestAdminDocumentChangesNeedReadAccess(t *testing.T) {
 	bands, launch := docs["Compensation bands 2027"], docs["Launch plan"]
 	mustDo(t, ctx, a, grantOp, map[string]any{"e": bob, "p": "admin:documents"})
 
-	before := adminState(t, h)
+	before := servertest.AdminState(t, h)
 	for _, q := range []string{
 		`mutation($d: ID!) { replaceDocument(input: {documentId: $d, body: "Everyone is E4."}) { id } }`,
 		`mutation($d: ID!) { setDocumentReaders(input: {documentId: $d, readers: ["bob@example.com"]}) { id } }`,
@@ -149,7 +149,7 @@ func TestAdminDocumentChangesNeedReadAccess(t *testing.T) {
 			t.Fatalf("bob: %s on the bands: %v (%s), want FORBIDDEN", q, err, code)
 		}
 	}
-	if after := adminState(t, h); after != before {
+	if after := servertest.AdminState(t, h); after != before {
 		t.Fatalf("refused document changes changed something:\n%s\n%s", before, after)
 	}
 
@@ -230,7 +230,7 @@ func raceRevokes(t *testing.T, ctx context.Context, h *servertest.Harness, revok
 			errs[i] = r.c.Do(ctx, revokeOp, map[string]any{"e": r.email, "p": "admin:members"}, nil)
 		}()
 	}
-	waitFor(t, ctx, h.DB, `SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+	servertest.WaitFor(t, ctx, h.DB, `SELECT count(*) >= 2 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
 	if err := hold.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +248,11 @@ func TestLastMembersAdminStays(t *testing.T) {
 	defer cancel()
 	a, b := h.Client(t, alice), signIn(t, h, bob)
 
-	before := adminState(t, h)
+	before := servertest.AdminState(t, h)
 	if err := a.Do(ctx, revokeOp, map[string]any{"e": alice, "p": "admin:members"}, nil); gqlclient.CodeOf(err) != "CONFLICT" {
 		t.Fatalf("the last holder revokes her own admin:members: %v, want CONFLICT", err)
 	}
-	if after := adminState(t, h); after != before {
+	if after := servertest.AdminState(t, h); after != before {
 		t.Fatal("the refused revocation changed something")
 	}
 

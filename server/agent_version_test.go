@@ -29,7 +29,7 @@ func TestAgentVersionWithoutSpecialists(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	notes := rooms(t, a)["Alice's notes"].ID
+	notes := servertest.Rooms(t, a)["Alice's notes"].ID
 	mustDo(t, ctx, a, `mutation { createAgent(input: {slug: "plain", name: "Plain", version: {controller: "single", modelRoute: "builtin"}}) { id } }`, nil)
 	mustDo(t, ctx, a, `mutation { addAgentVersion(input: {slug: "assistant", version: {controller: "react", modelRoute: "builtin", tools: ["retrieval"]}}) { id } }`, nil)
 	var lists string
@@ -43,7 +43,7 @@ WHERE (a.slug, v.version) IN (('plain', 1), ('assistant', 2))`).Scan(&lists); er
 	}
 	// alice's roster on the assistant names the researcher; the newest
 	// version names no specialist, so her effective roster is empty.
-	done := awaitTurnEnd(t, ctx, a, submitAs(t, ctx, a, notes, "What is the launch date?", "no-specialists"))
+	done := servertest.AwaitTurnEnd(t, ctx, a, servertest.SubmitAs(t, ctx, a, notes, "What is the launch date?", "no-specialists"))
 	if done.State != "COMPLETED" {
 		t.Fatalf("turn %s", done.State)
 	}

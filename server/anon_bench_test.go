@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
@@ -44,21 +45,21 @@ const (
 // client, in alternating rounds idle and under attack, so that the
 // machine's drift falls on both alike. Run it with `make bench`.
 func BenchmarkAnonymousCost(b *testing.B) {
-	bin := buildBinary(b)
-	w := newProcessWorld(b, bin, "turngate-anon-")
-	r := w.start(b, "anon", "TURNGATE_NO_RUNNER=true")
+	bin := e2etest.Binary(b)
+	w := e2etest.NewWorld(b, bin, "turngate-anon-")
+	r := w.Start(b, "anon", "TURNGATE_NO_RUNNER=true")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	tok, err := tokenFor(bin, w.dataDir, alice)
+	tok, err := e2etest.TokenFor(bin, w.DataDir, alice)
 	if err != nil {
 		b.Fatal(err)
 	}
-	url := r.base + "/graphql"
+	url := r.Base + "/graphql"
 	// Bodies are made before anything is measured; each is distinct.
 	bodies := make([][][]byte, len(hostileShapes))
 	for s, shape := range hostileShapes {
 		for i := range anonCostRequests {
-			body, err := json.Marshal(shape.request(s*anonCostRequests+i, server.DefaultMaxQuery))
+			body, err := json.Marshal(shape.Request(s*anonCostRequests+i, server.DefaultMaxQuery))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func BenchmarkAnonymousCost(b *testing.B) {
 	attack := func(s, i int) error {
 		out, err := post(bodies[s][i%anonCostRequests], "")
 		if err == nil && !strings.Contains(out, `"errors"`) {
-			err = fmt.Errorf("%s: not refused: %.200s", hostileShapes[s].name, out)
+			err = fmt.Errorf("%s: not refused: %.200s", hostileShapes[s].Name, out)
 		}
 		return err
 	}
@@ -95,17 +96,17 @@ func BenchmarkAnonymousCost(b *testing.B) {
 	var worstCPU time.Duration
 	var worstAlloc float64
 	for s, shape := range hostileShapes {
-		cpu0, alloc0 := serverCost(b, r.base)
+		cpu0, alloc0 := serverCost(b, r.Base)
 		for i := range anonCostRequests {
 			if err := attack(s, i); err != nil {
 				b.Fatal(err)
 			}
 		}
-		cpu1, alloc1 := serverCost(b, r.base)
+		cpu1, alloc1 := serverCost(b, r.Base)
 		cpu := (cpu1 - cpu0) / anonCostRequests
 		alloc := (alloc1 - alloc0) / anonCostRequests
 		worstCPU, worstAlloc = max(worstCPU, cpu), max(worstAlloc, alloc)
-		fmt.Printf("  %-13s %6.3f ms CPU  %7.3f MiB allocated per request\n", shape.name, ms(cpu), alloc/(1<<20))
+		fmt.Printf("  %-13s %6.3f ms CPU  %7.3f MiB allocated per request\n", shape.Name, ms(cpu), alloc/(1<<20))
 	}
 
 	me := func(int, int) error {

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/coder/websocket/wsjson"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/gqlclient"
@@ -29,23 +27,23 @@ import (
 // hostileShapes are documents an anonymous attacker sends to spend a
 // replica's CPU or memory: request(i, size) is size bytes of document,
 // distinct for each i (a leading comment misses the parsed-query cache).
-var hostileShapes = []heavyShape{
+var hostileShapes = []servertest.HeavyShape{
 	// Validation's overlapping-fields rule is quadratic in spreads: some
 	// 13,000 of them took half a second of CPU.
-	{"spread bomb", func(i, size int) gqlclient.Request {
-		return gqlclient.Request{Query: fillQuery(fmt.Sprintf("# %d\nquery {", i), " ...F", " } fragment F on Query { __typename }", size)}
+	{Name: "spread bomb", Request: func(i, size int) gqlclient.Request {
+		return gqlclient.Request{Query: servertest.FillQuery(fmt.Sprintf("# %d\nquery {", i), " ...F", " } fragment F on Query { __typename }", size)}
 	}},
 	// A node of some 200 bytes a value: 6 MB of tree at parse time.
-	{"list literal", func(i, size int) gqlclient.Request { return heavyShapes[1].request(i, size) }},
+	{Name: "list literal", Request: func(i, size int) gqlclient.Request { return servertest.HeavyShapes[1].Request(i, size) }},
 	// ofType chains, as deep as the bytes go.
-	{"deep nesting", func(i, size int) gqlclient.Request {
+	{Name: "deep nesting", Request: func(i, size int) gqlclient.Request {
 		head := fmt.Sprintf("# %d\n{ __type(name: \"Query\") {", i)
 		levels := (size - len(head) - 10) / len(" ofType { name }")
 		q := head + strings.Repeat(" ofType {", levels) + " name" + strings.Repeat(" }", levels) + " }"
 		return gqlclient.Request{Query: q + strings.Repeat(" ", max(0, size-len(q)))}
 	}},
-	{"many fields", func(i, size int) gqlclient.Request {
-		return gqlclient.Request{Query: fillQuery(fmt.Sprintf("# %d\n{", i), " __typename", " }", size)}
+	{Name: "many fields", Request: func(i, size int) gqlclient.Request {
+		return gqlclient.Request{Query: servertest.FillQuery(fmt.Sprintf("# %d\n{", i), " __typename", " }", size)}
 	}},
 }
 
@@ -61,17 +59,17 @@ func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	anon, member := h.ClientWithToken(""), h.Client(t, alice)
-	for i, shape := range append(slices.Clone(hostileShapes), heavyShapes[0]) {
-		req := shape.request(i, server.DefaultMaxQuery)
+	for i, shape := range append(slices.Clone(hostileShapes), servertest.HeavyShapes[0]) {
+		req := shape.Request(i, server.DefaultMaxQuery)
 		if len(req.Query) != server.DefaultMaxQuery {
-			t.Fatalf("%s: %d bytes, want %d", shape.name, len(req.Query), server.DefaultMaxQuery)
+			t.Fatalf("%s: %d bytes, want %d", shape.Name, len(req.Query), server.DefaultMaxQuery)
 		}
-		t.Run(shape.name, func(t *testing.T) {
+		t.Run(shape.Name, func(t *testing.T) {
 			res, err := anon.Raw(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCoded(t, res.Errors, "PAYLOAD_TOO_LARGE")
+			servertest.CheckCoded(t, res.Errors, "PAYLOAD_TOO_LARGE")
 			if len(res.Data) > 0 && string(res.Data) != "null" {
 				t.Fatalf("refused, yet data = %s", res.Data)
 			}
@@ -92,21 +90,21 @@ func TestAnonymousDocumentsBoundedBeforeParsing(t *testing.T) {
 
 	// A member: the list literal runs; the other shapes select too much.
 	for i, shape := range hostileShapes {
-		res, err := member.Raw(ctx, shape.request(1000+i, server.DefaultMaxQuery))
+		res, err := member.Raw(ctx, shape.Request(1000+i, server.DefaultMaxQuery))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if shape.name == "list literal" {
+		if shape.Name == "list literal" {
 			if err := res.Err(); err != nil {
-				t.Fatalf("member, %s: %v", shape.name, err)
+				t.Fatalf("member, %s: %v", shape.Name, err)
 			}
 			continue
 		}
 		if len(res.Errors) == 0 {
-			t.Fatalf("member, %s: ran", shape.name)
+			t.Fatalf("member, %s: ran", shape.Name)
 		}
 		if code := res.Errors[0].Code(); code != "GRAPHQL_VALIDATION_FAILED" && code != "PAYLOAD_TOO_LARGE" {
-			t.Fatalf("member, %s: %s %s", shape.name, code, res.Errors[0].Message)
+			t.Fatalf("member, %s: %s %s", shape.Name, code, res.Errors[0].Message)
 		}
 	}
 }
@@ -172,7 +170,7 @@ func TestSpreadsAndFragmentsCounted(t *testing.T) {
 				}
 				return
 			}
-			checkCoded(t, res.Errors, tt.code)
+			servertest.CheckCoded(t, res.Errors, tt.code)
 		})
 	}
 }
@@ -203,7 +201,7 @@ func TestComplexityRefusalIs422(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, raw, errs := postRaw(t, h, http.MethodPost, tok, "application/json", body)
-	checkCoded(t, errs, "GRAPHQL_VALIDATION_FAILED")
+	servertest.CheckCoded(t, errs, "GRAPHQL_VALIDATION_FAILED")
 	if !strings.Contains(errs[0].Message, "complexity") {
 		t.Fatalf("message %q: not the complexity refusal", errs[0].Message)
 	}
@@ -232,7 +230,7 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.Client(t, alice))["Team room"]
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
 	expired, err := h.Signer.MintClaims(map[string]any{
 		"sub": authority.DevSubject(alice), "email": alice, "email_verified": true,
 		"iss": h.Config.EnvelopeIssuer, "aud": h.Config.EnvelopeAud,
@@ -243,10 +241,10 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 	}
 
 	// Two anonymous sockets fill the anonymous budget.
-	idle := dialRaw(t, ctx, h, "")
-	idle.init(ctx)
-	asking := dialRaw(t, ctx, h, "")
-	asking.init(ctx)
+	idle := servertest.DialRaw(t, ctx, h, "")
+	idle.Init(ctx)
+	asking := servertest.DialRaw(t, ctx, h, "")
+	asking.Init(ctx)
 
 	// An expired envelope is told so, over every transport.
 	for _, tok := range []string{expired, "not-a-jwt"} {
@@ -261,14 +259,14 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 			}
 			t.Fatalf("upgrade with an invalid envelope: HTTP %d: %v", status, err)
 		}
-		bad := &rawWS{t: t, ws: ws}
+		bad := servertest.NewRawWS(t, ws)
 		t.Cleanup(func() { ws.CloseNow() })
-		bad.init(ctx)
-		bad.subscribe(ctx, "j", journalFrom(room))
-		if m := bad.read(ctx); m.Type != "error" || m.ID != "j" || !containsCode(m.Payload, "UNAUTHENTICATED") {
+		bad.Init(ctx)
+		bad.Subscribe(ctx, "j", journalFrom(room))
+		if m := bad.Read(ctx); m.Type != "error" || m.ID != "j" || !containsCode(m.Payload, "UNAUTHENTICATED") {
 			t.Fatalf("subscribe with an invalid envelope: %s %s %s", m.ID, m.Type, m.Payload)
 		}
-		bad.awaitClose(ctx, 4401)
+		bad.AwaitClose(ctx, 4401)
 
 		body, err := json.Marshal(journalFrom(room))
 		if err != nil {
@@ -296,13 +294,13 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 	checkUnauthorized(t, "SSE without an envelope", sse)
 
 	// An anonymous subscribe runs nothing and ends the socket.
-	asking.subscribe(ctx, "j", journalFrom(room))
-	if m := asking.read(ctx); m.Type != "error" || !containsCode(m.Payload, "UNAUTHENTICATED") {
+	asking.Subscribe(ctx, "j", journalFrom(room))
+	if m := asking.Read(ctx); m.Type != "error" || !containsCode(m.Payload, "UNAUTHENTICATED") {
 		t.Fatalf("anonymous subscribe: %s %s", m.Type, m.Payload)
 	}
-	asking.awaitClose(ctx, 4401)
+	asking.AwaitClose(ctx, 4401)
 	// One that keeps answering pings ends at its lifetime all the same.
-	idle.awaitClose(ctx, 4401)
+	idle.AwaitClose(ctx, 4401)
 
 	// The budget is free again, and a member was never in it.
 	for {
@@ -315,10 +313,10 @@ func TestUnauthenticatedStreamsHoldNothing(t *testing.T) {
 		}
 		pause(ctx, t, 20*time.Millisecond)
 	}
-	member := dialRaw(t, ctx, h, alice)
-	member.init(ctx)
-	member.subscribe(ctx, "me", meQuery)
-	if m := member.read(ctx); m.Type != "next" || !strings.Contains(string(m.Payload), alice) {
+	member := servertest.DialRaw(t, ctx, h, alice)
+	member.Init(ctx)
+	member.Subscribe(ctx, "me", meQuery)
+	if m := member.Read(ctx); m.Type != "next" || !strings.Contains(string(m.Payload), alice) {
 		t.Fatalf("member: %s %s", m.Type, m.Payload)
 	}
 }
@@ -336,31 +334,7 @@ func checkUnauthorized(t *testing.T, what string, req *http.Request) {
 	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("%s: HTTP %d (%v), want 401", what, res.StatusCode, err)
 	}
-	checkCoded(t, out.Errors, "UNAUTHENTICATED")
-}
-
-// awaitClose answers pings until the server closes the socket, and checks
-// the close code.
-func (c *rawWS) awaitClose(ctx context.Context, code websocket.StatusCode) {
-	c.t.Helper()
-	for {
-		var m gqlclient.Message
-		err := wsjson.Read(ctx, c.ws, &m)
-		if err == nil {
-			if m.Type == "ping" {
-				_ = wsjson.Write(ctx, c.ws, gqlclient.Message{Type: "pong"})
-			}
-			continue
-		}
-		var ce websocket.CloseError
-		if !errors.As(err, &ce) {
-			c.t.Fatalf("socket ended with %v, want close %d", err, code)
-		}
-		if ce.Code != code {
-			c.t.Fatalf("closed with %d %q, want %d", ce.Code, ce.Reason, code)
-		}
-		return
-	}
+	servertest.CheckCoded(t, out.Errors, "UNAUTHENTICATED")
 }
 
 // TestParseBudget: documents being parsed and validated share the
@@ -388,7 +362,7 @@ func TestParseBudget(t *testing.T) {
 			}
 			return
 		}
-		checkCoded(t, res.Errors, code)
+		servertest.CheckCoded(t, res.Errors, code)
 		if ms, _ := res.Errors[0].Extensions["retryAfterMs"].(float64); ms <= 0 {
 			t.Fatalf("%q: retryAfterMs = %v", query, res.Errors[0].Extensions["retryAfterMs"])
 		}
@@ -401,10 +375,10 @@ func TestParseBudget(t *testing.T) {
 	}
 	run(member, "# 1\n{ me { email } }", "RATE_LIMITED")
 	run(member, `{ __typename }`, "")
-	ws := dialRaw(t, ctx, h, alice)
-	ws.init(ctx)
-	ws.subscribe(ctx, "me", gqlclient.Request{Query: "# 2\n{ me { email } }"})
-	if m := ws.read(ctx); m.ID != "me" || !containsCode(m.Payload, "RATE_LIMITED") {
+	ws := servertest.DialRaw(t, ctx, h, alice)
+	ws.Init(ctx)
+	ws.Subscribe(ctx, "me", gqlclient.Request{Query: "# 2\n{ me { email } }"})
+	if m := ws.Read(ctx); m.ID != "me" || !containsCode(m.Payload, "RATE_LIMITED") {
 		t.Fatalf("WebSocket, budget taken: %s %s %s", m.ID, m.Type, m.Payload)
 	}
 	release()

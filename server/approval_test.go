@@ -163,7 +163,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	defer cancel()
 	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
 	aliceID := memberID(t, a)
-	team := rooms(t, a)["Team room"]
+	team := servertest.Rooms(t, a)["Team room"]
 
 	conn := h.Dial(t, ctx, a)
 	defer conn.Close()
@@ -175,7 +175,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	turnID := submitAs(t, ctx, a, team.ID, "Tell ops to deploy v2.", "approval-1")
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "Tell ops to deploy v2.", "approval-1")
 	var requested struct {
 		ApprovalID string    `json:"approvalId"`
 		Tool       string    `json:"tool"`
@@ -184,7 +184,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	}
 	var seen []approvalEntry
 	for {
-		e := nextJournal[approvalEntry](t, ctx, msgs)
+		e := servertest.NextJournal[approvalEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.TurnID == nil || *e.TurnID != turnID {
 			continue
@@ -275,7 +275,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	}
 	var decidedEntry *approvalEntry
 	for {
-		e := nextJournal[approvalEntry](t, ctx, msgs)
+		e := servertest.NextJournal[approvalEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.TurnID == nil || *e.TurnID != turnID {
 			continue
@@ -290,7 +290,7 @@ func TestApprovalDecidedThroughTheServer(t *testing.T) {
 	if decidedEntry == nil || decidedEntry.ActorID == nil || *decidedEntry.ActorID != aliceID.String() {
 		t.Fatalf("approval_decided entry %+v, want one naming alice %s", decidedEntry, aliceID)
 	}
-	done := awaitTurnEnd(t, ctx, a, turnID)
+	done := servertest.AwaitTurnEnd(t, ctx, a, turnID)
 	if done.State != "COMPLETED" || done.Answer == nil || *done.Answer != "Ops was told to deploy v2." {
 		t.Fatalf("turn ended %s with answer %v", done.State, done.Answer)
 	}

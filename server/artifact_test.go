@@ -154,7 +154,7 @@ func TestArtifactReadAccess(t *testing.T) {
 	}
 
 	// A reference in the team room opens it to bob, a current member...
-	team := rooms(t, a)["Team room"]
+	team := servertest.Rooms(t, a)["Team room"]
 	if _, err := h.DB.Exec(`INSERT INTO room_resources (id, conversation_id, artifact_id, digest) VALUES ($1, $2, $3, $4)`,
 		uuid.New(), team.ID, ref.ID, ref.SHA256); err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestDocumentReadsNeedThePermission(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx := context.Background()
 	b := h.Client(t, bob)
-	room := rooms(t, b)["Bob's notes"]
+	room := servertest.Rooms(t, b)["Bob's notes"]
 	list := func() []string {
 		t.Helper()
 		var out struct {

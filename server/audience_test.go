@@ -72,11 +72,11 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"]
+	team := servertest.Rooms(t, a)["Team room"]
 	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
 
-	shared := submitAs(t, ctx, a, team.ID, "What are the engineering bands for 2027?", "bands-shared")
-	if state := waitTurnState(t, ctx, h.DB, shared); state != "completed" {
+	shared := servertest.SubmitAs(t, ctx, a, team.ID, "What are the engineering bands for 2027?", "bands-shared")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, shared); state != "completed" {
 		t.Fatalf("shared turn ended %s", state)
 	}
 	for who, c := range map[string]*gqlclient.Client{"bob": b, "alice": a} {
@@ -88,9 +88,9 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 		}
 	}
 
-	bobs := rooms(t, b)["Bob's notes"]
-	private := submitAs(t, ctx, b, bobs.ID, "What did we say about the engineering bands?", "bands-history")
-	if state := waitTurnState(t, ctx, h.DB, private); state != "completed" {
+	bobs := servertest.Rooms(t, b)["Bob's notes"]
+	private := servertest.SubmitAs(t, ctx, b, bobs.ID, "What did we say about the engineering bands?", "bands-history")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, private); state != "completed" {
 		t.Fatalf("bob's turn ended %s", state)
 	}
 	seen := everythingOf(t, ctx, b, bobs.ID, private)
@@ -100,9 +100,9 @@ func TestSharedRoomAnswersOnlyWhatTheAudienceMayRead(t *testing.T) {
 		}
 	}
 
-	alices := rooms(t, a)["Alice's notes"]
-	own := submitAs(t, ctx, a, alices.ID, "What are the engineering bands for 2027?", "bands-private")
-	if state := waitTurnState(t, ctx, h.DB, own); state != "completed" {
+	alices := servertest.Rooms(t, a)["Alice's notes"]
+	own := servertest.SubmitAs(t, ctx, a, alices.ID, "What are the engineering bands for 2027?", "bands-private")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, own); state != "completed" {
 		t.Fatalf("alice's private turn ended %s", state)
 	}
 	if seen := everythingOf(t, ctx, a, alices.ID, own); !strings.Contains(seen, "95,000") {
@@ -125,15 +125,15 @@ func TestMemberJoinedMidTurnWithholdsTheAnswer(t *testing.T) {
 	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-join")
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "When is the launch?", "launch-join")
 	// The run has read the launch plan once it is answering.
-	waitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	servertest.WaitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
 	if err := a.Do(ctx, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "carol@example.com"}) { id } }`,
 		map[string]any{"c": team.ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
+	if state := servertest.WaitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	var q struct {
@@ -186,9 +186,9 @@ func TestCitationsAreFilteredPerViewer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-cited")
-	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "When is the launch?", "launch-cited")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	cited := func(c *gqlclient.Client) (fromTurn, fromJournal bool) {
@@ -261,8 +261,8 @@ func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	room := created.CreateConversation.ID
-	asked := submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-alone")
-	if state := waitTurnState(t, ctx, h.DB, asked); state != "completed" {
+	asked := servertest.SubmitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-alone")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, asked); state != "completed" {
 		t.Fatalf("alice's turn ended %s", state)
 	}
 	var answer string
@@ -319,8 +319,8 @@ func TestLateJoinerReadsNoFileNorModelContextOfEarlierEvidence(t *testing.T) {
 		{bob, "bob-after", b, "What did we say about the bands so far?"},
 		{alice, "alice-after", a, "What else about the engineering bands?"},
 	} {
-		id := submitAs(t, ctx, tt.c, room, tt.text, tt.key)
-		if state := waitTurnState(t, ctx, h.DB, id); state != "completed" {
+		id := servertest.SubmitAs(t, ctx, tt.c, room, tt.text, tt.key)
+		if state := servertest.WaitTurnState(t, ctx, h.DB, id); state != "completed" {
 			t.Fatalf("%s's turn ended %s", tt.who, state)
 		}
 		calls, err := replayOf(ctx, tt.c, id, nil)

@@ -70,7 +70,7 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 		l, k := raw.run(b, slice, round)
 		rawLat, rawN = append(rawLat, l...), rawN+k
 		l, k, errs := drive(benchSubmitters, slice, func(worker, i int) error {
-			return clients[worker].Do(ctx, submit, map[string]any{
+			return clients[worker].Do(ctx, servertest.SubmitMutation, map[string]any{
 				"c": roomIDs[(worker*7919+i)%benchRooms], "t": "bench message", "k": fmt.Sprintf("r%d-w%d-%d", round, worker, i),
 			}, nil)
 		})

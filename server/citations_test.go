@@ -20,74 +20,9 @@ const citationSubmit = `mutation($c: ID!, $t: String!, $k: String!, $s: String, 
   }
 }`
 
-const citationTurnQuery = `query($id: ID!) { turn(id: $id) {
-  id state answer
-  citations { id: ref documentId source passage digest }
-  artifacts { artifactId resourceId name mediaType size sha256 downloadUrl }
-  approvals { id state }
-} }`
-
-type citationView struct {
-	ID         string  `json:"id"`
-	DocumentID *string `json:"documentId"`
-	Source     string  `json:"source"`
-	Passage    string  `json:"passage"`
-	Digest     *string `json:"digest"`
-}
-
-type turnAnswerView struct {
-	ID        string         `json:"id"`
-	State     string         `json:"state"`
-	Answer    *string        `json:"answer"`
-	Citations []citationView `json:"citations"`
-	Artifacts []struct {
-		ArtifactID string `json:"artifactId"`
-	} `json:"artifacts"`
-	Approvals []struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	} `json:"approvals"`
-}
-
-// citationTurn reads a turn as c.
-func citationTurn(ctx context.Context, c *gqlclient.Client, id string) (*turnAnswerView, error) {
-	var out struct {
-		Turn *turnAnswerView `json:"turn"`
-	}
-	if err := c.Do(ctx, citationTurnQuery, map[string]any{"id": id}, &out); err != nil {
-		return nil, err
-	}
-	return out.Turn, nil
-}
-
-// awaitTurnEnd polls the turn through GraphQL, as c, until it has ended,
-// failing the test at ctx's deadline.
-func awaitTurnEnd(t *testing.T, ctx context.Context, c *gqlclient.Client, id string) *turnAnswerView {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		got, err := citationTurn(ctx, c, id)
-		if err != nil {
-			t.Fatalf("turn %s: %v", id, err)
-		}
-		if got == nil {
-			t.Fatalf("turn %s is not visible", id)
-		}
-		if got.State != "QUEUED" && got.State != "RUNNING" {
-			return got
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("turn %s still %s at the deadline", id, got.State)
-		case <-tick.C:
-		}
-	}
-}
-
 // citationSubmitAs runs citationSubmit as c; nil routing and manifest
 // values are sent as null.
-func citationSubmitAs(ctx context.Context, c *gqlclient.Client, room, text, key string, specialist any, docs, arts []string) (*turnAnswerView, error) {
+func citationSubmitAs(ctx context.Context, c *gqlclient.Client, room, text, key string, specialist any, docs, arts []string) (*servertest.TurnAnswerView, error) {
 	vars := map[string]any{"c": room, "t": text, "k": key, "s": specialist, "d": nil, "a": nil}
 	if docs != nil {
 		vars["d"] = docs
@@ -96,7 +31,7 @@ func citationSubmitAs(ctx context.Context, c *gqlclient.Client, room, text, key 
 		vars["a"] = arts
 	}
 	var out struct {
-		SubmitMessage *turnAnswerView `json:"submitMessage"`
+		SubmitMessage *servertest.TurnAnswerView `json:"submitMessage"`
 	}
 	if err := c.Do(ctx, citationSubmit, vars, &out); err != nil {
 		return nil, err
@@ -144,7 +79,7 @@ func TestCitationsOfTheAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	launch := citationDocuments(t, ctx, a)["Launch plan"]
 	if launch.ID == "" {
 		t.Fatal("alice cannot list the Launch plan")
@@ -157,11 +92,11 @@ func TestCitationsOfTheAnswer(t *testing.T) {
 	if len(accepted.Citations) != 0 || len(accepted.Artifacts) != 0 || len(accepted.Approvals) != 0 {
 		t.Fatalf("the accepted turn already has %+v", accepted)
 	}
-	done := awaitTurnEnd(t, ctx, a, accepted.ID)
+	done := servertest.AwaitTurnEnd(t, ctx, a, accepted.ID)
 	if done.State != "COMPLETED" || done.Answer == nil {
 		t.Fatalf("turn ended %s with answer %v", done.State, done.Answer)
 	}
-	var cited *citationView
+	var cited *servertest.CitationView
 	for i, c := range done.Citations {
 		if strings.HasPrefix(c.ID, "doc:") && c.Source == "Launch plan" {
 			cited = &done.Citations[i]
@@ -187,14 +122,14 @@ func TestCitationsOfTheAnswer(t *testing.T) {
 	}
 
 	// Bob, in the room, reads the same lineage; mallory sees no turn.
-	seen, err := citationTurn(ctx, b, accepted.ID)
+	seen, err := servertest.CitationTurn(ctx, b, accepted.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if seen == nil || !reflect.DeepEqual(seen.Citations, done.Citations) {
 		t.Fatalf("bob reads %+v, alice %+v", seen, done.Citations)
 	}
-	if _, err := citationTurn(ctx, m, accepted.ID); gqlclient.CodeOf(err) != "NOT_FOUND" {
+	if _, err := servertest.CitationTurn(ctx, m, accepted.ID); gqlclient.CodeOf(err) != "NOT_FOUND" {
 		t.Fatalf("mallory reading the turn: %v, want NOT_FOUND", err)
 	}
 }
@@ -214,7 +149,7 @@ func TestCitationInputsRouteAndManifest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	docs := citationDocuments(t, ctx, a)
 	comp, security := docs["Compensation bands 2027"].ID, docs["Security policy"].ID
 	if comp == "" || security == "" {
@@ -273,7 +208,7 @@ func TestCitationInputsRouteAndManifest(t *testing.T) {
 	if route != "researcher" {
 		t.Fatalf("the routed turn's specialist is %q", route)
 	}
-	if done := awaitTurnEnd(t, ctx, a, routed.ID); done.State != "COMPLETED" {
+	if done := servertest.AwaitTurnEnd(t, ctx, a, routed.ID); done.State != "COMPLETED" {
 		t.Fatalf("the routed turn ended %s", done.State)
 	}
 
@@ -283,7 +218,7 @@ func TestCitationInputsRouteAndManifest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bob selecting a document he can read: %v", err)
 	}
-	done := awaitTurnEnd(t, ctx, b, scoped.ID)
+	done := servertest.AwaitTurnEnd(t, ctx, b, scoped.ID)
 	if done.State != "COMPLETED" {
 		t.Fatalf("the scoped turn ended %s", done.State)
 	}

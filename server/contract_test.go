@@ -70,11 +70,11 @@ func TestJournalEntriesAreTyped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
-	first := submitAs(t, ctx, a, team, "When is the launch?", "typed-1")
-	awaitTurnEnd(t, ctx, a, first)
-	second := submitAs(t, ctx, a, team, "When is the launch, again?", "typed-2")
-	awaitTurnEnd(t, ctx, a, second)
+	team := servertest.Rooms(t, a)["Team room"].ID
+	first := servertest.SubmitAs(t, ctx, a, team, "When is the launch?", "typed-1")
+	servertest.AwaitTurnEnd(t, ctx, a, first)
+	second := servertest.SubmitAs(t, ctx, a, team, "When is the launch, again?", "typed-2")
+	servertest.AwaitTurnEnd(t, ctx, a, second)
 
 	var page struct {
 		Journal struct{ Entries []typedEntry } `json:"journal"`

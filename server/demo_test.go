@@ -23,7 +23,7 @@ func TestProductionSeedsNoDemoData(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) {
 		c.NoRunner = true
 		c.Demo = false
-		c.EnvelopeKeyFile, platformSigner = platformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
+		c.EnvelopeKeyFile, platformSigner = servertest.PlatformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
 	})
 	count := func(table string) int {
 		t.Helper()
@@ -49,7 +49,7 @@ func TestProductionSeedsNoDemoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCoded(t, res.Errors, "BAD_USER_INPUT")
+	servertest.CheckCoded(t, res.Errors, "BAD_USER_INPUT")
 	if !strings.Contains(res.Errors[0].Message, "agent") {
 		t.Errorf("message %q does not name the missing agent", res.Errors[0].Message)
 	}

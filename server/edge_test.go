@@ -51,23 +51,6 @@ func postRaw(t *testing.T, h *servertest.Harness, method, tok, contentType strin
 	return res.StatusCode, raw, out.Errors
 }
 
-// checkCoded fails unless errs is one error with code and
-// extensions.retryable as the closed set says.
-func checkCoded(t *testing.T, errs []gqlclient.Error, code string) {
-	t.Helper()
-	if len(errs) == 0 {
-		t.Fatalf("no error, want %s", code)
-	}
-	e := errs[0]
-	if e.Code() != code {
-		t.Fatalf("code = %q (%s), want %s", e.Code(), e.Message, code)
-	}
-	retryable, ok := e.Extensions["retryable"].(bool)
-	if !ok || retryable != (code == "UNAVAILABLE" || code == "RATE_LIMITED") {
-		t.Fatalf("extensions.retryable = %v for %s", e.Extensions["retryable"], code)
-	}
-}
-
 // TestMalformedBodiesRefusedAtTheEdge: a body that is not a JSON object of
 // valid UTF-8 (lone surrogate escapes included), the wrong media type or
 // method, gets a coded error before any authentication, never echoes the
@@ -75,7 +58,7 @@ func checkCoded(t *testing.T, errs []gqlclient.Error, code string) {
 func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 	t.Parallel()
 	h := servertest.New(t, nil)
-	team := rooms(t, h.Client(t, alice))["Team room"].ID
+	team := servertest.Rooms(t, h.Client(t, alice))["Team room"].ID
 	tok, err := server.MintDev(h.Signer, alice, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +99,7 @@ func TestMalformedBodiesRefusedAtTheEdge(t *testing.T) {
 				if status != tt.status {
 					t.Fatalf("%s: HTTP %d, want %d: %s", who, status, tt.status, raw)
 				}
-				checkCoded(t, errs, "BAD_USER_INPUT")
+				servertest.CheckCoded(t, errs, "BAD_USER_INPUT")
 				if bytes.Contains(raw, []byte(secret)) {
 					t.Fatalf("%s: the response echoes the body: %s", who, raw)
 				}
@@ -166,7 +149,7 @@ func TestMalformedGETRefused(t *testing.T) {
 			if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
 				t.Fatalf("HTTP %d: not a GraphQL response: %v", res.StatusCode, err)
 			}
-			checkCoded(t, out.Errors, "BAD_USER_INPUT")
+			servertest.CheckCoded(t, out.Errors, "BAD_USER_INPUT")
 			if strings.Contains(out.Errors[0].Message, "SECRET") {
 				t.Fatalf("the error echoes the request: %s", out.Errors[0].Message)
 			}
@@ -186,7 +169,7 @@ func TestHostileStringsRefused(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	nul := "a\x00b"
 	tests := []struct {
 		name  string
@@ -194,9 +177,9 @@ func TestHostileStringsRefused(t *testing.T) {
 		vars  map[string]any
 		codes []string
 	}{
-		{"NUL in message text", submit, map[string]any{"c": team, "t": nul, "k": "nul-1"}, nil},
-		{"NUL in a conversation id", submit, map[string]any{"c": team + "\x00", "t": "hi", "k": "nul-2"}, nil},
-		{"NUL in an idempotency key", submit, map[string]any{"c": team, "t": "hi", "k": "k\x00"}, nil},
+		{"NUL in message text", servertest.SubmitMutation, map[string]any{"c": team, "t": nul, "k": "nul-1"}, nil},
+		{"NUL in a conversation id", servertest.SubmitMutation, map[string]any{"c": team + "\x00", "t": "hi", "k": "nul-2"}, nil},
+		{"NUL in an idempotency key", servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "k\x00"}, nil},
 		{"NUL in conversation(id)", `query($c: ID!) { conversation(id: $c) { id } }`, map[string]any{"c": nul}, nil},
 		{"NUL in journal", `query($c: ID!) { journal(conversationId: $c) { head } }`, map[string]any{"c": nul}, nil},
 		{"NUL in a room title", `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`, map[string]any{"t": nul}, nil},
@@ -204,8 +187,8 @@ func TestHostileStringsRefused(t *testing.T) {
 		{"NUL in a query literal", `{ documents(query: "a\u0000b") { id } }`, nil, nil},
 		{"NUL in a list element", `mutation($c: ID!, $d: [ID!]) { submitMessage(input: {conversationId: $c, text: "hi", idempotencyKey: "nul-3", documentIds: $d}) { id } }`,
 			map[string]any{"c": team, "d": []string{"7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11\x00"}}, nil},
-		{"zero-width text", submit, map[string]any{"c": team, "t": "\u200b\u200c\u200d\u2060\ufeff", "k": "zw-1"}, nil},
-		{"invisible fillers", submit, map[string]any{"c": team, "t": " \u3164 \u00ad\u180e ", "k": "zw-2"}, nil},
+		{"zero-width text", servertest.SubmitMutation, map[string]any{"c": team, "t": "\u200b\u200c\u200d\u2060\ufeff", "k": "zw-1"}, nil},
+		{"invisible fillers", servertest.SubmitMutation, map[string]any{"c": team, "t": " \u3164 \u00ad\u180e ", "k": "zw-2"}, nil},
 		{"zero-width room title", `mutation { createConversation(input: {title: "\u200b\u200b", kind: SHARED}) { id } }`, nil, nil},
 		{"lowercase enum in variables", `mutation($i: CreateConversationInput!) { createConversation(input: $i) { id } }`,
 			map[string]any{"i": map[string]any{"title": "x", "kind": "shared"}}, []string{"BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED"}},
@@ -234,14 +217,14 @@ func TestHostileStringsRefused(t *testing.T) {
 			if !ok {
 				t.Fatalf("code = %q (%s), want one of %v", code, res.Errors[0].Message, want)
 			}
-			checkCoded(t, res.Errors, code)
+			servertest.CheckCoded(t, res.Errors, code)
 			if after := counts(t, h); after != before {
 				t.Fatalf("database changed: %+v -> %+v", before, after)
 			}
 		})
 	}
 	// Text with a visible character among invisible ones is a message.
-	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "\u200bhi\u200b", "k": "zw-ok"}, nil); err != nil {
+	if err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "\u200bhi\u200b", "k": "zw-ok"}, nil); err != nil {
 		t.Fatalf("visible text refused: %v", err)
 	}
 }
@@ -296,11 +279,11 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	journalSub := `subscription($c: ID!) { journal(conversationId: $c) { seq kind } }`
 	stillServes := func(t *testing.T) {
 		t.Helper()
-		if got := rooms(t, a); got["Team room"].ID != team {
+		if got := servertest.Rooms(t, a); got["Team room"].ID != team {
 			t.Fatalf("the server stopped serving: %v", got)
 		}
 	}
@@ -310,7 +293,7 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkCoded(t, res.Errors, "INTERNAL")
+		servertest.CheckCoded(t, res.Errors, "INTERNAL")
 		if res.Errors[0].Message != "internal error" {
 			t.Fatalf("message = %q: a panic's detail reached the client", res.Errors[0].Message)
 		}
@@ -328,7 +311,7 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 			for r := range ch {
 				last, n = r, n+1
 			}
-			checkCoded(t, last.Errors, "INTERNAL")
+			servertest.CheckCoded(t, last.Errors, "INTERNAL")
 			if tt.name == "goroutine" && n != 2 {
 				t.Fatalf("%d responses, want the entry before the panic and the error", n)
 			}
@@ -359,7 +342,7 @@ func TestPanicIsInternalForOneOperation(t *testing.T) {
 				}
 				errs = append(errs, payload.Errors...)
 			}
-			checkCoded(t, errs, "INTERNAL")
+			servertest.CheckCoded(t, errs, "INTERNAL")
 			// The connection survives its subscription's panic.
 			ch2, err := conn.Subscribe(ctx, "2", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team}})
 			if err != nil {
@@ -385,18 +368,18 @@ func TestCommandRateLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	for i := range 3 {
-		if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-" + string(rune('a'+i))}, nil); err != nil {
+		if err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "rl-" + string(rune('a'+i))}, nil); err != nil {
 			t.Fatalf("submit %d within the burst: %v", i, err)
 		}
 	}
 	before := counts(t, h)
-	res, err := a.Raw(ctx, gqlclient.Request{Query: submit, Variables: map[string]any{"c": team, "t": "hi", "k": "rl-over"}})
+	res, err := a.Raw(ctx, gqlclient.Request{Query: servertest.SubmitMutation, Variables: map[string]any{"c": team, "t": "hi", "k": "rl-over"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCoded(t, res.Errors, "RATE_LIMITED")
+	servertest.CheckCoded(t, res.Errors, "RATE_LIMITED")
 	wait, ok := res.Errors[0].Extensions["retryAfterMs"].(float64)
 	if !ok || wait <= 0 || wait > 2000 {
 		t.Fatalf("retryAfterMs = %v, want (0, 2000] at one every 2 s", res.Errors[0].Extensions["retryAfterMs"])
@@ -410,8 +393,8 @@ func TestCommandRateLimit(t *testing.T) {
 		t.Fatalf("cancel past the bucket: %v", err)
 	}
 	// Queries are not commands, and bob has a bucket of his own.
-	rooms(t, a)
-	if err := b.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-bob"}, nil); err != nil {
+	servertest.Rooms(t, a)
+	if err := b.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "rl-bob"}, nil); err != nil {
 		t.Fatalf("bob is limited by alice's commands: %v", err)
 	}
 	// Retried after the wait it says, the same command is accepted.
@@ -421,7 +404,7 @@ func TestCommandRateLimit(t *testing.T) {
 			t.Fatal("never accepted again")
 		case <-time.After(time.Duration(wait) * time.Millisecond):
 		}
-		err := a.Do(ctx, submit, map[string]any{"c": team, "t": "hi", "k": "rl-over"}, nil)
+		err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "rl-over"}, nil)
 		if err == nil {
 			break
 		}
@@ -448,20 +431,20 @@ func TestEveryMutationIsACommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	create := `mutation($t: String!) { createConversation(input: {title: $t, kind: SHARED}) { id } }`
 	for i := range burst {
 		if err := a.Do(ctx, create, map[string]any{"t": fmt.Sprint("burst ", i)}, nil); err != nil {
 			t.Fatalf("createConversation %d within the burst: %v", i, err)
 		}
 	}
-	before, adminBefore := counts(t, h), adminState(t, h)
+	before, adminBefore := counts(t, h), servertest.AdminState(t, h)
 	for i := range 5 {
 		res, err := a.Raw(ctx, gqlclient.Request{Query: create, Variables: map[string]any{"t": fmt.Sprint("over ", i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkCoded(t, res.Errors, "RATE_LIMITED")
+		servertest.CheckCoded(t, res.Errors, "RATE_LIMITED")
 		if _, ok := res.Errors[0].Extensions["retryAfterMs"].(float64); !ok {
 			t.Fatalf("createConversation past the bucket has no retryAfterMs: %+v", res.Errors[0])
 		}
@@ -521,11 +504,11 @@ func TestEveryMutationIsACommand(t *testing.T) {
 	if after := counts(t, h); after != before {
 		t.Errorf("mutations past the bucket wrote: %+v -> %+v", before, after)
 	}
-	if after := adminState(t, h); after != adminBefore {
+	if after := servertest.AdminState(t, h); after != adminBefore {
 		t.Errorf("admin mutations past the bucket changed something:\n%s\n%s", adminBefore, after)
 	}
 	// Reads are not commands.
-	rooms(t, a)
+	servertest.Rooms(t, a)
 }
 
 // TestDevEnvelopeOnlyForLoopbackHost: in dev mode the explorer page (and
@@ -587,7 +570,7 @@ func TestFieldCountBounded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%.40s…: %v", q, err)
 		}
-		checkCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
+		servertest.CheckCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
 	}
 	res, err := a.Raw(ctx, gqlclient.Request{Query: "{ me { " + strings.Repeat("id ", 400) + "} }"})
 	if err != nil || len(res.Errors) != 0 {

@@ -93,7 +93,7 @@ func assertSubscriptionCode(t *testing.T, h *servertest.Harness, hdr http.Header
 		t.Fatalf("dial: %v", err)
 	}
 	defer conn.Close()
-	room := rooms(t, h.Client(t, alice))["Team room"]
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
 	msgs, err := conn.Subscribe(ctx, "1", gqlclient.Request{
 		Query:     `subscription($c: ID!) { journal(conversationId: $c) { seq kind } }`,
 		Variables: map[string]any{"c": room.ID},
@@ -153,7 +153,7 @@ func TestIdentityOnlyFromHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bobRoom := rooms(t, h.Client(t, bob))["Bob's notes"]
+	bobRoom := servertest.Rooms(t, h.Client(t, bob))["Bob's notes"]
 	hdr := http.Header{}
 	hdr.Set(h.Config.IdentityHeader, tok)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -197,18 +197,18 @@ func TestExpiredEnvelopeEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	room := rooms(t, h.Client(t, alice))["Team room"]
-	journal := gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
+	journal := gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
 
 	hdr := http.Header{}
 	hdr.Set(h.Config.IdentityHeader, tok)
-	raw := dialSubscribed(t, ctx, h.Base, hdr, journal)
+	raw := servertest.DialSubscribed(t, ctx, h.Base, hdr, journal)
 
 	sse, err := h.ClientWithToken(tok).SSE(ctx, journal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw.expectClose(ctx, 4401, "Unauthorized: identity envelope expired")
+	raw.ExpectClose(ctx, 4401, "Unauthorized: identity envelope expired")
 	var last gqlclient.Response
 	for r := range sse {
 		last = r

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 )
@@ -49,9 +50,9 @@ func raiseFileLimit(b *testing.B) {
 
 // dbTransactions is the database's committed and rolled-back transactions
 // so far, as its statistics have them (each autocommit query is one).
-func dbTransactions(b *testing.B, w *processWorld) int64 {
+func dbTransactions(b *testing.B, w *e2etest.World) int64 {
 	var n int64
-	if err := w.db.QueryRow(`SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+	if err := w.DB.QueryRow(`SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
 		b.Fatal(err)
 	}
 	return n
@@ -60,7 +61,7 @@ func dbTransactions(b *testing.B, w *processWorld) int64 {
 // settledRate is the database's transaction rate over windows of length
 // window, once two windows in a row agree, or the last one when limit
 // runs out first.
-func settledRate(b *testing.B, ctx context.Context, w *processWorld, window, limit time.Duration) float64 {
+func settledRate(b *testing.B, ctx context.Context, w *e2etest.World, window, limit time.Duration) float64 {
 	tick := time.NewTicker(window)
 	defer tick.Stop()
 	deadline := time.Now().Add(limit)
@@ -90,19 +91,19 @@ func settledRate(b *testing.B, ctx context.Context, w *processWorld, window, lim
 func BenchmarkFanOut(b *testing.B) {
 	raiseFileLimit(b)
 	n := fanoutSubscribers()
-	bin := buildBinary(b)
-	w := newProcessWorld(b, bin, "turngate-fanout-")
+	bin := e2etest.Binary(b)
+	w := e2etest.NewWorld(b, bin, "turngate-fanout-")
 	env := []string{"TURNGATE_MAX_STREAMS_PER_MEMBER=1000000", "TURNGATE_MAX_SUBSCRIPTIONS=1000000",
 		"TURNGATE_MODEL_PACE=20ms", "TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1000000"}
-	r := w.start(b, "fanout-setup", env...)
+	r := w.Start(b, "fanout-setup", env...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	tok, err := tokenFor(bin, w.dataDir, alice)
+	tok, err := e2etest.TokenFor(bin, w.DataDir, alice)
 	if err != nil {
 		b.Fatal(err)
 	}
 	hdr := http.Header{"X-Turngate-Identity": {tok}}
-	c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
+	c := &gqlclient.Client{URL: r.Base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 	var rs struct {
 		Conversations struct {
 			Edges []struct{ Node struct{ ID, Title string } }
@@ -126,7 +127,7 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		spread = append(spread, made.CreateConversation.ID)
 	}
-	r.stop()
+	r.Stop()
 	measureIdle := os.Getenv("TURNGATE_FANOUT_IDLE") != "0" // 0 skips the idle windows, to iterate on the delta path
 	idle := func() float64 {
 		if !measureIdle {
@@ -148,11 +149,11 @@ func BenchmarkFanOut(b *testing.B) {
 		// A fresh replica per layout, so its memory is this layout's; its
 		// profiles on an operators' address of its own.
 		debugAddr := freeAddr(b)
-		r := w.start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr, "TURNGATE_PPROF=true")...)
-		pid := r.cmd.Process.Pid
-		c := &gqlclient.Client{URL: r.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
+		r := w.Start(b, "fanout-"+strings.ReplaceAll(layout.name, " ", "-"), append(env, "TURNGATE_METRICS_ADDR="+debugAddr, "TURNGATE_PPROF=true")...)
+		pid := r.Cmd.Process.Pid
+		c := &gqlclient.Client{URL: r.Base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 		base := idle()
-		rssBefore := processRSS(pid)
+		rssBefore := e2etest.ProcessRSS(pid)
 		conns := make([]*gqlclient.Conn, n)
 		streams := make([]<-chan gqlclient.Message, n)
 		var wg sync.WaitGroup
@@ -170,12 +171,12 @@ func BenchmarkFanOut(b *testing.B) {
 				}
 				if layout.sse {
 					var err error
-					if streams[i], err = sseSubscribe(ctx, r.base+"/graphql", hdr, req); err != nil {
+					if streams[i], err = sseSubscribe(ctx, r.Base+"/graphql", hdr, req); err != nil {
 						b.Error(err)
 					}
 					return
 				}
-				conn, err := gqlclient.Dial(ctx, r.base+"/graphql", hdr, nil)
+				conn, err := gqlclient.Dial(ctx, r.Base+"/graphql", hdr, nil)
 				if err != nil {
 					b.Error(err)
 					return
@@ -246,7 +247,7 @@ func BenchmarkFanOut(b *testing.B) {
 			}(streams[i], i%len(layout.rooms) == 0)
 		}
 		withSubs := idle()
-		rss := processRSS(pid) - rssBefore
+		rss := e2etest.ProcessRSS(pid) - rssBefore
 		perSub := float64(rss) / float64(n) / 1024
 		startMu.Lock()
 		turnStart = time.Now()
@@ -273,7 +274,7 @@ func BenchmarkFanOut(b *testing.B) {
 				conn.Close()
 			}
 		}
-		r.stop()
+		r.Stop()
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		p99 := time.Duration(0)
 		if len(lat) > 0 {
@@ -294,7 +295,7 @@ func submitTurn(ctx context.Context, c *gqlclient.Client, room, text string) (st
 	var out struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}
-	err := c.Do(ctx, submit, map[string]any{"c": room, "t": text, "k": "fanout-" + strconv.FormatInt(time.Now().UnixNano(), 36)}, &out)
+	err := c.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room, "t": text, "k": "fanout-" + strconv.FormatInt(time.Now().UnixNano(), 36)}, &out)
 	return out.SubmitMessage.ID, err
 }
 

@@ -29,8 +29,6 @@ func counts(t *testing.T, h *servertest.Harness) dbCounts {
 	return c
 }
 
-const submit = `mutation($c: ID!, $t: String!, $k: String!) { submitMessage(input: {conversationId: $c, text: $t, idempotencyKey: $k}) { id position state } }`
-
 // TestBadInputWritesNothing: each bad input gets its extensions.code and
 // leaves the database as it was.
 func TestBadInputWritesNothing(t *testing.T) {
@@ -38,11 +36,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.MaxTextLen = 50 })
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	aliceRooms := rooms(t, a)
+	aliceRooms := servertest.Rooms(t, a)
 	team := aliceRooms["Team room"].ID
-	bobsNotes := rooms(t, h.Client(t, bob))["Bob's notes"].ID
+	bobsNotes := servertest.Rooms(t, h.Client(t, bob))["Bob's notes"].ID
 	// A first submission, so the same key can be retried with other text.
-	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "first", "k": "key-1"}, nil); err != nil {
+	if err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "first", "k": "key-1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitIdle(t, h, team)
@@ -54,16 +52,16 @@ func TestBadInputWritesNothing(t *testing.T) {
 		vars   map[string]any
 		code   string
 	}{
-		{"empty text", a, submit, map[string]any{"c": team, "t": "", "k": "key-2"}, "BAD_USER_INPUT"},
-		{"blank text", a, submit, map[string]any{"c": team, "t": " \n\t ", "k": "key-2"}, "BAD_USER_INPUT"},
-		{"text over the limit", a, submit, map[string]any{"c": team, "t": strings.Repeat("x", 51), "k": "key-2"}, "BAD_USER_INPUT"},
-		{"key with a space", a, submit, map[string]any{"c": team, "t": "hi", "k": "two words"}, "BAD_USER_INPUT"},
-		{"empty key", a, submit, map[string]any{"c": team, "t": "hi", "k": ""}, "BAD_USER_INPUT"},
-		{"key too long", a, submit, map[string]any{"c": team, "t": "hi", "k": strings.Repeat("k", 129)}, "BAD_USER_INPUT"},
-		{"same key, other text", a, submit, map[string]any{"c": team, "t": "second", "k": "key-1"}, "CONFLICT"},
-		{"room the member is not in", a, submit, map[string]any{"c": bobsNotes, "t": "hi", "k": "key-3"}, "NOT_FOUND"},
-		{"no such room", a, submit, map[string]any{"c": "00000000-0000-0000-0000-000000000000", "t": "hi", "k": "key-4"}, "NOT_FOUND"},
-		{"no envelope", h.ClientWithToken(""), submit, map[string]any{"c": team, "t": "hi", "k": "key-5"}, "UNAUTHENTICATED"},
+		{"empty text", a, servertest.SubmitMutation, map[string]any{"c": team, "t": "", "k": "key-2"}, "BAD_USER_INPUT"},
+		{"blank text", a, servertest.SubmitMutation, map[string]any{"c": team, "t": " \n\t ", "k": "key-2"}, "BAD_USER_INPUT"},
+		{"text over the limit", a, servertest.SubmitMutation, map[string]any{"c": team, "t": strings.Repeat("x", 51), "k": "key-2"}, "BAD_USER_INPUT"},
+		{"key with a space", a, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "two words"}, "BAD_USER_INPUT"},
+		{"empty key", a, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": ""}, "BAD_USER_INPUT"},
+		{"key too long", a, servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": strings.Repeat("k", 129)}, "BAD_USER_INPUT"},
+		{"same key, other text", a, servertest.SubmitMutation, map[string]any{"c": team, "t": "second", "k": "key-1"}, "CONFLICT"},
+		{"room the member is not in", a, servertest.SubmitMutation, map[string]any{"c": bobsNotes, "t": "hi", "k": "key-3"}, "NOT_FOUND"},
+		{"no such room", a, servertest.SubmitMutation, map[string]any{"c": "00000000-0000-0000-0000-000000000000", "t": "hi", "k": "key-4"}, "NOT_FOUND"},
+		{"no envelope", h.ClientWithToken(""), servertest.SubmitMutation, map[string]any{"c": team, "t": "hi", "k": "key-5"}, "UNAUTHENTICATED"},
 		{"blank title", a, `mutation { createConversation(input: {title: "  ", kind: SHARED}) { id } }`, nil, "BAD_USER_INPUT"},
 		{"unknown agent", a, `mutation { createConversation(input: {title: "x", kind: SHARED, agent: "nobody"}) { id } }`, nil, "BAD_USER_INPUT"},
 		{"add a non-email", a, `mutation($c: ID!) { addRoomMember(input: {conversationId: $c, email: "not-an-email"}) { id } }`, map[string]any{"c": team}, "BAD_USER_INPUT"},
@@ -125,8 +123,8 @@ func TestCancelTurnMutation(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.NoRunner = true }) // turns stay queued
 	ctx := context.Background()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
-	turnID := submitAs(t, ctx, a, team, "cancel me", "cancel-1")
+	team := servertest.Rooms(t, a)["Team room"].ID
+	turnID := servertest.SubmitAs(t, ctx, a, team, "cancel me", "cancel-1")
 	cancel := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { state terminalReason } }`
 	cmd := "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11"
 	tests := []struct {
@@ -180,9 +178,9 @@ func TestErrorsNeverEchoInput(t *testing.T) {
 	})
 	ctx := context.Background()
 	a, m := h.Client(t, alice), h.Client(t, mallory)
-	team := rooms(t, a)["Team room"].ID
-	ended := submitAs(t, ctx, a, team, "to be cancelled", "echo-ended")
-	queued := submitAs(t, ctx, a, team, "stays queued", "echo-queued")
+	team := servertest.Rooms(t, a)["Team room"].ID
+	ended := servertest.SubmitAs(t, ctx, a, team, "to be cancelled", "echo-ended")
+	queued := servertest.SubmitAs(t, ctx, a, team, "stays queued", "echo-queued")
 	cancelQ := `mutation($c: ID!, $t: ID!) { cancelTurn(input: {commandId: $c, turnId: $t}) { id } }`
 	steerQ := `mutation($c: ID!, $t: ID!) { steerTurn(input: {commandId: $c, turnId: $t, text: "go on"}) { commandId } }`
 	usedCommand := uuid.NewString()
@@ -190,7 +188,7 @@ func TestErrorsNeverEchoInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "EchoMarkerKey-7Q"
-	if err := a.Do(ctx, submit, map[string]any{"c": team, "t": "keyed", "k": key}, nil); err != nil {
+	if err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": team, "t": "keyed", "k": key}, nil); err != nil {
 		t.Fatal(err)
 	}
 	submitWith := `mutation($c: ID!, $t: String!, $k: String!, $s: String, $a: [ID!]) {
@@ -264,12 +262,12 @@ func TestErrorsNeverEchoInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before, adminBefore := counts(t, h), adminState(t, h)
+			before, adminBefore := counts(t, h), servertest.AdminState(t, h)
 			res, err := tt.client.Raw(ctx, gqlclient.Request{Query: tt.query, Variables: tt.vars})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCoded(t, res.Errors, tt.code)
+			servertest.CheckCoded(t, res.Errors, tt.code)
 			for _, e := range res.Errors {
 				if strings.Contains(strings.ToLower(e.Message), strings.ToLower(tt.echo)) {
 					t.Errorf("the error echoes %q: %s", tt.echo, e.Message)
@@ -278,7 +276,7 @@ func TestErrorsNeverEchoInput(t *testing.T) {
 			if after := counts(t, h); after != before {
 				t.Errorf("database changed: %+v -> %+v", before, after)
 			}
-			if after := adminState(t, h); after != adminBefore {
+			if after := servertest.AdminState(t, h); after != adminBefore {
 				t.Errorf("admin state changed:\n%s\n%s", adminBefore, after)
 			}
 		})

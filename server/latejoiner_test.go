@@ -14,50 +14,6 @@ import (
 	"github.com/turngate/turngate/server"
 )
 
-// soloSharedRoom has alice create a shared room and ask, alone in it,
-// about the compensation bands (only she may read them); it returns the
-// room and the turn, completed.
-func soloSharedRoom(t *testing.T, ctx context.Context, h *servertest.Harness, a *gqlclient.Client) (room, bandsTurn string) {
-	t.Helper()
-	var out struct {
-		CreateConversation struct{ ID string } `json:"createConversation"`
-	}
-	if err := a.Do(ctx, `mutation { createConversation(input: {title: "Planning", kind: SHARED}) { id } }`, nil, &out); err != nil {
-		t.Fatal(err)
-	}
-	room = out.CreateConversation.ID
-	bandsTurn = submitAs(t, ctx, a, room, "What are the engineering bands for 2027?", "bands-solo")
-	if state := waitTurnState(t, ctx, h.DB, bandsTurn); state != "completed" {
-		t.Fatalf("alice's solo turn ended %s", state)
-	}
-	return room, bandsTurn
-}
-
-// addMember has the owner add email to room and returns how many earlier
-// turns the new member reads withheld, as addRoomMember's result says.
-func addMember(t *testing.T, ctx context.Context, owner *gqlclient.Client, room, email string) int {
-	t.Helper()
-	var out struct {
-		AddRoomMember struct {
-			Members []struct {
-				Member        struct{ Email string }
-				WithheldTurns int
-			}
-		} `json:"addRoomMember"`
-	}
-	if err := owner.Do(ctx, `mutation($c: ID!, $e: String!) { addRoomMember(input: {conversationId: $c, email: $e}) {
-  members { member { email } withheldTurns } } }`, map[string]any{"c": room, "e": email}, &out); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range out.AddRoomMember.Members {
-		if m.Member.Email == email {
-			return m.WithheldTurns
-		}
-	}
-	t.Fatalf("addRoomMember's result does not list %s", email)
-	return 0
-}
-
 // everyPathOf is everything viewer can read of a turn and its room, on
 // every read path: the turn with its answer, citations, artifacts,
 // approvals and replay; the journal page over HTTP; the journal from the
@@ -182,9 +138,9 @@ func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
 	secrets := secretsOf(t, h, "Compensation bands 2027", "95,000", "120,000", "150,000")
-	room, bands := soloSharedRoom(t, ctx, h, a)
+	room, bands := servertest.SoloSharedRoom(t, ctx, h, a)
 
-	if n := addMember(t, ctx, a, room, bob); n != 1 {
+	if n := servertest.AddMember(t, ctx, a, room, bob); n != 1 {
 		t.Errorf("addRoomMember says bob will read %d earlier turns withheld; want 1", n)
 	}
 	bobs := everyPathOf(t, ctx, h, b, room, bands)
@@ -199,12 +155,12 @@ func TestLateJoinerReadsNothingOfWhatTheyMayNot(t *testing.T) {
 	}
 
 	// With bob in the room, the room's model contexts are built for both.
-	later := submitAs(t, ctx, a, room, "When is the launch? And remind me of the bands.", "after-bob")
-	if state := waitTurnState(t, ctx, h.DB, later); state != "completed" {
+	later := servertest.SubmitAs(t, ctx, a, room, "When is the launch? And remind me of the bands.", "after-bob")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, later); state != "completed" {
 		t.Fatalf("alice's later turn ended %s", state)
 	}
-	own := submitAs(t, ctx, b, room, "What did alice find out about the engineering bands?", "bobs-own")
-	if state := waitTurnState(t, ctx, h.DB, own); state != "completed" {
+	own := servertest.SubmitAs(t, ctx, b, room, "What did alice find out about the engineering bands?", "bobs-own")
+	if state := servertest.WaitTurnState(t, ctx, h.DB, own); state != "completed" {
 		t.Fatalf("bob's turn ended %s", state)
 	}
 	for name, id := range map[string]string{"alice's later turn": later, "bob's own turn": own} {
@@ -234,10 +190,10 @@ func TestJoinerMidAnswerReadsNoText(t *testing.T) {
 	if err := carol.Do(ctx, `{ me { id } }`, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	team := rooms(t, a)["Team room"]
-	turnID := submitAs(t, ctx, a, team.ID, "When is the launch?", "launch-mid-answer")
-	waitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
-	addMember(t, ctx, a, team.ID, "carol@example.com")
+	team := servertest.Rooms(t, a)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, a, team.ID, "When is the launch?", "launch-mid-answer")
+	servertest.WaitFor(t, ctx, h.DB, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, turnID)
+	servertest.AddMember(t, ctx, a, team.ID, "carol@example.com")
 
 	tokens, err := carol.SSE(ctx, gqlclient.Request{Query: `subscription($t: ID!) { tokens(turnId: $t, after: 0) { seq text } }`,
 		Variables: map[string]any{"t": turnID}})
@@ -263,7 +219,7 @@ func TestJoinerMidAnswerReadsNoText(t *testing.T) {
 	if deltas == 0 {
 		t.Fatal("carol's token stream carried no delta at all: positions must be kept")
 	}
-	if state := waitTurnState(t, ctx, h.DB, turnID); state != "completed" {
+	if state := servertest.WaitTurnState(t, ctx, h.DB, turnID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	for _, s := range secretsOf(t, h, "Launch plan", "11 December", "Friday") {

@@ -2,11 +2,7 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,109 +17,6 @@ import (
 // a selection, introspection and validation suggestions, each failing
 // without its bound. The body and the plain query-document bounds are
 // tested on a real process in rss_test.go.
-
-// TestQueryCacheHeavyDocuments: 1,000 distinct valid documents of exactly
-// the maximum size, in shapes whose syntax trees outweigh their text many
-// times over while selecting few enough fields to pass MaxFields (a
-// comment token per two bytes, a list value per two bytes, 401 fields),
-// leave the replica's resident memory within 64 MiB of idle. Each is
-// parsed, validated, offered to the parsed-query cache and run.
-// TestQueryCacheMemory does the same with documents as light as their
-// text. When the cache weighed a document by its text alone, this grew by
-// 377 MiB.
-//
-// The documents go one at a time: the subject is what the replica keeps.
-// What it holds in flight grows with the requests parsed at once (a 64
-// KiB document of comment lines is some 3 MB of tree, of list values 7 MB;
-// measured with those two shapes, +41 MiB two at a time, +65 MiB four at
-// a time), which Limits.ParseBudget bounds. They come from a member:
-// without an envelope, a document of this many tokens is refused before
-// it is parsed.
-func TestQueryCacheHeavyDocuments(t *testing.T) {
-	t.Parallel()
-	srv, c := startMemberAttackTarget(t, alice)
-	pid := srv.cmd.Process.Pid
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	idle := settledRSS(ctx, pid)
-	peak := samplePeak(pid)
-	const n = 1000
-	for i := range n {
-		shape := heavyShapes[i%len(heavyShapes)]
-		req := shape.request(i, server.DefaultMaxQuery)
-		if len(req.Query) != server.DefaultMaxQuery {
-			t.Errorf("%s #%d: %d bytes, want %d", shape.name, i, len(req.Query), server.DefaultMaxQuery)
-			break
-		}
-		var data struct {
-			Typename string `json:"__typename"`
-		}
-		res, err := c.Raw(ctx, req)
-		if err == nil {
-			err = res.Err()
-		}
-		if err == nil {
-			err = json.Unmarshal(res.Data, &data)
-		}
-		if err != nil || data.Typename != "Query" {
-			t.Errorf("%s #%d: %v, data %.100s", shape.name, i, err, res.Data)
-			break
-		}
-	}
-	top := peak.Stop()
-	if t.Failed() {
-		return
-	}
-	after := settledRSS(ctx, pid)
-	t.Logf("query cache, heavy documents: idle RSS %.1f MiB, settled after %d documents %.1f MiB (+%.1f MiB), peak %.1f MiB",
-		mib(idle), n, mib(after), mib(after-idle), mib(top))
-	if after-idle >= 64<<20 {
-		t.Errorf("RSS grew by %.1f MiB after %d heavy documents of %d bytes: over 64 MiB", mib(after-idle), n, server.DefaultMaxQuery)
-	}
-}
-
-// heavyShape fills a document of a given size: request(i, size) is a
-// valid request for exactly size bytes of document, distinct for each i,
-// whose selected operation answers {"__typename": "Query"}.
-type heavyShape struct {
-	name    string
-	request func(i, size int) gqlclient.Request
-}
-
-var heavyShapes = []heavyShape{
-	// Each comment is kept in the tree, attached to the next node.
-	{"comment lines", func(i, size int) gqlclient.Request {
-		return gqlclient.Request{Query: fillQuery(fmt.Sprintf("query Q%d { __typename\n", i), "#\n", "}", size)}
-	}},
-	// A list literal of 2-byte IDs as a variable's default, in an
-	// operation that is validated and cached with the document but never
-	// run (operationName picks the other).
-	{"list values", func(i, size int) gqlclient.Request {
-		return gqlclient.Request{
-			Query: fillQuery(fmt.Sprintf("query Q%d { __typename } mutation M($d: [ID!] = [", i), "1 ",
-				`]) { submitMessage(input: {conversationId: "c", text: "t", idempotencyKey: "k", documentIds: $d}) { id } }`, size),
-			OperationName: fmt.Sprintf("Q%d", i),
-		}
-	}},
-	// 401 fields, within MaxFields and the complexity limit, then a
-	// comment: light enough to be cached, so the cache fills and evicts.
-	{"aliases and a comment", func(i, size int) gqlclient.Request {
-		var b strings.Builder
-		fmt.Fprintf(&b, "query Q%d { __typename", i)
-		for a := range 400 {
-			fmt.Fprintf(&b, " a%d: __typename", a)
-		}
-		return gqlclient.Request{Query: fillQuery(b.String()+" } #", "x", "", size)}
-	}},
-}
-
-// fillQuery is head, fill repeated while it fits, and tail, padded with
-// spaces to exactly size bytes.
-func fillQuery(head, fill, tail string, size int) string {
-	reps := (size - len(head) - len(tail)) / len(fill)
-	q := head + strings.Repeat(fill, reps) + tail
-	return q + strings.Repeat(" ", size-len(q))
-}
 
 // TestQueryDepthLimit: a selection nested deeper than MaxDepth is
 // GRAPHQL_VALIDATION_FAILED, written out or through a fragment, while one
@@ -165,7 +58,7 @@ func TestQueryDepthLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.code != "" {
-				checkCoded(t, res.Errors, tt.code)
+				servertest.CheckCoded(t, res.Errors, tt.code)
 				return
 			}
 			if err := res.Err(); err != nil {
@@ -213,7 +106,7 @@ func TestIntrospectionDisabled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
+			servertest.CheckCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
 			if len(res.Data) > 0 && string(res.Data) != "null" {
 				t.Fatalf("refused, yet data = %s", res.Data)
 			}
@@ -260,7 +153,7 @@ func TestSuggestions(t *testing.T) {
 				c.Limits.Suggestions = tt.suggestions
 				if tt.production {
 					c.Demo = false
-					c.EnvelopeKeyFile, platform = platformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
+					c.EnvelopeKeyFile, platform = servertest.PlatformKey(t, c.EnvelopeIssuer, c.EnvelopeAud)
 				}
 			})
 			if h.Config.Dev() == tt.production {
@@ -285,7 +178,7 @@ func TestSuggestions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
+			servertest.CheckCoded(t, res.Errors, "GRAPHQL_VALIDATION_FAILED")
 			msg := res.Errors[0].Message
 			if !strings.Contains(msg, `"emial"`) {
 				t.Fatalf("message %q does not name the field", msg)
@@ -296,50 +189,6 @@ func TestSuggestions(t *testing.T) {
 		})
 	}
 }
-
-// platformKey writes a new platform public key for production mode and
-// returns its file and a signer holding the private half.
-func platformKey(t *testing.T, iss, aud string) (string, *authority.Signer) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := authority.MarshalPublicKeyPEM(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "platform.pem")
-	if err := os.WriteFile(file, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file, authority.NewSigner(iss, aud, priv)
-}
-
-// settledRSS polls a process's RSS until three samples 100ms apart lie
-// within 1 MiB of each other and returns the last; after five seconds (or
-// at ctx's end) it returns the last sample as it is, an upper bound while
-// the runtime is still handing memory back.
-func settledRSS(ctx context.Context, pid int) int64 {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last []int64
-	for {
-		last = append(last, processRSS(pid))
-		if k := len(last); k >= 3 && max(last[k-1], last[k-2], last[k-3])-min(last[k-1], last[k-2], last[k-3]) < 1<<20 {
-			return last[k-1]
-		}
-		select {
-		case <-ctx.Done():
-			return last[len(last)-1]
-		case <-tick.C:
-		}
-	}
-}
-
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // graphiQLIntrospection is the query GraphiQL sends to read the schema:
 // graphql-js 16's getIntrospectionQuery() with its default options

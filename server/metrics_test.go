@@ -90,10 +90,10 @@ func TestMetricsMoveWithATurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	room := rooms(t, a)["Team room"].ID
+	room := servertest.Rooms(t, a)["Team room"].ID
 	before := scrape(t, h.Base+"/metrics")
-	id := submitAs(t, ctx, a, room, "When is the launch?", "metrics-1")
-	if done := awaitTurnEnd(t, ctx, a, id); done.State != "COMPLETED" {
+	id := servertest.SubmitAs(t, ctx, a, room, "When is the launch?", "metrics-1")
+	if done := servertest.AwaitTurnEnd(t, ctx, a, id); done.State != "COMPLETED" {
 		t.Fatalf("turn ended %s", done.State)
 	}
 	after := scrape(t, h.Base+"/metrics")
@@ -408,7 +408,7 @@ func TestRunLogLinesNameTheTurn(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	defer tp.Shutdown(context.Background())
-	logs := &syncBuffer{}
+	logs := &servertest.SyncBuffer{}
 	cfg := servertest.Config(filepath.Join(t.TempDir(), "data"), dbtest.NewDB(t), "logs")
 	cfg.TracerProvider = tp
 	cfg.OpenAI = gateway.OpenAIConfig{BaseURL: refuse.URL, APIKey: "k", Model: "m", MaxRetries: -1}
@@ -417,8 +417,8 @@ func TestRunLogLinesNameTheTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	id := submitAs(t, ctx, a, rooms(t, a)["Team room"].ID, "When is the launch?", "logs-1")
-	if done := awaitTurnEnd(t, ctx, a, id); done.State != "FAILED" {
+	id := servertest.SubmitAs(t, ctx, a, servertest.Rooms(t, a)["Team room"].ID, "When is the launch?", "logs-1")
+	if done := servertest.AwaitTurnEnd(t, ctx, a, id); done.State != "FAILED" {
 		t.Fatalf("turn ended %s, want FAILED", done.State)
 	}
 	var traceID string

@@ -74,7 +74,7 @@ func TestOpenAIRoute(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	var out struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}
@@ -87,7 +87,7 @@ func TestOpenAIRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if state := waitTurnState(t, ctx, db, out.SubmitMessage.ID); state != "completed" {
+	if state := servertest.WaitTurnState(t, ctx, db, out.SubmitMessage.ID); state != "completed" {
 		t.Fatalf("turn ended %s", state)
 	}
 	var got struct {

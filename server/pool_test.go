@@ -52,7 +52,7 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 	}
 	h := servertest.New(t, func(c *server.Config) { c.DatabaseURL = pg.URL("fulldb"); c.DBMaxConns = 4; c.NoRunner = true })
 	a := h.Client(t, alice)
-	room := rooms(t, a)["Team room"]
+	room := servertest.Rooms(t, a)["Team room"]
 
 	// Another client of the database takes every connection it can, then
 	// ends the replica's own, and takes the slots they free.
@@ -95,11 +95,11 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 		}
 	}
 
-	res, err := a.Raw(ctx, gqlclient.Request{Query: submit, Variables: map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}})
+	res, err := a.Raw(ctx, gqlclient.Request{Query: servertest.SubmitMutation, Variables: map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCoded(t, res.Errors, "UNAVAILABLE")
+	servertest.CheckCoded(t, res.Errors, "UNAVAILABLE")
 
 	for _, c := range held {
 		c.Close()
@@ -109,7 +109,7 @@ func TestDatabaseFullIsUnavailable(t *testing.T) {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}
 	for {
-		err := a.Do(ctx, submit, map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}, &out)
+		err := a.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room.ID, "t": "when there is room", "k": "full-1"}, &out)
 		if err == nil {
 			break
 		}

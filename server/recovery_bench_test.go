@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 )
@@ -40,7 +41,7 @@ type recoveryRun struct {
 // later. Three runs each; goals: with a client <= TTL + 1 s, without
 // <= 2 x TTL + 1 s. Run it with `make bench`.
 func BenchmarkRecoveryAfterKill9(b *testing.B) {
-	bin := buildBinary(b)
+	bin := e2etest.Binary(b)
 	modes := []struct {
 		name   string
 		client bool
@@ -111,30 +112,30 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(dataDir)
-	env := append([]string{"TURNGATE_LEASE_TTL=" + recoveryTTL.String(), "TURNGATE_MODEL_PACE=" + recoveryPace.String()}, unlimitedCommandsEnv...)
-	a := startReplica(b, bin, "replica-a", dbURL, dataDir, env...)
-	defer a.stop()
+	env := append([]string{"TURNGATE_LEASE_TTL=" + recoveryTTL.String(), "TURNGATE_MODEL_PACE=" + recoveryPace.String()}, servertest.UnlimitedCommandsEnv...)
+	a := e2etest.StartReplica(b, bin, "replica-a", dbURL, dataDir, env...)
+	defer a.Stop()
 
 	db, err := sql.Open("postgres", dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	tok, err := tokenFor(bin, dataDir, alice)
+	tok, err := e2etest.TokenFor(bin, dataDir, alice)
 	if err != nil {
 		b.Fatal(err)
 	}
 	hdr := http.Header{"X-Turngate-Identity": {tok}}
-	c := &gqlclient.Client{URL: a.base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
+	c := &gqlclient.Client{URL: a.Base + "/graphql", Header: hdr, HTTP: servertest.HTTPClient}
 	var rs struct {
 		Conversations struct {
-			Edges []struct{ Node roomRef } `json:"edges"`
+			Edges []struct{ Node servertest.Room } `json:"edges"`
 		} `json:"conversations"`
 	}
 	if err := c.Do(ctx, `{ conversations { edges { node { id title head } } } }`, nil, &rs); err != nil {
 		b.Fatal(err)
 	}
-	var room roomRef
+	var room servertest.Room
 	for _, e := range rs.Conversations.Edges {
 		if e.Node.Title == "Team room" {
 			room = e.Node
@@ -146,28 +147,28 @@ func recoverOnce(b *testing.B, bin string, withClient bool, tag string) recovery
 	var turn struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": "survive a kill -9 of my runner", "k": "recovery-" + tag}, &turn); err != nil {
+	if err := c.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room.ID, "t": "survive a kill -9 of my runner", "k": "recovery-" + tag}, &turn); err != nil {
 		b.Fatal(err)
 	}
 	id := turn.SubmitMessage.ID
 
 	// A is mid-answer; B comes up; A dies.
-	waitFor(b, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
-	rb := startReplica(b, bin, "replica-b", dbURL, dataDir, env...)
-	defer rb.stop()
-	a.kill9(b)
+	servertest.WaitFor(b, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'answer_delta')`, id)
+	rb := e2etest.StartReplica(b, bin, "replica-b", dbURL, dataDir, env...)
+	defer rb.Stop()
+	a.Kill9(b)
 	var killedAt, leaseExpires time.Time
 	if err := db.QueryRowContext(ctx, `SELECT now(), lease_expires_at FROM turns WHERE id = $1`, id).Scan(&killedAt, &leaseExpires); err != nil {
 		b.Fatal(err)
 	}
 
 	if withClient {
-		conn, err := gqlclient.Dial(ctx, rb.base+"/graphql", hdr, nil)
+		conn, err := gqlclient.Dial(ctx, rb.Base+"/graphql", hdr, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer conn.Close()
-		msgs, err := conn.Subscribe(ctx, "reload", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
+		msgs, err := conn.Subscribe(ctx, "reload", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -63,12 +63,12 @@ func TestTurnReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b, m := h.Client(t, alice), h.Client(t, bob), h.Client(t, mallory)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	accepted, err := citationSubmitAs(ctx, a, team, "When is the launch?", "replay-1", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := awaitTurnEnd(t, ctx, a, accepted.ID)
+	done := servertest.AwaitTurnEnd(t, ctx, a, accepted.ID)
 	if done.State != "COMPLETED" || done.Answer == nil {
 		t.Fatalf("turn ended %s", done.State)
 	}

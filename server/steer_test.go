@@ -61,8 +61,8 @@ func TestSteerTurnMutation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := h.Client(t, alice), h.Client(t, bob)
-	team := rooms(t, a)["Team room"].ID
-	aliceTurn := submitAs(t, ctx, a, team, "steer me", "steer-1")
+	team := servertest.Rooms(t, a)["Team room"].ID
+	aliceTurn := servertest.SubmitAs(t, ctx, a, team, "steer me", "steer-1")
 	const cmd = "5b0e7c4e-2f1d-4a8b-9c3e-6d7f8a9b0c1d"
 
 	tests := []struct {
@@ -121,7 +121,7 @@ func TestSteerTurnMutation(t *testing.T) {
 
 	// The same command id with other text, or for another turn, is a
 	// CONFLICT and changes nothing.
-	bobTurn := submitAs(t, ctx, b, team, "bob's turn", "steer-2")
+	bobTurn := servertest.SubmitAs(t, ctx, b, team, "bob's turn", "steer-2")
 	for _, tt := range []struct{ name, turnID, text string }{
 		{"other text", aliceTurn, "longer, please"},
 		{"other turn", bobTurn, "shorter, please"},
@@ -203,7 +203,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 	if err := a.Do(ctx, `{ me { id } }`, nil, &me); err != nil {
 		t.Fatal(err)
 	}
-	room := rooms(t, a)["Team room"]
+	room := servertest.Rooms(t, a)["Team room"]
 	conn := h.Dial(t, ctx, a)
 	defer conn.Close()
 	msgs, err := conn.Subscribe(ctx, "steer", gqlclient.Request{
@@ -215,10 +215,10 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 	}
 
 	// Not a question, so the model answers in one step, without tools.
-	first := submitAs(t, ctx, a, room.ID, strings.Repeat("Durable turns keep their journal and their answers. ", 6), "steer-run-1")
+	first := servertest.SubmitAs(t, ctx, a, room.ID, strings.Repeat("Durable turns keep their journal and their answers. ", 6), "steer-run-1")
 	var seen []steerEntry
 	for {
-		e := nextJournal[steerEntry](t, ctx, msgs)
+		e := servertest.NextJournal[steerEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "ANSWER_DELTA" && e.of(first) {
 			break
@@ -236,7 +236,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 	}
 	// The second turn waits behind the first: its steer is delivered when
 	// its run starts.
-	second := submitAs(t, ctx, a, room.ID, "Summarise the plan in one line.", "steer-run-2")
+	second := servertest.SubmitAs(t, ctx, a, room.ID, "Summarise the plan in one line.", "steer-run-2")
 	steerCmd := uuid.NewString()
 	const steerText = "mention the Friday deadline"
 	early, err := steerAs(ctx, a, steerCmd, second, steerText)
@@ -247,7 +247,7 @@ func TestSteerDeliveredAtStepBoundary(t *testing.T) {
 		t.Fatalf("steer of the queued turn: %+v, want PENDING on a QUEUED turn", s)
 	}
 	for {
-		e := nextJournal[steerEntry](t, ctx, msgs)
+		e := servertest.NextJournal[steerEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "TURN_TERMINAL" && e.of(second) {
 			break

@@ -11,15 +11,6 @@ import (
 	"github.com/turngate/turngate/server"
 )
 
-type wireEntry struct {
-	Seq    int64   `json:"seq"`
-	Kind   string  `json:"kind"`
-	TurnID *string `json:"turnId"`
-	Text   *string `json:"text"`
-}
-
-const journalSub = `subscription($c: ID!, $after: Int) { journal(conversationId: $c, after: $after) { seq kind turnId text } }`
-
 // TestJournalStreamResumes: a real graphql-transport-ws client subscribes,
 // drops its connection mid-answer, reconnects with after = the last
 // position it saw, and receives the rest exactly once; the answer it
@@ -32,9 +23,9 @@ func TestJournalStreamResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := h.Client(t, alice)
-	room := rooms(t, c)["Team room"]
+	room := servertest.Rooms(t, c)["Team room"]
 	conn := h.Dial(t, ctx, c)
-	msgs, err := conn.Subscribe(ctx, "j1", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
+	msgs, err := conn.Subscribe(ctx, "j1", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +39,9 @@ func TestJournalStreamResumes(t *testing.T) {
 	}
 
 	// Read until the first answer delta, then drop the connection.
-	var seen []wireEntry
+	var seen []servertest.WireEntry
 	for {
-		e := nextJournal[wireEntry](t, ctx, msgs)
+		e := servertest.NextJournal[servertest.WireEntry](t, ctx, msgs)
 		seen = append(seen, e)
 		if e.Kind == "ANSWER_DELTA" {
 			break
@@ -61,12 +52,12 @@ func TestJournalStreamResumes(t *testing.T) {
 	last := seen[len(seen)-1].Seq
 	conn2 := h.Dial(t, ctx, c)
 	defer conn2.Close()
-	msgs2, err := conn2.Subscribe(ctx, "j2", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": last}})
+	msgs2, err := conn2.Subscribe(ctx, "j2", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room.ID, "after": last}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		e := nextJournal[wireEntry](t, ctx, msgs2)
+		e := servertest.NextJournal[servertest.WireEntry](t, ctx, msgs2)
 		seen = append(seen, e)
 		if e.Kind == "TURN_TERMINAL" {
 			break
@@ -122,8 +113,8 @@ func TestTokenStreamOverSSE(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := h.Client(t, bob)
-	room := rooms(t, c)["Bob's notes"]
-	turnID := submitAs(t, ctx, c, room.PublicKey, "stream me over SSE", "sse-1")
+	room := servertest.Rooms(t, c)["Bob's notes"]
+	turnID := servertest.SubmitAs(t, ctx, c, room.PublicKey, "stream me over SSE", "sse-1")
 	events, err := c.SSE(ctx, gqlclient.Request{
 		Query:     `subscription($t: ID!) { tokens(turnId: $t) { seq attempt offset text } }`,
 		Variables: map[string]any{"t": turnID},

@@ -43,7 +43,7 @@ func TestDatabaseOutageIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	team := rooms(t, b.alice)["Team room"]
+	team := servertest.Rooms(t, b.alice)["Team room"]
 	first, err := submitOutage(ctx, b.alice, team.ID, "outage-first", "outage message outage-first")
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +62,8 @@ func TestDatabaseOutageIsUnavailable(t *testing.T) {
 	submitters := []*submitter{
 		{name: "alice-team", c: b.alice, room: team.ID},
 		{name: "bob-room", c: b.bob, room: bobs.CreateConversation.ID},
-		{name: "alice-notes", c: b.alice, room: rooms(t, b.alice)["Alice's notes"].ID},
-		{name: "bob-notes", c: b.bob, room: rooms(t, b.bob)["Bob's notes"].ID},
+		{name: "alice-notes", c: b.alice, room: servertest.Rooms(t, b.alice)["Alice's notes"].ID},
+		{name: "bob-notes", c: b.bob, room: servertest.Rooms(t, b.bob)["Bob's notes"].ID},
 	}
 	var newcomers atomic.Int64
 	readers := []*reader{
@@ -627,7 +627,7 @@ func (b *outageBundle) websocket(c *gqlclient.Client, room string) opener {
 			return nil, nil, err
 		}
 		return func(ctx context.Context, id string, after int64) (<-chan gqlclient.Message, error) {
-			return conn.Subscribe(ctx, id, gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room, "after": after}})
+			return conn.Subscribe(ctx, id, gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room, "after": after}})
 		}, conn.Close, nil
 	}
 }
@@ -638,7 +638,7 @@ func (b *outageBundle) websocket(c *gqlclient.Client, room string) opener {
 func sse(c *gqlclient.Client, room string) opener {
 	return func(context.Context) (func(context.Context, string, int64) (<-chan gqlclient.Message, error), func(), error) {
 		return func(ctx context.Context, _ string, after int64) (<-chan gqlclient.Message, error) {
-			resps, err := c.SSE(ctx, gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room, "after": after}})
+			resps, err := c.SSE(ctx, gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room, "after": after}})
 			if err != nil {
 				return nil, err
 			}
@@ -765,7 +765,7 @@ func (f *follower) follow(ctx context.Context, o *outageLog, msgs <-chan gqlclie
 		case "next":
 			var r struct {
 				Data struct {
-					Journal *wireEntry `json:"journal"`
+					Journal *servertest.WireEntry `json:"journal"`
 				} `json:"data"`
 				Errors []gqlclient.Error `json:"errors"`
 			}

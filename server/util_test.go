@@ -38,6 +38,3 @@ func containsCode(payload []byte, code string) bool {
 // benchmarks that submit faster than a person, to measure or stress
 // something else.
 var unlimitedCommands = server.Limits{CommandRate: 1e9, CommandBurst: 1 << 30}
-
-// unlimitedCommandsEnv is unlimitedCommands for a server process.
-var unlimitedCommandsEnv = []string{"TURNGATE_COMMAND_RATE=1e9", "TURNGATE_COMMAND_BURST=1073741824"}

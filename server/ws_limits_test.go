@@ -22,123 +22,6 @@ import (
 	"github.com/turngate/turngate/server"
 )
 
-// rawWS is a graphql-transport-ws client that shows everything the server
-// sends, close codes included (gqlclient keeps them to itself).
-type rawWS struct {
-	t  *testing.T
-	ws *websocket.Conn
-}
-
-// dialRaw opens a graphql-transport-ws socket with email's envelope on the
-// upgrade request (none when email is ""), without connection_init.
-func dialRaw(t *testing.T, ctx context.Context, h *servertest.Harness, email string) *rawWS {
-	t.Helper()
-	ws, res, err := websocket.Dial(ctx, strings.Replace(h.Base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
-		HTTPHeader:   identityHeader(t, h, email),
-		Subprotocols: []string{"graphql-transport-ws"},
-	})
-	if err != nil {
-		if res != nil {
-			t.Fatalf("dial: HTTP %d: %v", res.StatusCode, err)
-		}
-		t.Fatalf("dial: %v", err)
-	}
-	ws.SetReadLimit(16 << 20)
-	t.Cleanup(func() { ws.CloseNow() })
-	return &rawWS{t: t, ws: ws}
-}
-
-// dialSubscribed opens a graphql-transport-ws socket to base with hdr on
-// the upgrade, initialises it and subscribes r as "j".
-func dialSubscribed(t *testing.T, ctx context.Context, base string, hdr http.Header, r gqlclient.Request) *rawWS {
-	t.Helper()
-	ws, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
-		HTTPHeader: hdr, Subprotocols: []string{"graphql-transport-ws"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	raw := &rawWS{t: t, ws: ws}
-	raw.init(ctx)
-	raw.subscribe(ctx, "j", r)
-	return raw
-}
-
-func identityHeader(t *testing.T, h *servertest.Harness, email string) http.Header {
-	t.Helper()
-	hdr := http.Header{}
-	if email != "" {
-		tok, err := server.MintDev(h.Signer, email, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hdr.Set(h.Config.IdentityHeader, tok)
-	}
-	return hdr
-}
-
-// init sends connection_init and waits for connection_ack.
-func (c *rawWS) init(ctx context.Context) {
-	c.t.Helper()
-	c.send(ctx, gqlclient.Message{Type: "connection_init"})
-	if m := c.read(ctx); m.Type != "connection_ack" {
-		c.t.Fatalf("got %s %s, want connection_ack", m.Type, m.Payload)
-	}
-}
-
-func (c *rawWS) send(ctx context.Context, m gqlclient.Message) {
-	c.t.Helper()
-	if err := wsjson.Write(ctx, c.ws, m); err != nil {
-		c.t.Fatalf("send %s %s: %v", m.Type, m.ID, err)
-	}
-}
-
-func (c *rawWS) subscribe(ctx context.Context, id string, r gqlclient.Request) {
-	c.t.Helper()
-	payload, err := json.Marshal(r)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.send(ctx, gqlclient.Message{ID: id, Type: "subscribe", Payload: payload})
-}
-
-// read returns the next message that is not a ping (pings are answered).
-func (c *rawWS) read(ctx context.Context) gqlclient.Message {
-	c.t.Helper()
-	for {
-		var m gqlclient.Message
-		if err := wsjson.Read(ctx, c.ws, &m); err != nil {
-			c.t.Fatalf("read: %v", err)
-		}
-		if m.Type == "ping" {
-			c.send(ctx, gqlclient.Message{Type: "pong"})
-			continue
-		}
-		return m
-	}
-}
-
-// expectClose reads until the server closes the socket and checks the
-// close code and reason.
-func (c *rawWS) expectClose(ctx context.Context, code websocket.StatusCode, reason string) {
-	c.t.Helper()
-	for {
-		_, data, err := c.ws.Read(ctx)
-		if err == nil {
-			continue // messages sent before the close
-		}
-		var ce websocket.CloseError
-		if !errors.As(err, &ce) {
-			c.t.Fatalf("socket ended with %v (last message %s), want close %d %q", err, data, code, reason)
-		}
-		if ce.Code != code || ce.Reason != reason {
-			c.t.Fatalf("closed with %d %q, want %d %q", ce.Code, ce.Reason, code, reason)
-		}
-		return
-	}
-}
-
 // errorsOf decodes an `error` message's payload.
 func errorsOf(t *testing.T, m gqlclient.Message) []gqlclient.Error {
 	t.Helper()
@@ -163,8 +46,8 @@ func pause(ctx context.Context, t *testing.T, d time.Duration) {
 
 var meQuery = gqlclient.Request{Query: `{ me { email } }`}
 
-func journalFrom(room roomRef) gqlclient.Request {
-	return gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
+func journalFrom(room servertest.Room) gqlclient.Request {
+	return gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room.ID, "after": room.Head}}
 }
 
 // TestWSInitTimeout: a socket that does not send connection_init within
@@ -177,20 +60,20 @@ func TestWSInitTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	silent := dialRaw(t, ctx, h, alice)
+	silent := servertest.DialRaw(t, ctx, h, alice)
 	start := time.Now()
 	closeCtx, closeCancel := context.WithTimeout(ctx, 5*time.Second)
 	defer closeCancel()
-	silent.expectClose(closeCtx, 4408, "Connection initialisation timeout")
+	silent.ExpectClose(closeCtx, 4408, "Connection initialisation timeout")
 	if waited := time.Since(start); waited < timeout-50*time.Millisecond {
 		t.Fatalf("closed after %v, before the %v timeout", waited, timeout)
 	}
 
-	prompt := dialRaw(t, ctx, h, alice)
-	prompt.init(ctx)
+	prompt := servertest.DialRaw(t, ctx, h, alice)
+	prompt.Init(ctx)
 	pause(ctx, t, 3*timeout)
-	prompt.subscribe(ctx, "me", meQuery)
-	if m := prompt.read(ctx); m.Type != "next" || m.ID != "me" || !strings.Contains(string(m.Payload), alice) {
+	prompt.Subscribe(ctx, "me", meQuery)
+	if m := prompt.Read(ctx); m.Type != "next" || m.ID != "me" || !strings.Contains(string(m.Payload), alice) {
 		t.Fatalf("after the init timeout: %s %s %s, want next with alice's email", m.ID, m.Type, m.Payload)
 	}
 }
@@ -203,16 +86,16 @@ func TestWSDuplicateSubscriptionID(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.Client(t, alice))["Team room"]
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
 
-	c := dialRaw(t, ctx, h, alice)
-	c.init(ctx)
-	c.subscribe(ctx, "a", journalFrom(room))
-	c.send(ctx, gqlclient.Message{ID: "a", Type: "complete"})
-	c.subscribe(ctx, "a", journalFrom(room)) // reused right after its complete: allowed
-	c.subscribe(ctx, "q", meQuery)
+	c := servertest.DialRaw(t, ctx, h, alice)
+	c.Init(ctx)
+	c.Subscribe(ctx, "a", journalFrom(room))
+	c.Send(ctx, gqlclient.Message{ID: "a", Type: "complete"})
+	c.Subscribe(ctx, "a", journalFrom(room)) // reused right after its complete: allowed
+	c.Subscribe(ctx, "q", meQuery)
 	for done := false; !done; {
-		m := c.read(ctx)
+		m := c.Read(ctx)
 		switch {
 		case m.ID == "a":
 			t.Fatalf("message for the journal subscription: %s %s", m.Type, m.Payload)
@@ -224,10 +107,10 @@ func TestWSDuplicateSubscriptionID(t *testing.T) {
 		}
 	}
 
-	c.subscribe(ctx, "a", journalFrom(room)) // the second "a" is active
+	c.Subscribe(ctx, "a", journalFrom(room)) // the second "a" is active
 	closeCtx, closeCancel := context.WithTimeout(ctx, 5*time.Second)
 	defer closeCancel()
-	c.expectClose(closeCtx, 4409, "Subscriber for a already exists")
+	c.ExpectClose(closeCtx, 4409, "Subscriber for a already exists")
 }
 
 // TestWSSubscriptionLimit: past MaxSubscriptions on one connection a
@@ -240,24 +123,24 @@ func TestWSSubscriptionLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := h.Client(t, alice)
-	room := rooms(t, client)["Team room"]
+	room := servertest.Rooms(t, client)["Team room"]
 
-	c := dialRaw(t, ctx, h, alice)
-	c.init(ctx)
-	c.subscribe(ctx, "j1", journalFrom(room))
-	c.subscribe(ctx, "j2", journalFrom(room))
-	c.subscribe(ctx, "j3", journalFrom(room))
-	if err := client.Do(ctx, submit, map[string]any{"c": room.ID, "t": "over the limit", "k": "ws-limit-1"}, nil); err != nil {
+	c := servertest.DialRaw(t, ctx, h, alice)
+	c.Init(ctx)
+	c.Subscribe(ctx, "j1", journalFrom(room))
+	c.Subscribe(ctx, "j2", journalFrom(room))
+	c.Subscribe(ctx, "j3", journalFrom(room))
+	if err := client.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room.ID, "t": "over the limit", "k": "ws-limit-1"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var refused bool
 	streamed := map[string]bool{}
 	for !refused || !streamed["j1"] || !streamed["j2"] {
-		m := c.read(ctx)
+		m := c.Read(ctx)
 		switch {
 		case m.ID == "j3" && m.Type == "error":
 			errs := errorsOf(t, m)
-			checkCoded(t, errs, "RATE_LIMITED")
+			servertest.CheckCoded(t, errs, "RATE_LIMITED")
 			if !strings.Contains(errs[0].Message, "at most 2") {
 				t.Fatalf("message %q does not say the limit", errs[0].Message)
 			}
@@ -273,13 +156,13 @@ func TestWSSubscriptionLimit(t *testing.T) {
 
 	// Completing j1 frees its slot once the server has stopped it; a
 	// client at the limit retries on RATE_LIMITED.
-	c.send(ctx, gqlclient.Message{ID: "j1", Type: "complete"})
+	c.Send(ctx, gqlclient.Message{ID: "j1", Type: "complete"})
 	for attempt := 4; ; attempt++ {
 		id := fmt.Sprintf("j%d", attempt)
-		c.subscribe(ctx, id, journalFrom(room)) // replays the turn's entries
-		m := c.read(ctx)
+		c.Subscribe(ctx, id, journalFrom(room)) // replays the turn's entries
+		m := c.Read(ctx)
 		for m.ID != id {
-			m = c.read(ctx) // j2 may still be streaming
+			m = c.Read(ctx) // j2 may still be streaming
 		}
 		if m.Type == "next" {
 			break
@@ -300,14 +183,14 @@ func TestWSSubscribeInputChecked(t *testing.T) {
 	h := servertest.New(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.Client(t, alice))["Team room"]
-	query, err := json.Marshal(submit)
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
+	query, err := json.Marshal(servertest.SubmitMutation)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	c := dialRaw(t, ctx, h, alice)
-	c.init(ctx)
+	c := servertest.DialRaw(t, ctx, h, alice)
+	c.Init(ctx)
 	tests := []struct {
 		name string
 		text string // raw JSON string content
@@ -320,30 +203,30 @@ func TestWSSubscribeInputChecked(t *testing.T) {
 		key := fmt.Sprintf("never-runs-%d", i)
 		msg := `{"id":"` + id + `","type":"subscribe","payload":{"query":` + string(query) +
 			`,"variables":{"c":"` + room.ID + `","t":"` + tt.text + `","k":"` + key + `"}}}`
-		if err := c.ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+		if err := c.WS.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 			t.Fatal(err)
 		}
-		m := c.read(ctx)
+		m := c.Read(ctx)
 		if m.ID != id || m.Type != "error" {
 			t.Fatalf("%s: %s %s %s, want error for %s", tt.name, m.ID, m.Type, m.Payload, id)
 		}
-		checkCoded(t, errorsOf(t, m), "BAD_USER_INPUT")
+		servertest.CheckCoded(t, errorsOf(t, m), "BAD_USER_INPUT")
 		if bytes.Contains(m.Payload, []byte(key)) || bytes.Contains(m.Payload, []byte("hello")) {
 			t.Fatalf("%s: the error echoes the request: %s", tt.name, m.Payload)
 		}
 	}
-	if head := rooms(t, h.Client(t, alice))["Team room"].Head; head != room.Head {
+	if head := servertest.Rooms(t, h.Client(t, alice))["Team room"].Head; head != room.Head {
 		t.Fatalf("room head moved from %d to %d: a refused subscribe ran", room.Head, head)
 	}
-	c.subscribe(ctx, "me", meQuery)
-	if m := c.read(ctx); m.ID != "me" || m.Type != "next" {
+	c.Subscribe(ctx, "me", meQuery)
+	if m := c.Read(ctx); m.ID != "me" || m.Type != "next" {
 		t.Fatalf("after the refusals: %s %s %s", m.ID, m.Type, m.Payload)
 	}
 }
 
 // openSSE starts a journal subscription over SSE as email and returns the
 // response (200 with the stream open, or the refusal).
-func openSSE(t *testing.T, ctx context.Context, h *servertest.Harness, email string, room roomRef) *http.Response {
+func openSSE(t *testing.T, ctx context.Context, h *servertest.Harness, email string, room servertest.Room) *http.Response {
 	t.Helper()
 	body, err := json.Marshal(journalFrom(room))
 	if err != nil {
@@ -353,7 +236,7 @@ func openSSE(t *testing.T, ctx context.Context, h *servertest.Harness, email str
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header = identityHeader(t, h, email)
+	req.Header = servertest.IdentityHeader(t, h, email)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := servertest.HTTPClient.Do(req)
@@ -378,7 +261,7 @@ func checkTooMany(t *testing.T, what string, res *http.Response) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatalf("%s: 429 body is not a GraphQL response: %s", what, raw)
 	}
-	checkCoded(t, out.Errors, "RATE_LIMITED")
+	servertest.CheckCoded(t, out.Errors, "RATE_LIMITED")
 }
 
 // TestStreamsPerMember: a member's WebSockets and SSE subscriptions on a
@@ -391,11 +274,11 @@ func TestStreamsPerMember(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.Limits.MaxStreams = 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	room := rooms(t, h.Client(t, alice))["Team room"]
+	room := servertest.Rooms(t, h.Client(t, alice))["Team room"]
 	wsURL := strings.Replace(h.Base, "http", "ws", 1) + "/graphql"
 	dial := func(email string) (*websocket.Conn, *http.Response, error) {
 		return websocket.Dial(ctx, wsURL, &websocket.DialOptions{
-			HTTPHeader:   identityHeader(t, h, email),
+			HTTPHeader:   servertest.IdentityHeader(t, h, email),
 			Subprotocols: []string{"graphql-transport-ws"},
 		})
 	}
@@ -447,16 +330,16 @@ func TestStreamsPerMember(t *testing.T) {
 
 	// Without an identity: a shared budget, and nothing runs. (A
 	// subscribe ends an anonymous socket, so it comes last.)
-	anon := dialRaw(t, ctx, h, "")
-	anon.init(ctx)
-	dialRaw(t, ctx, h, "")
+	anon := servertest.DialRaw(t, ctx, h, "")
+	anon.Init(ctx)
+	servertest.DialRaw(t, ctx, h, "")
 	_, res, err = dial("")
 	if err == nil {
 		t.Fatal("a third anonymous socket was upgraded")
 	}
 	checkTooMany(t, "third anonymous WebSocket", res)
-	anon.subscribe(ctx, "j", journalFrom(room))
-	if m := anon.read(ctx); !containsCode(m.Payload, "UNAUTHENTICATED") {
+	anon.Subscribe(ctx, "j", journalFrom(room))
+	if m := anon.Read(ctx); !containsCode(m.Payload, "UNAUTHENTICATED") {
 		t.Fatalf("anonymous subscribe: %s %s", m.Type, m.Payload)
 	}
 }
@@ -532,7 +415,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := h.Client(t, alice)
-	room := rooms(t, client)["Team room"]
+	room := servertest.Rooms(t, client)["Team room"]
 
 	sse, err := client.SSE(ctx, journalFrom(room))
 	if err != nil {
@@ -568,7 +451,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 		}
 	}
 
-	if err := client.Do(ctx, submit, map[string]any{"c": room.ID, "t": "still there?", "k": "after-read-timeout"}, nil); err != nil {
+	if err := client.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room.ID, "t": "still there?", "k": "after-read-timeout"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -577,7 +460,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 			t.Fatal("the SSE stream ended without the new entry")
 		}
 		var d struct {
-			Journal wireEntry `json:"journal"`
+			Journal servertest.WireEntry `json:"journal"`
 		}
 		if err := ev.Err(); err != nil {
 			t.Fatal(err)
@@ -588,7 +471,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no SSE entry after the read deadline")
 	}
-	if e := nextJournal[wireEntry](t, ctx, ws); e.Seq <= room.Head {
+	if e := servertest.NextJournal[servertest.WireEntry](t, ctx, ws); e.Seq <= room.Head {
 		t.Fatalf("WebSocket entry seq %d, want > %d", e.Seq, room.Head)
 	}
 }
@@ -604,25 +487,25 @@ func TestSilentClientIsClosedAfterUnansweredPings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	polite := dialRaw(t, ctx, h, alice)
-	polite.init(ctx)
+	polite := servertest.DialRaw(t, ctx, h, alice)
+	polite.Init(ctx)
 	pings := 0
 	for pings < 6 {
 		var m gqlclient.Message
-		if err := wsjson.Read(ctx, polite.ws, &m); err != nil {
+		if err := wsjson.Read(ctx, polite.WS, &m); err != nil {
 			t.Fatalf("a client answering pings lost its connection after %d: %v", pings, err)
 		}
 		if m.Type == "ping" {
 			pings++
-			polite.send(ctx, gqlclient.Message{Type: "pong"})
+			polite.Send(ctx, gqlclient.Message{Type: "pong"})
 		}
 	}
 
-	silent := dialRaw(t, ctx, h, alice)
-	silent.init(ctx)
+	silent := servertest.DialRaw(t, ctx, h, alice)
+	silent.Init(ctx)
 	seen := 0
 	for {
-		_, data, err := silent.ws.Read(ctx)
+		_, data, err := silent.WS.Read(ctx)
 		if err == nil {
 			var m gqlclient.Message
 			if json.Unmarshal(data, &m) == nil && m.Type == "ping" {

@@ -1,7 +1,6 @@
-package server_test
+package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,20 +18,11 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
-
-// buildBinary builds the turngate binary once per test that needs it.
-func buildBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "turngate")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/turngate").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // TestServeOnEmbeddedDefaults runs the real binary as `make run` does: no
 // DATABASE_URL, so it starts its own Postgres in the data folder, migrates,
@@ -43,7 +32,7 @@ func buildBinary(t testing.TB) string {
 // reuses the data folder.
 func TestServeOnEmbeddedDefaults(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	// The postgres user must be able to enter the data folder's parents,
 	// which t.TempDir (0700, root's) does not allow.
 	dataDir, err := os.MkdirTemp("", "turngate-serve-test-")
@@ -56,17 +45,17 @@ func TestServeOnEmbeddedDefaults(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0")
-		cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir, "TURNGATE_MODEL_PACE=0s")
+		cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_DATA="+dataDir, "TURNGATE_MODEL_PACE=0s")
 		stdout, stdoutW := io.Pipe()
 		cmd.Stdout = stdoutW
-		cmd.Stderr = &prefixWriter{t: t, prefix: fmt.Sprintf("serve#%d: ", run)}
+		cmd.Stderr = e2etest.NewPrefixWriter(t, fmt.Sprintf("serve#%d: ", run))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		base := waitForAddress(t, stdout)
+		base := e2etest.WaitForAddress(t, stdout)
 
 		tokCmd := exec.Command(bin, "token", "--email", "bob@example.com")
-		tokCmd.Env = append(cleanEnv(), "TURNGATE_DATA="+dataDir)
+		tokCmd.Env = append(e2etest.CleanEnv(), "TURNGATE_DATA="+dataDir)
 		tok, err := tokCmd.Output()
 		if err != nil {
 			t.Fatalf("turngate token: %v", err)
@@ -78,10 +67,10 @@ func TestServeOnEmbeddedDefaults(t *testing.T) {
 		if err := c.Do(ctx, `{ me { email } }`, nil, &me); err != nil || me.Me.Email != "bob@example.com" {
 			t.Fatalf("run %d: me = %+v, %v", run, me, err)
 		}
-		if got := len(rooms(t, c)); got != 2 { // the team room and bob's notes, seeded once
+		if got := len(servertest.Rooms(t, c)); got != 2 { // the team room and bob's notes, seeded once
 			t.Fatalf("run %d: bob is in %d rooms, want 2", run, got)
 		}
-		pgPid := postmasterPid(t, dataDir)
+		pgPid := e2etest.PostmasterPid(t, dataDir)
 
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -91,7 +80,7 @@ func TestServeOnEmbeddedDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: turngate exited with %v after SIGTERM, want a clean exit", run, err)
 		}
-		if alive(pgPid) {
+		if e2etest.Alive(pgPid) {
 			t.Fatalf("run %d: the private postgres (pid %d) outlived turngate", run, pgPid)
 		}
 		cancel()
@@ -102,11 +91,11 @@ func TestServeOnEmbeddedDefaults(t *testing.T) {
 // DATABASE_URL and reports the version; running it again is a no-op.
 func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	url := freshDatabase(t)
 	for range 2 {
 		cmd := exec.Command(bin, "migrate")
-		cmd.Env = append(cleanEnv(), "DATABASE_URL="+url)
+		cmd.Env = append(e2etest.CleanEnv(), "DATABASE_URL="+url)
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "database at schema version") {
 			t.Fatalf("turngate migrate: %v\n%s", err, out)
@@ -131,85 +120,6 @@ func freshDatabase(t *testing.T) string {
 	return u.String()
 }
 
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "TURNGATE_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-// waitForAddress reads the server's stdout until it prints its address.
-func waitForAddress(t *testing.T, stdout interface{ Read([]byte) (int, error) }) string {
-	t.Helper()
-	base, err := readAddress(stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base
-}
-
-// readAddress is waitForAddress for goroutines other than the test's.
-func readAddress(stdout interface{ Read([]byte) (int, error) }) (string, error) {
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "turngate is serving the chat at "); ok {
-				base, _, _ := strings.Cut(rest, " ")
-				found <- strings.TrimSuffix(base, "/")
-			}
-		}
-	}()
-	select {
-	case base := <-found:
-		return base, nil
-	case <-time.After(90 * time.Second):
-		return "", errors.New("turngate did not print its address")
-	}
-}
-
-func postmasterPid(t *testing.T, dataDir string) int {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dataDir, "postgres", "pgdata", "postmaster.pid"))
-	if err != nil {
-		t.Fatalf("reading postmaster.pid: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat))
-	return len(fields) > 2 && fields[2] != "Z"
-}
-
-type prefixWriter struct {
-	t      testing.TB
-	prefix string
-}
-
-func (w *prefixWriter) Write(p []byte) (int, error) {
-	if testing.Verbose() {
-		w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
 // TestTokenUsesTheServersKey: `turngate token` signs with the dev key of
 // the server's data folder and never makes one: pointed at a folder with
 // no key it fails, naming the folder and what to do, and leaves no key
@@ -217,10 +127,10 @@ func (w *prefixWriter) Write(p []byte) (int, error) {
 // envelope verifies against the server's key.
 func TestTokenUsesTheServersKey(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	empty := t.TempDir()
 	cmd := exec.Command(bin, "token", "--email", alice)
-	cmd.Env = append(cleanEnv(), "TURNGATE_DATA="+empty)
+	cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_DATA="+empty)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("token without a key succeeded: %s", out)
@@ -247,7 +157,7 @@ func TestTokenUsesTheServersKey(t *testing.T) {
 	} {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = t.TempDir() // another directory than the server's
-		cmd.Env = cleanEnv()
+		cmd.Env = e2etest.CleanEnv()
 		if name == "TURNGATE_DATA" {
 			cmd.Env = append(cmd.Env, "TURNGATE_DATA="+serverDir)
 		}
@@ -267,7 +177,7 @@ func TestTokenUsesTheServersKey(t *testing.T) {
 // setting.
 func TestTokenLifetime(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	keyDir := t.TempDir()
 	key, err := authority.LoadOrCreateDevKey(keyDir)
 	if err != nil {
@@ -279,7 +189,7 @@ func TestTokenLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "token", "--email", alice, "--data", keyDir)
-	cmd.Env = cleanEnv()
+	cmd.Env = e2etest.CleanEnv()
 	tok, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("token: %v", err)
@@ -293,7 +203,7 @@ func TestTokenLifetime(t *testing.T) {
 			ttl = "2h"
 		}
 		cmd := exec.Command(bin, "token", "--email", alice, "--data", keyDir, "--ttl", ttl)
-		cmd.Env = append(cleanEnv(), env...)
+		cmd.Env = append(e2etest.CleanEnv(), env...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "TURNGATE_ENVELOPE_MAX_LIFETIME") {
 			t.Fatalf("token --ttl %s with %v: %v, %q; want a refusal naming TURNGATE_ENVELOPE_MAX_LIFETIME", ttl, env, err, out)

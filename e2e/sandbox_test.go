@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
 
@@ -105,21 +107,6 @@ func turnEnd(ctx context.Context, db *sql.DB, id string) (string, error) {
 	}
 }
 
-// processRSS is the VmRSS of pid, in bytes (0 once it is gone).
-func processRSS(pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // children are pid's child processes (listed per thread that forked them).
 func children(pid int) []int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
@@ -149,9 +136,9 @@ func (r treeRSS) String() string {
 }
 
 func measureTree(pid int) treeRSS {
-	r := treeRSS{server: processRSS(pid)}
+	r := treeRSS{server: e2etest.ProcessRSS(pid)}
 	for _, child := range children(pid) {
-		r.workers += processRSS(child)
+		r.workers += e2etest.ProcessRSS(child)
 		r.nworkers++
 	}
 	return r
@@ -165,7 +152,7 @@ func measureTree(pid int) treeRSS {
 // memory limit was hit; the next turn in each room runs normally.
 func TestSandboxMemoryAttack(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -191,17 +178,17 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	// The sandbox's limits are the defaults, 4 workers of 128 MiB, but
 	// for the wall time: 20 s instead of 2, so that on a loaded machine
 	// it is the memory limit, the one under test, that stops each script.
-	srv := startReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_SANDBOX_WALL_TIME=20s", "TURNGATE_AGENT_ROUTE=openai",
+	srv := e2etest.StartReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_SANDBOX_WALL_TIME=20s", "TURNGATE_AGENT_ROUTE=openai",
 		"TURNGATE_OPENAI_BASE_URL="+endpoint.URL, "TURNGATE_OPENAI_API_KEY=sk-local", "TURNGATE_OPENAI_MODEL=m")
 	db, err := sql.Open("postgres", dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c := clientFor(t, bin, srv.base, dataDir, alice)
+	c := e2etest.ClientFor(t, bin, srv.Base, dataDir, alice)
 
 	const memCap = server.DefaultSandboxMemory
-	pid := srv.cmd.Process.Pid
+	pid := srv.Cmd.Process.Pid
 	keys := []string{"huge-string", "huge-list", "growing-list", "string-doubling"}
 	roomOf := map[string]string{}
 	for _, k := range keys {
@@ -220,7 +207,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 		var out struct {
 			SubmitMessage struct{ ID string } `json:"submitMessage"`
 		}
-		if err := c.Do(ctx, submit, map[string]any{"c": room, "t": "please run " + key, "k": idem}, &out); err != nil {
+		if err := c.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room, "t": "please run " + key, "k": idem}, &out); err != nil {
 			t.Error(err)
 			return ""
 		}

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	client "github.com/turngate/turngate/clients/go"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/lease"
 )
 
@@ -25,14 +26,14 @@ import (
 // front door with short leases, a paced model, a small command bucket
 // and frequent WebSocket pings.
 type goWorld struct {
-	w *processWorld
+	w *e2etest.World
 	f *frontDoor
 }
 
 func newGoWorld(t *testing.T) *goWorld {
 	t.Helper()
-	bin := buildBinary(t)
-	w := newProcessWorld(t, bin, "turngate-go-")
+	bin := e2etest.Binary(t)
+	w := e2etest.NewWorld(t, bin, "turngate-go-")
 	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
 		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6", "TURNGATE_WS_PING=50ms")
 	return &goWorld{w: w, f: f}
@@ -41,7 +42,7 @@ func newGoWorld(t *testing.T) *goWorld {
 // client is a Go client for email through the front door; tweak adjusts its config.
 func (g *goWorld) client(t *testing.T, email string, tweak func(*client.Config)) *client.Client {
 	t.Helper()
-	tok, err := tokenFor(g.w.bin, g.w.dataDir, email)
+	tok, err := e2etest.TokenFor(g.w.Bin, g.w.DataDir, email)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 		if _, err := f.s.State(); err == nil || err.Code != client.Unauthenticated {
 			t.Fatalf("stream closed with %v", err)
 		}
-		good, err := tokenFor(g.w.bin, g.w.dataDir, alice)
+		good, err := e2etest.TokenFor(g.w.Bin, g.w.DataDir, alice)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -610,7 +611,7 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 		if v := live.ended(t, ctx, turn.Id); v.State != client.TurnStateCompleted || v.Withheld || !strings.Contains(v.Answer, "95,000") {
 			t.Fatalf("alice's turn, alone in the room: %+v", v)
 		}
-		drewOn(t, ctx, g.w.db, room.Id, turn.Id, "Compensation bands 2027")
+		drewOn(t, ctx, g.w.DB, room.Id, turn.Id, "Compensation bands 2027")
 		added, err = a.AddRoomMember(ctx, room.Id, "bob@example.com")
 		if err != nil || !hasMember(added.Room, "bob@example.com") || added.WithheldTurns != 1 {
 			t.Fatalf("adding bob after a turn on the bands: %+v, %v; want 1 earlier turn withheld", added, err)

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/e2etest"
 )
 
 // nodeTool finds a Node.js tool (node, npm, npx) or fails the test: the
@@ -60,8 +62,8 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("the package build lacks %s: %v", f, err)
 		}
 	}
-	bin := buildBinary(t)
-	w := newProcessWorld(t, bin, "turngate-ts-")
+	bin := e2etest.Binary(t)
+	w := e2etest.NewWorld(t, bin, "turngate-ts-")
 	// Short leases so a killed run is recovered in seconds; a paced model
 	// so an answer streams long enough to be interrupted; a small command
 	// bucket so a burst of submits meets RATE_LIMITED.
@@ -71,7 +73,7 @@ func TestTypeScriptClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose")
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
+	cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("vitest: %v\n%s", err, out)

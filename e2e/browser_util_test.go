@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -33,42 +34,75 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// browser is one headless Chromium with one tab, closed at cleanup.
+// browser is one test's tab, in a browser context of its own (a fresh
+// profile: no cookies, storage or cache of another test), in the
+// package's one headless Chromium.
 type browser struct {
 	ctx    context.Context // the tab's chromedp context (no deadline)
 	output *browserOutput  // the browser process's stdout and stderr
 }
 
-// newBrowser starts headless Chromium (as root, hence --no-sandbox) on a
-// fresh profile. hardLimit bounds the browser process's whole life; the
-// caller bounds its own actions with a shorter deadline derived from b.ctx.
+// chromium is the package's one Chromium, started by the first test that
+// needs it and stopped by TestMain (closeChromium).
+var chromium struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab, which owns the process
+	output *browserOutput
+	stop   []context.CancelFunc
+	err    error
+}
+
+// newBrowser opens a tab in a new browser context of the package's
+// Chromium (as root, hence --no-sandbox), starting it on first use.
+// hardLimit bounds the tab's whole life; the caller bounds its own
+// actions with a shorter deadline derived from b.ctx.
 func newBrowser(t *testing.T, hardLimit time.Duration) *browser {
 	t.Helper()
 	exe := chromiumPath(t)
-	out := &browserOutput{}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], // headless, no-first-run, disable-background-networking, disable-dev-shm-usage, disable-sync, …
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium-profile")),
-		chromedp.WindowSize(1400, 1000),
-		chromedp.CombinedOutput(out),
-	)
-	limit, cancelLimit := context.WithTimeout(context.Background(), hardLimit)
-	actx, cancelAlloc := chromedp.NewExecAllocator(limit, opts...)
-	bctx, cancelTab := chromedp.NewContext(actx)
-	// Cleanups run last-in first-out: close the tab and the browser
-	// gracefully, then make sure the process is gone.
-	t.Cleanup(cancelLimit)
-	t.Cleanup(cancelAlloc)
-	t.Cleanup(cancelTab)
-	// The first Run starts the browser and binds it to bctx: no deadline
-	// here other than hardLimit (see chromedp.Run).
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v\n%s", exe, err, out.String())
+	chromium.once.Do(func() {
+		dir, err := os.MkdirTemp("", "turngate-e2e-chromium-")
+		if err != nil {
+			chromium.err = err
+			return
+		}
+		out := &browserOutput{}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], // headless, no-first-run, disable-background-networking, disable-dev-shm-usage, disable-sync, …
+			chromedp.ExecPath(exe),
+			chromedp.NoSandbox,
+			chromedp.Flag("disable-gpu", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.UserDataDir(filepath.Join(dir, "chromium-profile")),
+			chromedp.WindowSize(1400, 1000),
+			chromedp.CombinedOutput(out),
+		)
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelFirst := chromedp.NewContext(actx)
+		chromium.ctx, chromium.output = bctx, out
+		// Stopped last-in first-out: the first tab, the browser, its folder.
+		chromium.stop = []context.CancelFunc{cancelFirst, cancelAlloc, func() { os.RemoveAll(dir) }}
+		// The first Run starts the browser and binds it to bctx.
+		if err := chromedp.Do(bctx); err != nil {
+			chromium.err = fmt.Errorf("start %s: %v\n%s", exe, err, out.String())
+		}
+	})
+	if chromium.err != nil {
+		t.Fatal(chromium.err)
 	}
-	return &browser{ctx: bctx, output: out}
+	limit, cancelLimit := context.WithTimeout(chromium.ctx, hardLimit)
+	tctx, cancelTab := chromedp.NewContext(limit, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelLimit)
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(tctx); err != nil {
+		t.Fatalf("open a tab: %v\n%s", err, chromium.output.String())
+	}
+	return &browser{ctx: tctx, output: chromium.output}
+}
+
+// closeChromium stops the package's Chromium, if a test started it.
+func closeChromium() {
+	for _, stop := range chromium.stop {
+		stop()
+	}
 }
 
 // browserOutput is an io.Writer safe for the allocator's copying goroutine.

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
@@ -37,7 +38,7 @@ func samplePeak(pid int) *rssPeak {
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if r := processRSS(pid); r > p.peak.Load() {
+			if r := e2etest.ProcessRSS(pid); r > p.peak.Load() {
 				p.peak.Store(r)
 			}
 			select {
@@ -59,32 +60,32 @@ func (p *rssPeak) Stop() int64 {
 // startAttackTarget runs the real binary on a database of its own with
 // no sandbox workers (the attacks here do not reach them), and returns it
 // with its idle RSS once warmed up by a few ordinary requests.
-func startAttackTarget(t *testing.T) (*replica, int64) {
+func startAttackTarget(t *testing.T) (*e2etest.Replica, int64) {
 	t.Helper()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	dataDir, err := os.MkdirTemp("", "turngate-rss-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
-	srv := startReplica(t, bin, "rss", dbtest.NewDB(t), dataDir, "TURNGATE_NO_RUNNER=true")
-	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: servertest.HTTPClient}
+	srv := e2etest.StartReplica(t, bin, "rss", dbtest.NewDB(t), dataDir, "TURNGATE_NO_RUNNER=true")
+	c := &gqlclient.Client{URL: srv.Base + "/graphql", HTTP: servertest.HTTPClient}
 	for range 20 {
 		if _, err := c.Raw(context.Background(), gqlclient.Request{Query: `{ __typename }`}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return srv, processRSS(srv.cmd.Process.Pid)
+	return srv, e2etest.ProcessRSS(srv.Cmd.Process.Pid)
 }
 
 // startMemberAttackTarget is startAttackTarget with a client carrying
 // email's envelope.
-func startMemberAttackTarget(t *testing.T, email string) (*replica, *gqlclient.Client) {
+func startMemberAttackTarget(t *testing.T, email string) (*e2etest.Replica, *gqlclient.Client) {
 	t.Helper()
-	bin := buildBinary(t)
-	w := newProcessWorld(t, bin, "turngate-rss-")
-	srv := w.start(t, "rss", "TURNGATE_NO_RUNNER=true")
-	c := w.client(t, srv.base, email)
+	bin := e2etest.Binary(t)
+	w := e2etest.NewWorld(t, bin, "turngate-rss-")
+	srv := w.Start(t, "rss", "TURNGATE_NO_RUNNER=true")
+	c := w.Client(t, srv.Base, email)
 	for range 20 {
 		if _, err := c.Raw(context.Background(), gqlclient.Request{Query: `{ __typename }`}); err != nil {
 			t.Fatal(err)
@@ -170,8 +171,8 @@ func oversizedPost(addr string, chunked bool) (int, []byte, error) {
 func TestBodyAttackMemory(t *testing.T) {
 	t.Parallel()
 	srv, idle := startAttackTarget(t)
-	addr := strings.TrimPrefix(srv.base, "http://")
-	peak := samplePeak(srv.cmd.Process.Pid)
+	addr := strings.TrimPrefix(srv.Base, "http://")
+	peak := samplePeak(srv.Cmd.Process.Pid)
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Go(func() {
@@ -209,7 +210,7 @@ func TestBodyAttackMemory(t *testing.T) {
 func TestQueryCacheMemory(t *testing.T) {
 	t.Parallel()
 	srv, idle := startAttackTarget(t)
-	c := &gqlclient.Client{URL: srv.base + "/graphql", HTTP: servertest.HTTPClient}
+	c := &gqlclient.Client{URL: srv.Base + "/graphql", HTTP: servertest.HTTPClient}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const max = server.DefaultMaxQuery
@@ -229,7 +230,7 @@ func TestQueryCacheMemory(t *testing.T) {
 			return pad("{ __typename } # "+tag+" ", "")
 		}
 	}
-	peak := samplePeak(srv.cmd.Process.Pid)
+	peak := samplePeak(srv.Cmd.Process.Pid)
 	next := atomic.Int64{}
 	var wg sync.WaitGroup
 	for range 4 {
@@ -250,7 +251,7 @@ func TestQueryCacheMemory(t *testing.T) {
 	}
 	wg.Wait()
 	top := peak.Stop()
-	after := processRSS(srv.cmd.Process.Pid)
+	after := e2etest.ProcessRSS(srv.Cmd.Process.Pid)
 	fmt.Printf("query cache: 1,000 distinct %d-byte documents: idle RSS %d MiB, after %d MiB, peak %d MiB (bound idle + 64 MiB)\n", max, idle>>20, after>>20, top>>20)
 	if after > idle+64<<20 {
 		t.Fatalf("RSS grew by %d MiB after 1,000 maximum-size documents", (after-idle)>>20)
@@ -260,7 +261,7 @@ func TestQueryCacheMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCoded(t, res.Errors, "PAYLOAD_TOO_LARGE")
+	servertest.CheckCoded(t, res.Errors, "PAYLOAD_TOO_LARGE")
 	var sentinel = []byte(over[:40])
 	raw, _ := json.Marshal(res.Errors)
 	if bytes.Contains(raw, sentinel) {

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/creack/pty"
 
 	client "github.com/turngate/turngate/clients/go"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/lease"
 )
 
@@ -35,7 +36,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07
 func startChat(t *testing.T, bin string, args ...string) *terminal {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"chat"}, args...)...)
-	cmd.Env = append(cleanEnv(), "TERM=xterm-256color")
+	cmd.Env = append(e2etest.CleanEnv(), "TERM=xterm-256color")
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
 	if err != nil {
 		t.Fatal(err)
@@ -113,13 +114,13 @@ func TestChatInATerminal(t *testing.T) {
 	a := g.client(t, alice, nil)
 	team := roomOf(t, ctx, a, "Team room")
 	// Without --room, the picker: Enter opens the highlighted room.
-	picker := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir)
+	picker := startChat(t, g.w.Bin, "--url", g.f.base, "--as", alice, "--data", g.w.DataDir)
 	picker.waitFor(ctx, "choose a room")
 	picker.waitFor(ctx, "> Alice's notes")
 	picker.typeKeys("\x1b[B\r") // down to the Team room, Enter
 	picker.waitFor(ctx, "· Team room · live")
 
-	term := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", team)
+	term := startChat(t, g.w.Bin, "--url", g.f.base, "--as", alice, "--data", g.w.DataDir, "--room", team)
 	term.waitFor(ctx, "· Team room · live")
 	// idle waits until no turn of alice's runs: the help line, as the
 	// terminal last wrote it, says Enter sends again. (The renderer
@@ -186,8 +187,8 @@ func TestChatOnceForScripts(t *testing.T) {
 	a := g.client(t, alice, nil)
 	team := roomOf(t, ctx, a, "Team room")
 	run := func(text string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, g.w.bin, "chat", "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", team, "-m", text)
-		cmd.Env = cleanEnv()
+		cmd := exec.CommandContext(ctx, g.w.Bin, "chat", "--url", g.f.base, "--as", alice, "--data", g.w.DataDir, "--room", team, "-m", text)
+		cmd.Env = e2etest.CleanEnv()
 		return cmd
 	}
 	var stdout, stderr bytes.Buffer
@@ -263,9 +264,9 @@ func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.ended(t, ctx, bands.Id)
-	drewOn(t, ctx, g.w.db, room.Id, bands.Id, "Compensation bands 2027")
+	drewOn(t, ctx, g.w.DB, room.Id, bands.Id, "Compensation bands 2027")
 
-	owner := startChat(t, g.w.bin, "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", room.Id)
+	owner := startChat(t, g.w.Bin, "--url", g.f.base, "--as", alice, "--data", g.w.DataDir, "--room", room.Id)
 	owner.waitFor(ctx, "· Planning · live")
 	owner.waitFor(ctx, "95,000")
 	owner.waitFor(ctx, "/invite EMAIL adds a member")
@@ -273,7 +274,7 @@ func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
 	owner.typeKeys("/invite bob@example.com\r")
 	owner.waitFor(ctx, "bob@example.com joined the room. 1 earlier turn drew on documents they may not read: they will see it withheld.")
 
-	newcomer := startChat(t, g.w.bin, "--url", g.f.base, "--as", bob, "--data", g.w.dataDir, "--room", room.Id)
+	newcomer := startChat(t, g.w.Bin, "--url", g.f.base, "--as", bob, "--data", g.w.DataDir, "--room", room.Id)
 	newcomer.waitFor(ctx, "· Planning · live")
 	newcomer.waitFor(ctx, lease.WithheldAnswer)
 	newcomer.markNow()
@@ -284,8 +285,8 @@ func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	once := exec.CommandContext(ctx, g.w.bin, "chat", "--url", g.f.base, "--as", alice, "--data", g.w.dataDir, "--room", room.Id, "-m", "When is the launch?")
-	once.Env, once.Stdout, once.Stderr = cleanEnv(), &stdout, &stderr
+	once := exec.CommandContext(ctx, g.w.Bin, "chat", "--url", g.f.base, "--as", alice, "--data", g.w.DataDir, "--room", room.Id, "-m", "When is the launch?")
+	once.Env, once.Stdout, once.Stderr = e2etest.CleanEnv(), &stdout, &stderr
 	if err := once.Start(); err != nil {
 		t.Fatal(err)
 	}

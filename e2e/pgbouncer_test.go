@@ -1,7 +1,6 @@
-package server_test
+package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -30,24 +29,7 @@ import (
 type pgBouncer struct {
 	url   string // the database through PgBouncer
 	admin string // PgBouncer's admin console
-	log   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log   *servertest.SyncBuffer
 }
 
 // startPgBouncer starts PgBouncer before the database at direct, with
@@ -108,7 +90,7 @@ ignore_startup_parameters = extra_float_digits
 			t.Fatal(err)
 		}
 	}
-	p := &pgBouncer{log: &syncBuffer{}}
+	p := &pgBouncer{log: &servertest.SyncBuffer{}}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if os.Geteuid() == 0 {
@@ -186,7 +168,7 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	// Every statement works through the pooler: the replicas log no
 	// warning (a failed statement off the request path, such as a model
 	// call's record, is only logged).
-	logs := &syncBuffer{}
+	logs := &servertest.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h1 := servertest.StartLog(t, cfg("pooled-1"), log)
 	h2 := servertest.StartLog(t, cfg("pooled-2"), log)
@@ -200,10 +182,10 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 
 	// A stream on the second replica.
 	a2 := h2.Client(t, alice)
-	team := rooms(t, a2)["Team room"]
+	team := servertest.Rooms(t, a2)["Team room"]
 	conn := h2.Dial(t, ctx, a2)
 	defer conn.Close()
-	msgs, err := conn.Subscribe(ctx, "team", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
+	msgs, err := conn.Subscribe(ctx, "team", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": team.ID, "after": team.Head}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +204,7 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 	for i, h := range []*servertest.Harness{h1, h2} {
 		for _, who := range []string{alice, bob} {
 			c := h.Client(t, who)
-			rs := rooms(t, c)
+			rs := servertest.Rooms(t, c)
 			for title, r := range rs {
 				if title != "Team room" && r.Kind != "PRIVATE" {
 					continue
@@ -235,7 +217,7 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 						var out struct {
 							SubmitMessage struct{ ID string } `json:"submitMessage"`
 						}
-						if err := c.Do(ctx, submit, map[string]any{"c": room, "t": "When is the launch?", "k": key}, &out); err != nil {
+						if err := c.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room, "t": "When is the launch?", "k": key}, &out); err != nil {
 							t.Errorf("submit %s: %v", key, err)
 							return
 						}
@@ -255,7 +237,7 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 		t.Fatalf("%d turns submitted, want at least 12", len(all))
 	}
 	for _, s := range all {
-		if done := awaitTurnEnd(t, ctx, s.c, s.id); done.State != "COMPLETED" {
+		if done := servertest.AwaitTurnEnd(t, ctx, s.c, s.id); done.State != "COMPLETED" {
 			t.Fatalf("turn %s ended %s", s.id, done.State)
 		}
 	}
@@ -275,7 +257,7 @@ func TestThroughPgBouncerInTransactionPooling(t *testing.T) {
 		}
 	}
 	for ended := 0; ended < teamTurns; {
-		if e := nextJournal[wireEntry](t, ctx, msgs); e.Kind == "TURN_TERMINAL" {
+		if e := servertest.NextJournal[servertest.WireEntry](t, ctx, msgs); e.Kind == "TURN_TERMINAL" {
 			ended++
 		}
 	}

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/e2etest"
+	"github.com/turngate/turngate/internal/servertest"
 )
 
 // effectModel is an OpenAI-compatible endpoint, speaking the streaming
@@ -64,7 +67,7 @@ func (c *countingReceiver) got() []string {
 // attempt meets the same approval and delivers once, keyed by its id.
 func TestApprovedWebhookOnceAcrossKill9(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	model := httptest.NewServer(http.HandlerFunc(effectModel))
@@ -73,26 +76,26 @@ func TestApprovedWebhookOnceAcrossKill9(t *testing.T) {
 	receiver := httptest.NewServer(rec)
 	defer receiver.Close()
 
-	w := newProcessWorld(t, bin, "turngate-approval-")
+	w := e2etest.NewWorld(t, bin, "turngate-approval-")
 	env := []string{"TURNGATE_LEASE_TTL=2s", "TURNGATE_AGENT_ROUTE=openai",
 		"TURNGATE_OPENAI_BASE_URL=" + model.URL, "TURNGATE_OPENAI_API_KEY=sk-local", "TURNGATE_OPENAI_MODEL=m",
 		"TURNGATE_WEBHOOKS=ops=" + receiver.URL}
-	a := w.start(t, "replica-a", env...)
-	db := w.db
+	a := w.Start(t, "replica-a", env...)
+	db := w.DB
 
-	c := w.client(t, a.base, alice)
-	room := rooms(t, c)["Team room"]
-	turnID := submitAs(t, ctx, c, room.ID, "tell ops to deploy v2", "deploy-v2")
-	waitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'approval_requested')`, turnID)
+	c := w.Client(t, a.Base, alice)
+	room := servertest.Rooms(t, c)["Team room"]
+	turnID := servertest.SubmitAs(t, ctx, c, room.ID, "tell ops to deploy v2", "deploy-v2")
+	servertest.WaitFor(t, ctx, db, `SELECT EXISTS (SELECT 1 FROM journal_entries WHERE turn_id = $1 AND kind = 'approval_requested')`, turnID)
 	var approval string
 	if err := db.QueryRow(`SELECT id FROM approvals WHERE turn_id = $1`, turnID).Scan(&approval); err != nil {
 		t.Fatal(err)
 	}
 	// The run waiting for the decision dies; the decision comes through
 	// another replica.
-	a.kill9(t)
-	b := w.start(t, "replica-b", env...)
-	cb := w.client(t, b.base, alice)
+	a.Kill9(t)
+	b := w.Start(t, "replica-b", env...)
+	cb := w.Client(t, b.Base, alice)
 	var decided struct {
 		DecideApproval struct{ State string } `json:"decideApproval"`
 	}
@@ -100,7 +103,7 @@ func TestApprovedWebhookOnceAcrossKill9(t *testing.T) {
 		map[string]any{"a": approval}, &decided); err != nil {
 		t.Fatal(err)
 	}
-	if state := waitTurnState(t, ctx, db, turnID); state != "completed" {
+	if state := servertest.WaitTurnState(t, ctx, db, turnID); state != "completed" {
 		t.Fatalf("turn ended %s, want completed", state)
 	}
 	if got := rec.got(); len(got) != 1 || got[0] != approval {

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/lease"
@@ -54,7 +55,7 @@ func TestChatStreamsAnAnswer(t *testing.T) {
 	// test logs is the demo's.
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 25 * time.Millisecond })
 	a := h.Client(t, alice)
-	all := rooms(t, a)
+	all := servertest.Rooms(t, a)
 	team := all["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
@@ -121,7 +122,7 @@ func jsString(s string) string {
 func TestChatReloadMidAnswer(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 40 * time.Millisecond })
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
@@ -161,11 +162,11 @@ func TestChatReloadMidAnswer(t *testing.T) {
 // mid-answer; the page reconnects through the same address to the other
 // replica and the answer completes, as the server has it.
 func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
-	bin := buildBinary(t)
-	w := newProcessWorld(t, bin, "turngate-web-kill-")
+	bin := e2etest.Binary(t)
+	w := e2etest.NewWorld(t, bin, "turngate-web-kill-")
 	f := newFrontDoor(t, w, 2, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=60ms")
-	a := w.client(t, f.base, alice)
-	team := rooms(t, a)["Team room"].ID
+	a := w.Client(t, f.base, alice)
+	team := servertest.Rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
@@ -204,7 +205,7 @@ func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
 func TestChatFailsClosedForBob(t *testing.T) {
 	h := servertest.New(t, nil)
 	a := h.Client(t, alice)
-	private := rooms(t, a)["Alice's notes"].ID
+	private := servertest.Rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
@@ -251,7 +252,7 @@ func TestChatDecidesAnApproval(t *testing.T) {
 		c.ApprovalTimeout = 5 * time.Minute
 	})
 	a := h.Client(t, alice)
-	team := rooms(t, a)["Team room"].ID
+	team := servertest.Rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
@@ -280,7 +281,7 @@ func TestChatDecidesAnApproval(t *testing.T) {
 func TestChatStopAndSteer(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 60 * time.Millisecond })
 	a := h.Client(t, alice)
-	private := rooms(t, a)["Alice's notes"].ID
+	private := servertest.Rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 3*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
 	defer cancel()
@@ -330,7 +331,7 @@ func TestChatCreatesAndInvites(t *testing.T) {
 		if err != nil || note != "bob@example.com joined the room." {
 			return false, err
 		}
-		_, ok := rooms(t, bob)["Launch crew"]
+		_, ok := servertest.Rooms(t, bob)["Launch crew"]
 		return ok, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -390,7 +391,7 @@ func TestChatRendersOnlyMarkdown(t *testing.T) {
 		c.AgentRoute = "openai"
 	})
 	a := h.Client(t, alice)
-	private := rooms(t, a)["Alice's notes"].ID
+	private := servertest.Rooms(t, a)["Alice's notes"].ID
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
@@ -481,7 +482,7 @@ func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
 	defer cancel()
 	a := h.Client(t, alice)
-	room, bands := soloSharedRoom(t, ctx, h, a)
+	room, bands := servertest.SoloSharedRoom(t, ctx, h, a)
 	drewOn(t, ctx, h.DB, room, bands, "Compensation bands 2027")
 	question := "What are the engineering bands for 2027?"
 

@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/e2etest"
 )
 
 // frontDoor is one address in front of a world's replicas, as a load
@@ -25,19 +27,19 @@ import (
 // drop every client connection, the way a network would.
 type frontDoor struct {
 	t     *testing.T
-	world *processWorld
+	world *e2etest.World
 	env   []string
 	base  string // the front door's address, e.g. http://127.0.0.1:1234
 	ctl   string // the control server's address
 
 	mu       sync.Mutex
-	replicas []*replica
+	replicas []*e2etest.Replica
 	seq      int
 	conns    map[net.Conn]bool
 }
 
 // newFrontDoor starts n replicas of w (with env) behind one address.
-func newFrontDoor(t *testing.T, w *processWorld, n int, env ...string) *frontDoor {
+func newFrontDoor(t *testing.T, w *e2etest.World, n int, env ...string) *frontDoor {
 	t.Helper()
 	f := &frontDoor{t: t, world: w, env: env, conns: map[net.Conn]bool{}}
 	for range n {
@@ -45,11 +47,11 @@ func newFrontDoor(t *testing.T, w *processWorld, n int, env ...string) *frontDoo
 	}
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		f.mu.Lock()
-		reps := append([]*replica(nil), f.replicas...)
+		reps := append([]*e2etest.Replica(nil), f.replicas...)
 		f.mu.Unlock()
 		var errs []error
 		for _, r := range reps {
-			c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", strings.TrimPrefix(r.base, "http://"))
+			c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", strings.TrimPrefix(r.Base, "http://"))
 			if err == nil {
 				return c, nil
 			}
@@ -107,7 +109,7 @@ func newFrontDoor(t *testing.T, w *processWorld, n int, env ...string) *frontDoo
 	ctl.HandleFunc("POST /down", func(w http.ResponseWriter, r *http.Request) { f.killAll(false); w.WriteHeader(http.StatusNoContent) })
 	ctl.HandleFunc("POST /up", func(w http.ResponseWriter, r *http.Request) { f.add(); w.WriteHeader(http.StatusNoContent) })
 	ctl.HandleFunc("GET /token", func(w http.ResponseWriter, r *http.Request) {
-		tok, err := tokenFor(f.world.bin, f.world.dataDir, r.URL.Query().Get("email"))
+		tok, err := e2etest.TokenFor(f.world.Bin, f.world.DataDir, r.URL.Query().Get("email"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -126,12 +128,12 @@ func newFrontDoor(t *testing.T, w *processWorld, n int, env ...string) *frontDoo
 }
 
 // add starts one more replica, last in the order connections try.
-func (f *frontDoor) add() *replica {
+func (f *frontDoor) add() *e2etest.Replica {
 	f.mu.Lock()
 	f.seq++
 	name := fmt.Sprintf("r%d", f.seq)
 	f.mu.Unlock()
-	r := f.world.start(f.t, name, f.env...)
+	r := f.world.Start(f.t, name, f.env...)
 	f.mu.Lock()
 	f.replicas = append(f.replicas, r)
 	f.mu.Unlock()
@@ -149,7 +151,7 @@ func (f *frontDoor) killFirst() {
 	r := f.replicas[0]
 	f.replicas = f.replicas[1:]
 	f.mu.Unlock()
-	r.kill9(f.t)
+	r.Kill9(f.t)
 }
 
 // killAll kills every replica: with SIGKILL, or with SIGTERM (an orderly
@@ -161,11 +163,11 @@ func (f *frontDoor) killAll(term bool) {
 	f.mu.Unlock()
 	for _, r := range reps {
 		if term {
-			r.cmd.Process.Signal(syscall.SIGTERM)
-			r.cmd.Wait()
+			r.Cmd.Process.Signal(syscall.SIGTERM)
+			r.Cmd.Wait()
 			continue
 		}
-		r.kill9(f.t)
+		r.Kill9(f.t)
 	}
 }
 

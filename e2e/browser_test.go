@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"context"
@@ -33,7 +33,7 @@ import (
 func TestExplorerStreamsATurnInABrowser(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 10 * time.Millisecond })
 	c := h.Client(t, alice)
-	room, ok := rooms(t, c)["Team room"]
+	room, ok := servertest.Rooms(t, c)["Team room"]
 	if !ok {
 		t.Fatal("alice has no Team room")
 	}
@@ -145,7 +145,7 @@ func TestExplorerStreamsATurnInABrowser(t *testing.T) {
 		} `json:"submitMessage"`
 	}
 	key := fmt.Sprintf("browser-%d", time.Now().UnixNano())
-	if err := c.Do(ctx, submit, map[string]any{"c": room.ID, "t": text, "k": key}, &sub); err != nil {
+	if err := c.Do(ctx, servertest.SubmitMutation, map[string]any{"c": room.ID, "t": text, "k": key}, &sub); err != nil {
 		t.Fatal(err)
 	}
 	turnID, accepted := sub.SubmitMessage.ID, sub.SubmitMessage.Position

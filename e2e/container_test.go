@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
+	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
 
@@ -83,7 +85,7 @@ func TestStaticBuildRunsAsNonRootOnExternalDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	base, err := readAddress(stdout)
+	base, err := e2etest.ReadAddress(stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func imageConfig(t *testing.T) (env map[string]string, cmd []string) {
 // settings serve.
 func TestImageDoesNotStartInDevMode(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	env, args := imageConfig(t)
 	host, _, err := net.SplitHostPort(env["TURNGATE_ADDR"])
 	if err != nil {
@@ -172,14 +174,14 @@ func TestImageDoesNotStartInDevMode(t *testing.T) {
 	// started is one run of the binary: its stderr, its address once it
 	// serves, and its exit.
 	type started struct {
-		stderr  *syncBuffer
+		stderr  *servertest.SyncBuffer
 		serving chan string
 		exited  chan struct{}
 		err     error // once exited is closed
 	}
 	start := func(extra ...string) *started {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(cleanEnv(), "DATABASE_URL="+dbtest.NewDB(t), "TURNGATE_LOG_LEVEL=warn")
+		cmd.Env = append(e2etest.CleanEnv(), "DATABASE_URL="+dbtest.NewDB(t), "TURNGATE_LOG_LEVEL=warn")
 		for k, v := range env {
 			switch k {
 			case "TURNGATE_ADDR":
@@ -190,7 +192,7 @@ func TestImageDoesNotStartInDevMode(t *testing.T) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Env = append(cmd.Env, extra...)
-		p := &started{stderr: &syncBuffer{}, serving: make(chan string, 1), exited: make(chan struct{})}
+		p := &started{stderr: &servertest.SyncBuffer{}, serving: make(chan string, 1), exited: make(chan struct{})}
 		cmd.Stderr = p.stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -238,7 +240,7 @@ func TestImageDoesNotStartInDevMode(t *testing.T) {
 		t.Fatalf("the binary neither served nor refused: %s", dev.stderr)
 	}
 
-	key, _ := platformKey(t, server.DevIssuer, server.DevAudience)
+	key, _ := servertest.PlatformKey(t, server.DevIssuer, server.DevAudience)
 	prod := start("TURNGATE_ENVELOPE_PUBLIC_KEY=" + key)
 	select {
 	case base := <-prod.serving:

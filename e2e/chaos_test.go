@@ -1,4 +1,4 @@
-package server_test
+package e2e
 
 // The fault-injection harness. `make test` runs a short round; `make chaos`
 // runs a long one (TURNGATE_CHAOS=long).
@@ -6,6 +6,7 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
+	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 )
@@ -41,7 +43,7 @@ type chaosCluster struct {
 	env              []string
 
 	mu       sync.Mutex
-	live     []*replica // nil while dead
+	live     []*e2etest.Replica // nil while dead
 	paused   []bool
 	restarts int
 }
@@ -51,7 +53,7 @@ func (c *chaosCluster) start(i int) {
 	c.restarts++
 	name := fmt.Sprintf("chaos-%d-%d", i, c.restarts)
 	c.mu.Unlock()
-	r, err := tryStartReplica(c.t, c.bin, name, c.db, c.dataDir, c.env...)
+	r, err := e2etest.TryStartReplica(c.t, c.bin, name, c.db, c.dataDir, c.env...)
 	if err != nil {
 		c.t.Errorf("restarting replica %d: %v", i, err)
 		return
@@ -68,7 +70,7 @@ func (c *chaosCluster) pick(rng *rand.Rand) string {
 	var up []string
 	for i, r := range c.live {
 		if r != nil && !c.paused[i] {
-			up = append(up, r.base)
+			up = append(up, r.Base)
 		}
 	}
 	if len(up) == 0 {
@@ -93,7 +95,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	bin := buildBinary(t)
+	bin := e2etest.Binary(t)
 	dbURL := dbtest.NewDB(t)
 	dataDir, err := os.MkdirTemp("", "turngate-chaos-")
 	if err != nil {
@@ -101,8 +103,8 @@ func TestChaos(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dataDir) })
 	cl := &chaosCluster{t: t, bin: bin, db: dbURL, dataDir: dataDir,
-		env:  append([]string{"TURNGATE_LEASE_TTL=" + cfg.ttl.String(), "TURNGATE_MODEL_PACE=10ms"}, unlimitedCommandsEnv...),
-		live: make([]*replica, cfg.replicas), paused: make([]bool, cfg.replicas)}
+		env:  append([]string{"TURNGATE_LEASE_TTL=" + cfg.ttl.String(), "TURNGATE_MODEL_PACE=10ms"}, servertest.UnlimitedCommandsEnv...),
+		live: make([]*e2etest.Replica, cfg.replicas), paused: make([]bool, cfg.replicas)}
 	cl.start(0) // seeds the demo alone
 	for i := 1; i < cfg.replicas; i++ {
 		cl.start(i)
@@ -114,7 +116,7 @@ func TestChaos(t *testing.T) {
 	defer db.Close()
 
 	// Rooms shared by alice and bob.
-	alicec := clientFor(t, bin, cl.live[0].base, dataDir, alice)
+	alicec := e2etest.ClientFor(t, bin, cl.live[0].Base, dataDir, alice)
 	var roomIDs []string
 	for i := range cfg.rooms {
 		var out struct {
@@ -130,7 +132,7 @@ func TestChaos(t *testing.T) {
 	}
 	tokens := map[string]string{}
 	for _, email := range []string{alice, bob} {
-		if tokens[email], err = tokenFor(bin, dataDir, email); err != nil {
+		if tokens[email], err = e2etest.TokenFor(bin, dataDir, email); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,13 +179,13 @@ func TestChaos(t *testing.T) {
 				cl.mu.Lock()
 				cl.paused[i] = true
 				cl.mu.Unlock()
-				r.cmd.Process.Signal(syscall.SIGSTOP)
+				r.Cmd.Process.Signal(syscall.SIGSTOP)
 				pauses.Add(1)
 				select {
 				case <-time.After(cfg.ttl*3/2 + 200*time.Millisecond):
 				case <-monkeyCtx.Done():
 				}
-				r.cmd.Process.Signal(syscall.SIGCONT)
+				r.Cmd.Process.Signal(syscall.SIGCONT)
 				cl.mu.Lock()
 				cl.paused[i] = false
 				cl.mu.Unlock()
@@ -192,7 +194,7 @@ func TestChaos(t *testing.T) {
 			cl.mu.Lock()
 			cl.live[i] = nil
 			cl.mu.Unlock()
-			r.kill9(t)
+			r.Kill9(t)
 			kills.Add(1)
 			cl.start(i)
 		}
@@ -244,7 +246,7 @@ func TestChaos(t *testing.T) {
 	// The storm goes on while the turns run: every accepted turn must reach
 	// its terminal through it.
 	for _, a := range accepted {
-		waitTurnState(t, ctx, db, a.turnID)
+		servertest.WaitTurnState(t, ctx, db, a.turnID)
 	}
 	stopMonkey()
 	<-monkeyDone
@@ -293,7 +295,7 @@ func submitOnce(ctx context.Context, cl *chaosCluster, rng *rand.Rand, token, ro
 	var out struct {
 		SubmitMessage struct{ ID string } `json:"submitMessage"`
 	}
-	err := c.Do(rctx, submit, map[string]any{"c": room, "t": "chaos message " + key, "k": key}, &out)
+	err := c.Do(rctx, servertest.SubmitMutation, map[string]any{"c": room, "t": "chaos message " + key, "k": key}, &out)
 	return out.SubmitMessage.ID, err
 }
 
@@ -328,7 +330,7 @@ func (s *streamLog) follow(ctx context.Context, cl *chaosCluster, rng *rand.Rand
 		if err != nil {
 			continue
 		}
-		msgs, err := conn.Subscribe(ctx, "s", gqlclient.Request{Query: journalSub, Variables: map[string]any{"c": room, "after": s.last()}})
+		msgs, err := conn.Subscribe(ctx, "s", gqlclient.Request{Query: servertest.JournalSub, Variables: map[string]any{"c": room, "after": s.last()}})
 		if err != nil {
 			conn.Close()
 			continue
@@ -344,10 +346,10 @@ func (s *streamLog) follow(ctx context.Context, cl *chaosCluster, rng *rand.Rand
 				}
 				var r struct {
 					Data struct {
-						Journal wireEntry `json:"journal"`
+						Journal servertest.WireEntry `json:"journal"`
 					} `json:"data"`
 				}
-				if jsonUnmarshal(m.Payload, &r) != nil {
+				if json.Unmarshal(m.Payload, &r) != nil {
 					break read
 				}
 				s.mu.Lock()
