@@ -55,7 +55,11 @@ func TestQueryCacheHeavyDocuments(t *testing.T) {
 			err = json.Unmarshal(res.Data, &data)
 		}
 		if err != nil || data.Typename != "Query" {
-			t.Errorf("%s #%d: %v, data %.100s", shape.Name, i, err, res.Data)
+			var got []byte
+			if res != nil {
+				got = res.Data
+			}
+			t.Errorf("%s #%d: %v, data %.100s", shape.Name, i, err, got)
 			break
 		}
 	}

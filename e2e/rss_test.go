@@ -62,7 +62,7 @@ func (p *rssPeak) Stop() int64 {
 // with its idle RSS once warmed up by a few ordinary requests.
 func startAttackTarget(t *testing.T) (*e2etest.Replica, int64) {
 	t.Helper()
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t)
 	dataDir, err := os.MkdirTemp("", "turngate-rss-")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func startAttackTarget(t *testing.T) (*e2etest.Replica, int64) {
 // email's envelope.
 func startMemberAttackTarget(t *testing.T, email string) (*e2etest.Replica, *gqlclient.Client) {
 	t.Helper()
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t)
 	w := e2etest.NewWorld(t, bin, "turngate-rss-")
 	srv := w.Start(t, "rss", "TURNGATE_NO_RUNNER=true")
 	c := w.Client(t, srv.Base, email)

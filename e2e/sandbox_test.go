@@ -152,7 +152,7 @@ func measureTree(pid int) treeRSS {
 // memory limit was hit; the next turn in each room runs normally.
 func TestSandboxMemoryAttack(t *testing.T) {
 	t.Parallel()
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

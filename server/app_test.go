@@ -6,11 +6,10 @@ import (
 	"testing"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/internal/dbtest"
-	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/internal/e2etest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dbtest.Main(m, migrations.Apply)) }
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m)) }
 
 // otherKeySigner signs with a key the server does not trust.
 func otherKeySigner(t *testing.T, iss, aud string) *authority.Signer {

@@ -12,48 +12,77 @@ import (
 	"github.com/turngate/turngate/migrations"
 )
 
-// EnvBinary names a turngate binary the tier runs instead of building one
-// (make test builds it once for every package of the tier).
-const EnvBinary = "TURNGATE_E2E_BINARY"
+// EnvBinary and EnvPlainBinary name the turngate binaries the tier runs
+// instead of building them (make test builds each once for the tier).
+const (
+	EnvBinary      = "TURNGATE_E2E_BINARY"
+	EnvPlainBinary = "TURNGATE_E2E_PLAIN_BINARY"
+)
+
+// build is one binary of the tier, built at most once per test binary.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 var (
-	buildOnce sync.Once
-	built     string // the binary, once built or named
-	buildDir  string // where it was built; removed by Main
-	buildErr  error
+	raced, plain build
+	buildDirs    []string // where binaries were built; removed by Main
+	buildMu      sync.Mutex
 )
 
 // Binary is the turngate binary the tier runs: the one EnvBinary names,
 // or one built from ./cmd/turngate on first use, once per test binary,
-// with -race when the tests themselves run under -race.
+// with -race when the tests themselves run under -race — so the race
+// detector watches the server processes too.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if p := os.Getenv(EnvBinary); p != "" {
-			built = p
+	return raced.get(t, EnvBinary, raceEnabled)
+}
+
+// PlainBinary is a turngate binary built without -race (the one
+// EnvPlainBinary names, or built once): for the tests that measure a
+// process's memory, which the race detector's shadow memory would
+// distort, and for benchmarks.
+func PlainBinary(t testing.TB) string {
+	t.Helper()
+	if !raceEnabled {
+		return Binary(t)
+	}
+	return plain.get(t, EnvPlainBinary, false)
+}
+
+func (b *build) get(t testing.TB, env string, race bool) string {
+	t.Helper()
+	b.once.Do(func() {
+		if p := os.Getenv(env); p != "" {
+			b.path = p
 			return
 		}
 		dir, err := os.MkdirTemp("", "turngate-e2e-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildDir = dir
+		buildMu.Lock()
+		buildDirs = append(buildDirs, dir)
+		buildMu.Unlock()
 		args := []string{"build", "-o", filepath.Join(dir, "turngate")}
-		if raceEnabled {
+		if race {
 			args = append(args, "-race")
 		}
 		out, err := exec.Command("go", append(args, "github.com/turngate/turngate/cmd/turngate")...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
-		built = filepath.Join(dir, "turngate")
+		b.path = filepath.Join(dir, "turngate")
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return built
+	return b.path
 }
 
 // Main runs a package's end-to-end tests: databases cloned from a
@@ -61,8 +90,8 @@ func Binary(t testing.TB) string {
 // the end. Use it as TestMain's os.Exit argument.
 func Main(m *testing.M) int {
 	code := dbtest.Main(m, migrations.Apply)
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, dir := range buildDirs {
+		os.RemoveAll(dir)
 	}
 	return code
 }
