@@ -35,7 +35,7 @@ func newGoWorld(t *testing.T) *goWorld {
 	bin := e2etest.Binary(t)
 	w := e2etest.NewWorld(t, bin, "turngate-go-")
 	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
-		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6", "TURNGATE_WS_PING=50ms")
+		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6", "TURNGATE_WS_PING=200ms")
 	return &goWorld{w: w, f: f}
 }
 

@@ -81,8 +81,9 @@ func TestPoolMemoryLimit(t *testing.T) {
 		{"growing list", "x = []\nfor i in range(1000000):\n    x.append('y' * 1000)"},
 		{"string doubling", "s = 'x'\nfor i in range(40):\n    s = s + s"},
 	} {
+		// One at a time: under -race each may take half a gigabyte before
+		// the watch ends it.
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
 			p := startPool(t, PoolConfig{Workers: 1, WallTime: 20 * time.Second})
 			before := p.pids()
 			idle := anonRSS(before[0])
@@ -90,6 +91,9 @@ func TestPoolMemoryLimit(t *testing.T) {
 			start := time.Now()
 			res, err := p.Run(context.Background(), Request{Script: "print('started')\n" + tt.script, Limits: Limits{MaxSteps: 1 << 40}})
 			elapsed := time.Since(start)
+			if alive(before[0]) {
+				t.Errorf("Run returned (%v) and the worker (pid %d) still runs", err, before[0])
+			}
 			// The watch reads every 2ms; allow a generous 32 MiB of
 			// overshoot for the read, the kill and a loaded machine.
 			if got, bound := peak(), idle+DefaultMemory*raceShadow+32<<20; got > bound {
@@ -123,15 +127,24 @@ func TestPoolMemoryLimit(t *testing.T) {
 	}
 }
 
-// sampleRSS samples pid's resident size every millisecond until it is
-// gone; the function it returns waits for that and gives the peak.
+// sampleRSS samples pid's resident size every millisecond; the function
+// it returns stops the sampling and gives the peak. Call it once the run
+// has returned: a worker that ended its run broken has been reaped by
+// then, and one that did not must not keep the test waiting.
 func sampleRSS(pid int) (peak func() int64) {
+	stop := make(chan struct{})
 	done := make(chan int64, 1)
 	go func() {
 		var top int64
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
-		for range tick.C {
+	sample:
+		for {
+			select {
+			case <-stop:
+				break sample
+			case <-tick.C:
+			}
 			n := anonRSS(pid)
 			if n < 0 {
 				break
@@ -140,7 +153,7 @@ func sampleRSS(pid int) (peak func() int64) {
 		}
 		done <- top
 	}()
-	return func() int64 { return <-done }
+	return func() int64 { close(stop); return <-done }
 }
 
 // Memory that grows step by step within the address-space limit is
