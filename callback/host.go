@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/metrics"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/tracing"
 
 	"github.com/google/uuid"
@@ -67,7 +68,7 @@ type Host struct {
 	artifacts []journal.AnswerArtifact
 	// usage is what the turn has spent: what its last checkpoint recorded
 	// plus this attempt's work.
-	usage lease.Usage
+	usage outcome.Usage
 	// offset is where the next model text starts in the attempt's answer;
 	// held is text streamed but not yet appended, starting at heldAt.
 	offset int
@@ -247,9 +248,9 @@ func (h *Host) redact(s string) string {
 
 // Usage is what the turn has spent so far: what its last checkpoint
 // recorded plus this attempt's work.
-func (h *Host) Usage() lease.Usage {
+func (h *Host) Usage() outcome.Usage {
 	if h == nil {
-		return lease.Usage{}
+		return outcome.Usage{}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -481,7 +482,7 @@ func (h *Host) Complete(ctx context.Context, comp runtime.Completion) (err error
 	}
 	usage := h.Usage()
 	if err := h.deps.Store.Terminal(ctx, lease.TerminalParams{
-		Fence: c.Fence, State: entturn.StateCompleted, Reason: lease.ReasonCompleted, Answer: &answer, Usage: &usage,
+		Fence: c.Fence, State: entturn.StateCompleted, Reason: outcome.ReasonCompleted, Answer: &answer, Usage: &usage,
 		Citations: citations, Artifacts: artifacts,
 		RenewFor: h.deps.Owner, Before: h.takeHeld(),
 	}); err != nil {

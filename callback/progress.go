@@ -8,6 +8,7 @@ import (
 
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
@@ -16,7 +17,7 @@ import (
 // controller's state, and the usage the backend counted up to it.
 type storedCheckpoint struct {
 	State runtime.Checkpoint `json:"state"`
-	Usage lease.Usage        `json:"usage"`
+	Usage outcome.Usage      `json:"usage"`
 	// Evidence and Artifacts are what the turn's tools gathered and made
 	// up to the checkpoint: an answer of a replacement attempt may cite
 	// and reference them.

@@ -16,7 +16,7 @@ import (
 
 	client "github.com/turngate/turngate/clients/go"
 	"github.com/turngate/turngate/internal/e2etest"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 )
 
 // terminal is `turngate chat` in a real pseudo-terminal.
@@ -276,7 +276,7 @@ func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
 
 	newcomer := startChat(t, g.w.Bin, "--url", g.f.base, "--as", bob, "--data", g.w.DataDir, "--room", room.Id)
 	newcomer.waitFor(ctx, "· Planning · live")
-	newcomer.waitFor(ctx, lease.WithheldAnswer)
+	newcomer.waitFor(ctx, outcome.WithheldAnswer)
 	newcomer.markNow()
 	newcomer.typeKeys("/invite carol@example.com\r")
 	newcomer.waitFor(ctx, "Only the room's owner can invite.")
@@ -304,7 +304,7 @@ func TestChatInvitesAndShowsWithheldTurns(t *testing.T) {
 	if err := once.Wait(); err != nil {
 		t.Fatalf("chat -m: %v\n%s", err, stderr.String())
 	}
-	if !strings.HasSuffix(stdout.String(), "\n"+lease.WithheldAnswer+"\n") || !strings.Contains(stderr.String(), "[the answer is withheld from the room]") ||
+	if !strings.HasSuffix(stdout.String(), "\n"+outcome.WithheldAnswer+"\n") || !strings.Contains(stderr.String(), "[the answer is withheld from the room]") ||
 		strings.Contains(stderr.String(), "restarts") {
 		t.Fatalf("chat -m of a withheld answer: stdout %q, stderr %q", stdout.String(), stderr.String())
 	}

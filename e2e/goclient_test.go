@@ -15,7 +15,7 @@ import (
 
 	client "github.com/turngate/turngate/clients/go"
 	"github.com/turngate/turngate/internal/e2etest"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 )
 
 // The Go client against real turngate processes behind one front door:
@@ -700,7 +700,7 @@ func drewOn(t *testing.T, ctx context.Context, db *sql.DB, room, turn, title str
 func withheldView(t *testing.T, ctx context.Context, viewer *client.Client, v client.TurnView) {
 	t.Helper()
 	if v.State != client.TurnStateCompleted || v.Terminal.Reason != client.TerminalReasonAudienceWithheld || !v.Withheld ||
-		!v.Answered || v.Answer != lease.WithheldAnswer || len(v.Artifacts) != 0 {
+		!v.Answered || v.Answer != outcome.WithheldAnswer || len(v.Artifacts) != 0 {
 		t.Fatalf("the turn folds to %+v; want it withheld, its answer the notice", v)
 	}
 	server, err := viewer.Turn(ctx, v.ID)

@@ -20,7 +20,7 @@ import (
 	"github.com/turngate/turngate/internal/e2etest"
 	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/server"
 )
 
@@ -509,7 +509,7 @@ func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
 	}
 	bobs.waitConnection("Live")
 	seen := bobs.turnWith(question, "bob's page shows the turn", func(t pageTurn) bool { return t.Answered })
-	if seen.Answer != lease.WithheldAnswer || seen.Sources != 0 || seen.ID != bands {
+	if seen.Answer != outcome.WithheldAnswer || seen.Sources != 0 || seen.ID != bands {
 		t.Fatalf("bob's page shows %+v; want the turn withheld, its answer the notice", seen)
 	}
 	bobs.screenshot("chat-withheld")

@@ -13,7 +13,7 @@
 // when they may not read every document of its evidence now — a member
 // added after the turn ran, a member who lost a document's ACL or left a
 // reader group since — and from everyone when its answer was withheld
-// from the room's audience at publication (lease.ReasonAudienceWithheld).
+// from the room's audience at publication (outcome.ReasonAudienceWithheld).
 //
 // A withheld turn keeps its place: every entry keeps its position, so a
 // reader resuming from a position neither skips nor repeats one. What the
@@ -21,7 +21,7 @@
 //
 //   - answer_delta: the text is empty (the offset stays);
 //   - tool_requested and approval_requested: the arguments are "{}";
-//   - turn_answer: the text is lease.WithheldAnswer, no artifacts, and only
+//   - turn_answer: the text is outcome.WithheldAnswer, no artifacts, and only
 //     the citations of documents the viewer may read;
 //   - turn_terminal of a completed turn: reason audience_withheld, the
 //     notice every client already shows for an answer the room may not
@@ -49,8 +49,9 @@
 // itself, now. A page (the journal query) and a turn read compute theirs
 // for the one viewer, now.
 //
-// # Must not import
+// # What it must not import
 //
-// graph (the resolvers call feed, not the other way round), gateway,
-// runtime, runner, callback, tools.
+// graph (the resolvers call feed, not the other way round), lease (the
+// terminal reasons it reads are outcome's), gateway, runtime, runner,
+// callback, tools.
 package feed

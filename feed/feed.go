@@ -11,7 +11,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -213,7 +213,7 @@ func (t Turn) Answer(stored *string) *string {
 	if stored == nil || !t.Withheld() || t.v.audienceWithheld[t.id] {
 		return stored
 	}
-	notice := lease.WithheldAnswer
+	notice := outcome.WithheldAnswer
 	return &notice
 }
 
@@ -223,7 +223,7 @@ func (t Turn) TerminalReason(state string, stored *string) *string {
 	if stored == nil || state != "completed" || !t.Withheld() {
 		return stored
 	}
-	r := lease.ReasonAudienceWithheld
+	r := outcome.ReasonAudienceWithheld
 	return &r
 }
 
@@ -237,7 +237,7 @@ func (t Turn) Citations(cs []journal.AnswerCitation) []journal.AnswerCitation {
 var withheldTurns = `
 SELECT count(*) FROM turns t
 WHERE t.conversation_id = $1
-  AND (t.terminal_reason = '` + lease.ReasonAudienceWithheld + `' OR NOT ` + authority.TurnReadableSQL("t.conversation_id", "t.id", "$2") + `)`
+  AND (t.terminal_reason = '` + outcome.ReasonAudienceWithheld + `' OR NOT ` + authority.TurnReadableSQL("t.conversation_id", "t.id", "$2") + `)`
 
 // WithheldTurns counts the turns of room that member reads withheld now.
 func (f *Feed) WithheldTurns(ctx context.Context, room, member uuid.UUID) (int64, error) {

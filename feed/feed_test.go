@@ -16,8 +16,8 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/migrations"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/room"
 )
 
@@ -78,13 +78,13 @@ func (b *bundle) finishedTurn(t *testing.T, author authority.Member, text, answe
 		journal.Draft{Kind: journal.KindAnswerDelta, TurnID: id, Attempt: 1, Payload: journal.DeltaPayload{Text: answer}},
 		journal.Draft{Kind: journal.KindTurnAnswer, TurnID: id, Attempt: 1, Payload: journal.AnswerPayload{Text: answer, Citations: cites,
 			Artifacts: []journal.AnswerArtifact{{ArtifactID: uuid.New(), Name: "bands.csv", MediaType: "text/csv"}}}},
-		journal.Draft{Kind: journal.KindTurnTerminal, TurnID: id, Attempt: 1, Payload: journal.TerminalPayload{Outcome: "completed", Reason: lease.ReasonCompleted}},
+		journal.Draft{Kind: journal.KindTurnTerminal, TurnID: id, Attempt: 1, Payload: journal.TerminalPayload{Outcome: "completed", Reason: outcome.ReasonCompleted}},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.env.DB.Exec(`UPDATE turns SET state = 'completed', answer = $2, terminal_reason = $3, attempt = 1 WHERE id = $1`,
-		tt.ID, answer, lease.ReasonCompleted); err != nil {
+		tt.ID, answer, outcome.ReasonCompleted); err != nil {
 		t.Fatal(err)
 	}
 	b.env.Hub.Committed(b.room, entries[len(entries)-1].Seq)
@@ -147,8 +147,8 @@ func readsWithheld(t *testing.T, who string, b *bundle, entries []journal.Entry)
 			t.Fatal(err)
 		}
 	}
-	if d.Text != "" || a.Text != lease.WithheldAnswer || len(a.Artifacts) != 0 || len(a.Citations) != 0 ||
-		term.Reason != lease.ReasonAudienceWithheld || tool.Arguments != "{}" {
+	if d.Text != "" || a.Text != outcome.WithheldAnswer || len(a.Artifacts) != 0 || len(a.Citations) != 0 ||
+		term.Reason != outcome.ReasonAudienceWithheld || tool.Arguments != "{}" {
 		t.Fatalf("%s reads the turn as delta %q, answer %+v, terminal %+v, tool %+v; want it withheld", who, d.Text, a, term, tool)
 	}
 }
@@ -191,7 +191,7 @@ func TestLateJoinerReadsTheTurnWithheld(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer := "x"
-	if !rd.Withheld() || *rd.Answer(&answer) != lease.WithheldAnswer || *rd.TerminalReason("completed", &answer) != lease.ReasonAudienceWithheld {
+	if !rd.Withheld() || *rd.Answer(&answer) != outcome.WithheldAnswer || *rd.TerminalReason("completed", &answer) != outcome.ReasonAudienceWithheld {
 		t.Fatalf("bob reads the turn as withheld=%v", rd.Withheld())
 	}
 	if n, err := b.feed.WithheldTurns(ctx, b.room, bob.ID); err != nil || n != 1 {

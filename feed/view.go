@@ -12,7 +12,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -94,7 +94,7 @@ mem AS (
   SELECT member_id FROM room_members WHERE conversation_id = $1 AND ($4::uuid[] IS NULL OR member_id = ANY($4::uuid[])))
 SELECT 'e', turn_id, document_id FROM ev
 UNION ALL
-SELECT 'w', id, NULL FROM turns WHERE conversation_id = $1 AND id = ANY($2::uuid[]) AND terminal_reason = '` + lease.ReasonAudienceWithheld + `'
+SELECT 'w', id, NULL FROM turns WHERE conversation_id = $1 AND id = ANY($2::uuid[]) AND terminal_reason = '` + outcome.ReasonAudienceWithheld + `'
 UNION ALL
 SELECT 'm', member_id, NULL FROM mem
 UNION ALL
@@ -284,10 +284,10 @@ func (v *view) project(member uuid.UUID, e journal.Entry) (journal.Entry, bool, 
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return e, false, fmt.Errorf("decode the terminal entry %d: %w", e.Seq, err)
 		}
-		if p.Outcome != "completed" || p.Reason == lease.ReasonAudienceWithheld {
+		if p.Outcome != "completed" || p.Reason == outcome.ReasonAudienceWithheld {
 			return e, false, nil
 		}
-		p.Reason = lease.ReasonAudienceWithheld
+		p.Reason = outcome.ReasonAudienceWithheld
 		return withPayload(e, p)
 	case journal.KindTurnAnswer:
 		var p journal.AnswerPayload
@@ -299,7 +299,7 @@ func (v *view) project(member uuid.UUID, e journal.Entry) (journal.Entry, bool, 
 			return e, false, nil
 		}
 		if withheld && !v.audienceWithheld[turn] {
-			p.Text, p.Artifacts = lease.WithheldAnswer, []journal.AnswerArtifact{}
+			p.Text, p.Artifacts = outcome.WithheldAnswer, []journal.AnswerArtifact{}
 		}
 		p.Citations = kept
 		return withPayload(e, p)

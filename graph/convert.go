@@ -10,7 +10,7 @@ import (
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 )
 
 func toMember(m authority.Member) *model.Member {
@@ -67,13 +67,13 @@ func toTurn(t *ent.Turn) *model.Turn {
 	return out
 }
 
-// toUsage decodes a turn's settled usage column (lease.Usage); nil while
+// toUsage decodes a turn's settled usage column (outcome.Usage); nil while
 // the turn has not ended.
 func toUsage(raw json.RawMessage) (*model.Usage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
-	var u lease.Usage
+	var u outcome.Usage
 	if err := json.Unmarshal(raw, &u); err != nil {
 		return nil, fmt.Errorf("decode turn usage: %w", err)
 	}

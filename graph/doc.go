@@ -15,5 +15,6 @@
 //
 // graph is the API's edge: it imports the services and graph/generated,
 // graph/model and graph/extension, never pg, database/sql, lib/pq,
-// runner, callback or server. Nothing but server imports graph.
+// lease (it reads terminal reasons and usage from outcome), runner,
+// callback or server. Nothing but server imports graph.
 package graph

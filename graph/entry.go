@@ -9,7 +9,7 @@ import (
 
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/room"
 )
 
@@ -19,24 +19,24 @@ func entryID(e journal.Entry) string {
 	return fmt.Sprintf("%s:%d", e.ConversationID, e.Seq)
 }
 
-// terminalReasons maps the reasons lease and runner record to the
+// terminalReasons maps the reasons lease and runner record (outcome) to the
 // contract's enum; a reason not listed (a row written by an older build)
 // is RUNTIME_FAILED.
 var terminalReasons = map[string]model.TerminalReason{
-	lease.ReasonCompleted:         model.TerminalReasonCompleted,
-	lease.ReasonCancelled:         model.TerminalReasonCancelledByMember,
-	lease.ReasonMembershipRevoked: model.TerminalReasonMembershipRevoked,
-	lease.ReasonAudienceWithheld:  model.TerminalReasonAudienceWithheld,
-	lease.ReasonBudgetExhausted:   model.TerminalReasonBudgetExhausted,
-	lease.ReasonRecoveryExhausted: model.TerminalReasonRecoveryExhausted,
-	lease.ReasonInputLeaseLost:    model.TerminalReasonInputLeaseLost,
-	lease.ReasonModelRateLimited:  model.TerminalReasonModelRateLimited,
-	lease.ReasonModelUnavailable:  model.TerminalReasonModelUnavailable,
-	lease.ReasonModelAuthFailed:   model.TerminalReasonModelAuthFailed,
-	lease.ReasonModelStreamCut:    model.TerminalReasonModelStreamCut,
-	lease.ReasonModelStreamIdle:   model.TerminalReasonModelStreamIdle,
-	lease.ReasonModelRouteInvalid: model.TerminalReasonModelRouteInvalid,
-	lease.ReasonRuntimeFailed:     model.TerminalReasonRuntimeFailed,
+	outcome.ReasonCompleted:         model.TerminalReasonCompleted,
+	outcome.ReasonCancelled:         model.TerminalReasonCancelledByMember,
+	outcome.ReasonMembershipRevoked: model.TerminalReasonMembershipRevoked,
+	outcome.ReasonAudienceWithheld:  model.TerminalReasonAudienceWithheld,
+	outcome.ReasonBudgetExhausted:   model.TerminalReasonBudgetExhausted,
+	outcome.ReasonRecoveryExhausted: model.TerminalReasonRecoveryExhausted,
+	outcome.ReasonInputLeaseLost:    model.TerminalReasonInputLeaseLost,
+	outcome.ReasonModelRateLimited:  model.TerminalReasonModelRateLimited,
+	outcome.ReasonModelUnavailable:  model.TerminalReasonModelUnavailable,
+	outcome.ReasonModelAuthFailed:   model.TerminalReasonModelAuthFailed,
+	outcome.ReasonModelStreamCut:    model.TerminalReasonModelStreamCut,
+	outcome.ReasonModelStreamIdle:   model.TerminalReasonModelStreamIdle,
+	outcome.ReasonModelRouteInvalid: model.TerminalReasonModelRouteInvalid,
+	outcome.ReasonRuntimeFailed:     model.TerminalReasonRuntimeFailed,
 }
 
 // toTerminal is how a turn ended, from its outcome and recorded reason.

@@ -11,7 +11,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -56,7 +56,7 @@ func TestSteerInputValidation(t *testing.T) {
 // TestToUsage: a turn's usage column maps to Usage; NULL (a turn that has
 // not ended) maps to null, and a column that is not a usage is an error.
 func TestToUsage(t *testing.T) {
-	raw, err := json.Marshal(lease.Usage{InputTokens: 120, OutputTokens: 34, ModelCalls: 2, ToolCalls: 1})
+	raw, err := json.Marshal(outcome.Usage{InputTokens: 120, OutputTokens: 34, ModelCalls: 2, ToolCalls: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

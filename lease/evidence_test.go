@@ -13,6 +13,7 @@ import (
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/resource"
 )
 
@@ -98,7 +99,7 @@ func TestAddEvidence(t *testing.T) {
 			wantErr: lease.ErrFenced, want: sorted(launch, bands)},
 		{name: "an ended turn",
 			before: func() {
-				if err := store.Terminal(ctx, lease.TerminalParams{Fence: run.Fence, State: entturn.StateFailed, Reason: lease.ReasonRuntimeFailed}); err != nil {
+				if err := store.Terminal(ctx, lease.TerminalParams{Fence: run.Fence, State: entturn.StateFailed, Reason: outcome.ReasonRuntimeFailed}); err != nil {
 					t.Fatal(err)
 				}
 			},

@@ -15,16 +15,9 @@ import (
 	"github.com/turngate/turngate/ent"
 	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/journal"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/pg"
 )
-
-// Usage is what a turn spent over all its attempts' recorded work.
-type Usage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
-	ModelCalls   int `json:"modelCalls"`
-	ToolCalls    int `json:"toolCalls"`
-}
 
 // TerminalParams is how a run ends its turn.
 type TerminalParams struct {
@@ -47,7 +40,7 @@ type TerminalParams struct {
 	Command uuid.NullUUID
 	// Usage is what the run spent, settled with the terminal. Nil settles
 	// what the turn's last checkpoint recorded.
-	Usage *Usage
+	Usage *outcome.Usage
 	// Citations and Artifacts go with the answer.
 	Citations []journal.AnswerCitation
 	Artifacts []journal.AnswerArtifact
@@ -167,7 +160,7 @@ func (s *Store) Terminal(ctx context.Context, p TerminalParams) error {
 				return fmt.Errorf("terminal %s: %w", turnID, err)
 			}
 			if !published {
-				p = TerminalParams{Fence: p.Fence, State: entturn.StateFailed, Reason: ReasonMembershipRevoked}
+				p = TerminalParams{Fence: p.Fence, State: entturn.StateFailed, Reason: outcome.ReasonMembershipRevoked}
 			}
 		}
 		if p.Answer != nil && len(p.Citations) > 0 {
@@ -236,7 +229,7 @@ func stillMember(ctx context.Context, tx pg.Querier, room, author, turnID uuid.U
 		return true, nil
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE turns SET state = 'failed', terminal_reason = $2, answer = NULL WHERE id = $1`,
-		turnID, ReasonMembershipRevoked); err != nil {
+		turnID, outcome.ReasonMembershipRevoked); err != nil {
 		return false, err
 	}
 	return false, nil
@@ -314,7 +307,7 @@ type CancelQueuedParams struct {
 // owner carries the cancel out.
 func (s *Store) CancelQueued(ctx context.Context, tx pg.Querier, p CancelQueuedParams) (uuid.UUID, error) {
 	var room uuid.UUID
-	err := queryRow(ctx, tx, ErrNotClaimable, "cancel", p.TurnID, cancelQueued, []any{p.TurnID, ReasonCancelled}, &room)
+	err := queryRow(ctx, tx, ErrNotClaimable, "cancel", p.TurnID, cancelQueued, []any{p.TurnID, outcome.ReasonCancelled}, &room)
 	return room, err
 }
 
@@ -322,7 +315,7 @@ func (s *Store) CancelQueued(ctx context.Context, tx pg.Querier, p CancelQueuedP
 // transaction that ended them (Revoke) committed.
 func (s *Store) Revoked(n int) {
 	for range n {
-		s.metrics.Ended(entturn.StateFailed.String(), ReasonMembershipRevoked)
+		s.metrics.Ended(entturn.StateFailed.String(), outcome.ReasonMembershipRevoked)
 	}
 }
 
@@ -369,7 +362,7 @@ func (s *Store) LockAuthorTurns(ctx context.Context, tx pg.Querier, p RevokePara
 // last journal position written, or 0, and how many turns it ended (the
 // caller counts them once its transaction commits: see Revoked).
 func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int64, int, error) {
-	rows, err := tx.QueryContext(ctx, revokeTurns, p.Room, p.Author, ReasonMembershipRevoked)
+	rows, err := tx.QueryContext(ctx, revokeTurns, p.Room, p.Author, outcome.ReasonMembershipRevoked)
 	if err != nil {
 		return 0, 0, fmt.Errorf("revoke the turns of %s in %s: %w", p.Author, p.Room, err)
 	}
@@ -392,13 +385,13 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 	var head int64
 	for _, t := range turns {
 		drafts, err := Settle(ctx, tx, SettleParams{Room: p.Room, Turn: t.id, Attempt: t.attempt,
-			Outcome: entturn.StateFailed, Reason: ReasonMembershipRevoked})
+			Outcome: entturn.StateFailed, Reason: outcome.ReasonMembershipRevoked})
 		if err != nil {
 			return 0, 0, err
 		}
 		drafts = append(drafts, journal.Draft{
 			Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: t.id, Valid: true}, Attempt: t.attempt,
-			Payload: journal.TerminalPayload{Outcome: entturn.StateFailed.String(), Reason: ReasonMembershipRevoked},
+			Payload: journal.TerminalPayload{Outcome: entturn.StateFailed.String(), Reason: outcome.ReasonMembershipRevoked},
 		})
 		entries, err := journal.Append(ctx, tx, p.Room, nil, drafts...)
 		if err != nil {
@@ -408,11 +401,6 @@ func (s *Store) Revoke(ctx context.Context, tx pg.Querier, p RevokeParams) (int6
 	}
 	return head, len(turns), nil
 }
-
-// WithheldAnswer replaces an answer in a shared room that drew on a
-// document not every current member may read (ReasonAudienceWithheld).
-const WithheldAnswer = "Part of this answer drew on documents that not every member of this room may read, " +
-	"so it is withheld here. Ask in a private conversation for it."
 
 // unreadableByAudience lists, for a shared room ($1), the cited documents
 // ($2) that not every current member may read now; for a private room,
@@ -425,7 +413,7 @@ FROM conversations c WHERE c.id = $1 AND c.kind = 'shared'`
 // in a shared room cites against the room's audience now: the tools read
 // what every member could read at each call, but a member may have joined
 // since. If the audience may not read one of them, the answer is withheld
-// (WithheldAnswer, ReasonAudienceWithheld), its held-back delta dropped,
+// (outcome.WithheldAnswer, outcome.ReasonAudienceWithheld), its held-back delta dropped,
 // and only the citations the audience may read are kept.
 func withholdForAudience(ctx context.Context, tx pg.Querier, room, turnID uuid.UUID, p *TerminalParams) error {
 	var docs []string
@@ -451,9 +439,9 @@ func withholdForAudience(ctx context.Context, tx pg.Querier, room, turnID uuid.U
 			kept = append(kept, c)
 		}
 	}
-	answer := WithheldAnswer
-	p.Answer, p.Citations, p.Before, p.Reason = &answer, kept, nil, ReasonAudienceWithheld
-	if _, err := tx.ExecContext(ctx, `UPDATE turns SET answer = $2, terminal_reason = $3 WHERE id = $1`, turnID, answer, ReasonAudienceWithheld); err != nil {
+	answer := outcome.WithheldAnswer
+	p.Answer, p.Citations, p.Before, p.Reason = &answer, kept, nil, outcome.ReasonAudienceWithheld
+	if _, err := tx.ExecContext(ctx, `UPDATE turns SET answer = $2, terminal_reason = $3 WHERE id = $1`, turnID, answer, outcome.ReasonAudienceWithheld); err != nil {
 		return fmt.Errorf("withhold the answer: %w", err)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/resource"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -56,7 +57,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	log := r.runLog(ctx, c)
 	if c.Turn.Attempt > r.cfg.MaxAttempts {
 		// Its runs keep dying: one safe terminal instead of another try.
-		r.fail(c, lease.ReasonRecoveryExhausted, log)
+		r.fail(c, outcome.ReasonRecoveryExhausted, log)
 		return
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -73,7 +74,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 	}
 	if err != nil {
 		log.Error("admitting run failed", "err", err)
-		r.fail(c, lease.ReasonRuntimeFailed, log)
+		r.fail(c, outcome.ReasonRuntimeFailed, log)
 		return
 	}
 
@@ -113,7 +114,7 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 		// A member's durable cancel: the only thing that aborts a run.
 		usage := host.Usage()
 		err := r.store.Terminal(context.Background(), lease.TerminalParams{
-			Fence: c.Fence, State: entturn.StateCancelled, Reason: lease.ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
+			Fence: c.Fence, State: entturn.StateCancelled, Reason: outcome.ReasonCancelled, Command: uuid.NullUUID{UUID: cancelled.command, Valid: true},
 			Usage: &usage,
 		})
 		if err != nil && !errors.Is(err, lease.ErrFenced) {
@@ -126,9 +127,9 @@ func (r *Runner) run(ctx context.Context, c *lease.Claimed) {
 			log.Warn("releasing turn on stop failed; it is recovered when its lease expires", "err", rerr)
 		}
 	case errors.Is(cause, lease.ErrLeaseLost) || errors.Is(err, lease.ErrFenced) || errors.Is(err, lease.ErrLeaseLost):
-		r.failWith(c, lease.ReasonInputLeaseLost, host, log)
+		r.failWith(c, outcome.ReasonInputLeaseLost, host, log)
 	case errors.Is(err, runtime.ErrBudgetExhausted) || errors.Is(err, runtime.ErrWallTime) || errors.Is(err, gateway.ErrBudgetExhausted):
-		r.failWith(c, lease.ReasonBudgetExhausted, host, log)
+		r.failWith(c, outcome.ReasonBudgetExhausted, host, log)
 	default:
 		log.Error("run failed", "err", err)
 		r.failWith(c, failureReason(err), host, log)
@@ -142,19 +143,19 @@ func failureReason(err error) string {
 		err    error
 		reason string
 	}{
-		{gateway.ErrProviderRateLimited, lease.ReasonModelRateLimited},
-		{gateway.ErrProviderUnavailable, lease.ReasonModelUnavailable},
-		{gateway.ErrProviderAuth, lease.ReasonModelAuthFailed},
-		{gateway.ErrStreamCut, lease.ReasonModelStreamCut},
-		{gateway.ErrStreamIdle, lease.ReasonModelStreamIdle},
-		{gateway.ErrUnknownRoute, lease.ReasonModelRouteInvalid},
-		{gateway.ErrModelNotAllowed, lease.ReasonModelRouteInvalid},
+		{gateway.ErrProviderRateLimited, outcome.ReasonModelRateLimited},
+		{gateway.ErrProviderUnavailable, outcome.ReasonModelUnavailable},
+		{gateway.ErrProviderAuth, outcome.ReasonModelAuthFailed},
+		{gateway.ErrStreamCut, outcome.ReasonModelStreamCut},
+		{gateway.ErrStreamIdle, outcome.ReasonModelStreamIdle},
+		{gateway.ErrUnknownRoute, outcome.ReasonModelRouteInvalid},
+		{gateway.ErrModelNotAllowed, outcome.ReasonModelRouteInvalid},
 	} {
 		if errors.Is(err, m.err) {
 			return m.reason
 		}
 	}
-	return lease.ReasonRuntimeFailed
+	return outcome.ReasonRuntimeFailed
 }
 
 // failWith records a failed terminal with the usage the run spent.

@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/pg"
 )
 
@@ -80,14 +81,14 @@ ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.Conversation
 	// This command ends the turn; any other still pending for it (a steer
 	// no step boundary reached) is rejected with it, in the journal too.
 	drafts, err := lease.Settle(ctx, tx, lease.SettleParams{Room: roomID, Turn: turnID, Attempt: t.Attempt,
-		Command: uuid.NullUUID{UUID: commandID, Valid: true}, Outcome: entturn.StateCancelled, Reason: lease.ReasonCancelled})
+		Command: uuid.NullUUID{UUID: commandID, Valid: true}, Outcome: entturn.StateCancelled, Reason: outcome.ReasonCancelled})
 	if err != nil {
 		return nil, fmt.Errorf("cancel %s: %w", turnID, err)
 	}
 	drafts = append(drafts, journal.Draft{
 		Kind: journal.KindTurnTerminal, TurnID: uuid.NullUUID{UUID: turnID, Valid: true}, Attempt: t.Attempt,
 		ActorID: uuid.NullUUID{UUID: actor.ID, Valid: true},
-		Payload: journal.TerminalPayload{Outcome: entturn.StateCancelled.String(), Reason: lease.ReasonCancelled},
+		Payload: journal.TerminalPayload{Outcome: entturn.StateCancelled.String(), Reason: outcome.ReasonCancelled},
 	})
 	entries, err := journal.Append(ctx, tx, roomID, nil, drafts...)
 	if err != nil {
@@ -97,6 +98,6 @@ ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.Conversation
 		return nil, fmt.Errorf("cancel %s: commit: %w", turnID, err)
 	}
 	s.Hub.Committed(roomID, entries[len(entries)-1].Seq)
-	s.Metrics.Ended(entturn.StateCancelled.String(), lease.ReasonCancelled)
+	s.Metrics.Ended(entturn.StateCancelled.String(), outcome.ReasonCancelled)
 	return s.Get(ctx, turnID)
 }

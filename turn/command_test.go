@@ -13,6 +13,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
 )
@@ -68,7 +69,7 @@ func TestCancelRunningTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "cancelled" || *got.TerminalReason != lease.ReasonCancelled || got.Answer != nil {
+	if got.State != "cancelled" || *got.TerminalReason != outcome.ReasonCancelled || got.Answer != nil {
 		t.Fatalf("turn ended %s (%v)", got.State, got.TerminalReason)
 	}
 	st, token := commandState(t, env, cmd)

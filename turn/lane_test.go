@@ -18,6 +18,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/turn"
 )
@@ -342,7 +343,7 @@ func TestStaleTokenWritesNothing(t *testing.T) {
 			return lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: old.Fence, State: "completed", Answer: &answer})
 		}},
 		{"failed terminal", func() error {
-			return lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: old.Fence, State: "failed", Reason: lease.ReasonInputLeaseLost})
+			return lease.NewStore(env.Client, env.Hub).Terminal(ctx, lease.TerminalParams{Fence: old.Fence, State: "failed", Reason: outcome.ReasonInputLeaseLost})
 		}},
 		{"release", func() error {
 			return lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: old.Fence})

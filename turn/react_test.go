@@ -16,7 +16,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
@@ -82,12 +82,12 @@ func entriesOf(t *testing.T, env *testkit.Env, room, turnID uuid.UUID, kind jour
 	return out
 }
 
-func usageOf(t *testing.T, tt *ent.Turn) lease.Usage {
+func usageOf(t *testing.T, tt *ent.Turn) outcome.Usage {
 	t.Helper()
 	if len(tt.Usage) == 0 {
 		t.Fatalf("turn %s (%s) has no settled usage", tt.ID, tt.State)
 	}
-	var u lease.Usage
+	var u outcome.Usage
 	if err := json.Unmarshal(tt.Usage, &u); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestUsageIsSettledWithTheTerminal(t *testing.T) {
 	if _, err := env.Turns.Cancel(context.Background(), env.Alice, uuid.New(), queued.ID); err != nil {
 		t.Fatal(err)
 	}
-	if u := usageOf(t, env.WaitTerminal(t, queued.ID)); u != (lease.Usage{}) {
+	if u := usageOf(t, env.WaitTerminal(t, queued.ID)); u != (outcome.Usage{}) {
 		t.Fatalf("a turn cancelled before it ran spent %+v", u)
 	}
 	close(gate.release)
@@ -313,7 +313,7 @@ func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
 	env.Runner(t, runner.Config{Gateway: model.gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "hello")
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonRuntimeFailed {
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonRuntimeFailed {
 		t.Fatalf("turn ended %s (%v), want failed: runtime_failed", got.State, got.TerminalReason)
 	}
 	if n := len(model.requests()); n != 0 {

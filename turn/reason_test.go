@@ -7,7 +7,7 @@ import (
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
-	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/runner"
 )
 
@@ -28,13 +28,13 @@ func TestFailureReasonNamesTheCause(t *testing.T) {
 		err  error
 		want string
 	}{
-		{gateway.ErrProviderRateLimited, lease.ReasonModelRateLimited},
-		{gateway.ErrProviderUnavailable, lease.ReasonModelUnavailable},
-		{gateway.ErrProviderAuth, lease.ReasonModelAuthFailed},
-		{gateway.ErrStreamCut, lease.ReasonModelStreamCut},
-		{gateway.ErrStreamIdle, lease.ReasonModelStreamIdle},
-		{gateway.ErrModelNotAllowed, lease.ReasonModelRouteInvalid},
-		{fmt.Errorf("something else"), lease.ReasonRuntimeFailed},
+		{gateway.ErrProviderRateLimited, outcome.ReasonModelRateLimited},
+		{gateway.ErrProviderUnavailable, outcome.ReasonModelUnavailable},
+		{gateway.ErrProviderAuth, outcome.ReasonModelAuthFailed},
+		{gateway.ErrStreamCut, outcome.ReasonModelStreamCut},
+		{gateway.ErrStreamIdle, outcome.ReasonModelStreamIdle},
+		{gateway.ErrModelNotAllowed, outcome.ReasonModelRouteInvalid},
+		{fmt.Errorf("something else"), outcome.ReasonRuntimeFailed},
 	} {
 		t.Run(c.want, func(t *testing.T) {
 			t.Parallel()

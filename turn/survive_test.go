@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/runner"
 )
 
@@ -54,7 +55,7 @@ func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonInputLeaseLost {
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonInputLeaseLost {
 		t.Fatalf("turn ended %s (%v), want failed input_lease_lost", got.State, got.TerminalReason)
 	}
 	if got.Answer != nil {
@@ -172,8 +173,8 @@ func TestRecoveryExhaustedEndsSafely(t *testing.T) {
 		t.Fatalf("resume: took=%v err=%v", took, err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || *got.TerminalReason != lease.ReasonRecoveryExhausted {
-		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonRecoveryExhausted)
+	if got.State != "failed" || *got.TerminalReason != outcome.ReasonRecoveryExhausted {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, outcome.ReasonRecoveryExhausted)
 	}
 	if a := activeTurn(t, env, env.Shared.ID); a.Valid {
 		t.Fatal("room still busy after the safe terminal")
@@ -195,8 +196,8 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	}
 	close(gate.release)
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonMembershipRevoked {
-		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonMembershipRevoked)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonMembershipRevoked {
+		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, outcome.ReasonMembershipRevoked)
 	}
 	if got.Answer != nil {
 		t.Fatalf("answer stored for a removed member: %q", *got.Answer)
@@ -246,8 +247,8 @@ func TestMembershipRevokedStopsTheRunAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonMembershipRevoked || got.Answer != nil {
-		t.Fatalf("turn ended %s (%v), answer %v; want failed %s without an answer", got.State, got.TerminalReason, got.Answer, lease.ReasonMembershipRevoked)
+	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonMembershipRevoked || got.Answer != nil {
+		t.Fatalf("turn ended %s (%v), answer %v; want failed %s without an answer", got.State, got.TerminalReason, got.Answer, outcome.ReasonMembershipRevoked)
 	}
 	select {
 	case <-model.stopped:
@@ -346,8 +347,8 @@ func TestRuntimeFailureEndsOnce(t *testing.T) {
 	second := env.Submit(t, env.Bob, env.Shared.ID, "and me after")
 	for _, id := range []uuid.UUID{first.ID, second.ID} {
 		got := env.WaitTerminal(t, id)
-		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonRuntimeFailed {
-			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, lease.ReasonRuntimeFailed)
+		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonRuntimeFailed {
+			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, outcome.ReasonRuntimeFailed)
 		}
 		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
 			t.Fatalf("journal kinds %v", k)
