@@ -3,12 +3,12 @@ package callback
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/guard"
+	"github.com/turngate/turngate/lease"
 )
 
 // Bounds of a stored model call (turn replay): each message's content and
@@ -47,19 +47,12 @@ func (h *Host) recordCall(ctx context.Context, purpose, route string, step gatew
 	if callErr != nil {
 		errText = guard.Bound(callErr.Error(), 1024)
 	}
-	t := h.claim.Turn
-	if _, err := h.deps.Client.ExecContext(context.WithoutCancel(ctx), insertCall, uuid.New(), t.ConversationID, t.ID, t.Attempt, n,
-		purpose, route, string(rawReq), string(rawResp), res.Usage.InputTokens, res.Usage.OutputTokens, took.Milliseconds(), errText,
-		h.claim.Fence.LeaseToken); err != nil {
+	if err := h.deps.Store.RecordModelCall(context.WithoutCancel(ctx), lease.ModelCallParams{Claim: h.claim, Step: n,
+		Purpose: purpose, Route: route, Request: rawReq, Response: rawResp, InputTokens: res.Usage.InputTokens,
+		OutputTokens: res.Usage.OutputTokens, Took: took, Error: errText}); err != nil && !errors.Is(err, lease.ErrFenced) {
 		h.log.Warn("store model call", "step", n, "err", err)
 	}
 }
-
-const insertCall = `
-INSERT INTO model_calls (id, conversation_id, turn_id, attempt, step, purpose, route, request, response,
-  input_tokens, output_tokens, duration_ms, error)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13
-WHERE EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $14 AND state = 'running')`
 
 // storedCall is the redacted, bounded form of one call.
 func (h *Host) storedCall(greq gateway.Request, res gateway.Result) (gateway.StoredRequest, gateway.StoredResponse) {

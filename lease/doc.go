@@ -25,7 +25,26 @@
 //
 // Besides, the reads and fenced writes a run makes while it holds its
 // lease: LaneHeads, Expired, ActiveLease, Checkpoint, ClaimSteers,
-// DeliveredSteers, PendingCancel, ClaimExecution, AddEvidence.
+// DeliveredSteers, PendingCancel, AddEvidence, RecordModelCall.
+//
+// # Commands and approvals
+//
+// The records that move with a turn have their SQL here too, with the
+// same params structs and the same interpretError:
+//
+//   - a member's commands: Steer and Cancel store one command per
+//     idempotency key (ErrCommandReused for a key used otherwise,
+//     ErrTurnEnded after the terminal); Cancel ends a queued turn in the
+//     same transaction, and a running turn's run carries it out;
+//   - approvals: RequestApproval (once per call of a turn, journaled and
+//     fenced), CallApproval, ExpireApproval, ApprovalRoom and
+//     DecideApproval (under the room's row lock, only while the decider is
+//     a member: ErrNotMember, ErrNotPending), then ClaimExecution and
+//     RecordExecution, so an approved effect runs at most once;
+//   - model calls: RecordModelCall (fenced) and ModelCalls (replay).
+//
+// The callers (turn for members, callback for runs) authorise and map
+// these errors to the API's codes.
 //
 // # Evidence
 //

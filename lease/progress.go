@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -188,49 +187,4 @@ func (s *Store) DeliveredSteers(ctx context.Context, c *Claimed) ([]Steer, error
 		return nil, fmt.Errorf("steering of %s: %w", c.Turn.ID, err)
 	}
 	return out, nil
-}
-
-const pendingCancel = `SELECT id FROM commands WHERE turn_id = $1 AND kind = 'cancel' AND state = 'pending' ORDER BY created_at, id LIMIT 1`
-
-// PendingCancel finds the first pending cancel command of a turn, and
-// reports false when there is none.
-func (s *Store) PendingCancel(ctx context.Context, turnID uuid.UUID) (uuid.UUID, bool, error) {
-	var id uuid.UUID
-	err := queryRow(ctx, s.client, errNone, "pending cancel of", turnID, pendingCancel, []any{turnID}, &id)
-	if errors.Is(err, errNone) {
-		return uuid.Nil, false, nil
-	}
-	return id, err == nil, err
-}
-
-// claimExecution takes the execution of an approved call, fenced by the
-// lease: only the turn's current run executes, and a later run takes over
-// from a dead one.
-const claimExecution = `UPDATE approvals SET execution_lease = $2
-WHERE id = $1 AND state = 'approved' AND executed_at IS NULL AND (execution_lease IS NULL OR execution_lease < $2)
-  AND EXISTS (SELECT 1 FROM turns WHERE id = $3 AND lease_token = $2 AND state = 'running' FOR SHARE)`
-
-// ExecutionParams names an approved call and the run about to execute it.
-type ExecutionParams struct {
-	Claim      *Claimed
-	ApprovalID uuid.UUID
-}
-
-// ClaimExecution takes the execution of an approved call for the run
-// holding the claim. A run that no longer owns the turn, or an execution
-// another run holds with a newer lease, is ErrFenced.
-func (s *Store) ClaimExecution(ctx context.Context, p ExecutionParams) error {
-	return exec(ctx, s.client, ErrFenced, "claim execution of", p.Claim.Turn.ID, claimExecution, p.ApprovalID, p.Claim.Fence.LeaseToken, p.Claim.Turn.ID)
-}
-
-const recordExecution = `UPDATE approvals SET executed_at = now(), result = $2
-WHERE id = $1 AND execution_lease = $3 AND executed_at IS NULL`
-
-// RecordExecution stores an executed call's result, once, under the
-// execution lease ClaimExecution took.
-func (s *Store) RecordExecution(ctx context.Context, p ExecutionParams, result []byte) error {
-	if _, err := s.client.ExecContext(ctx, recordExecution, p.ApprovalID, string(result), p.Claim.Fence.LeaseToken); err != nil {
-		return fmt.Errorf("record execution of %s: %w", p.Claim.Turn.ID, err)
-	}
-	return nil
 }

@@ -33,9 +33,10 @@
 // room and the actor; any replica accepts it, the hub wakes the run that
 // owns the turn, and only that run — fenced by its lease — carries it out.
 // A cancel of a turn that has not started ends it at once
-// (lease.Store.CancelQueued). A command still pending when the turn ends
+// (lease.Store.Cancel). A command still pending when the turn ends
 // is rejected with the terminal. DecideApproval records a member's
-// decision on an effect a run proposed.
+// decision on an effect a run proposed. turn authorises; the commands' and
+// approvals' SQL is lease's.
 //
 // Acceptance is the one transaction that starts at the conversation's row
 // (to take a position); the lock order every other transaction follows is

@@ -58,28 +58,21 @@ type ModelCall struct {
 // order (attempt, then step). The caller has checked that the reader may
 // see the turn.
 func (s *Service) ModelCalls(ctx context.Context, turnID uuid.UUID, first int) ([]ModelCall, error) {
-	rows, err := s.Client.QueryContext(ctx, `
-SELECT attempt, step, purpose, route, request, response, input_tokens, output_tokens, duration_ms, error, created_at
-FROM model_calls WHERE turn_id = $1 ORDER BY attempt, step LIMIT $2`, turnID, first)
+	stored, err := s.store().ModelCalls(ctx, turnID, first)
 	if err != nil {
-		return nil, fmt.Errorf("model calls of %s: %w", turnID, err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []ModelCall
-	for rows.Next() {
-		var c ModelCall
-		var rawReq, rawResp []byte
-		if err := rows.Scan(&c.Attempt, &c.Step, &c.Purpose, &c.Route, &rawReq, &rawResp, &c.InputTokens, &c.OutputTokens,
-			&c.DurationMs, &c.Error, &c.At); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(rawReq, &c.Request); err != nil {
+	out := make([]ModelCall, 0, len(stored))
+	for _, sc := range stored {
+		c := ModelCall{Attempt: sc.Attempt, Step: sc.Step, Purpose: sc.Purpose, Route: sc.Route, InputTokens: sc.InputTokens,
+			OutputTokens: sc.OutputTokens, DurationMs: sc.DurationMs, Error: sc.Error, At: sc.At}
+		if err := json.Unmarshal(sc.Request, &c.Request); err != nil {
 			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, turnID, err)
 		}
-		if err := json.Unmarshal(rawResp, &c.Response); err != nil {
+		if err := json.Unmarshal(sc.Response, &c.Response); err != nil {
 			return nil, fmt.Errorf("decode model call %d/%d of %s: %w", c.Attempt, c.Step, turnID, err)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, nil
 }

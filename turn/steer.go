@@ -2,16 +2,14 @@ package turn
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
-	entcommand "github.com/turngate/turngate/ent/command"
-	entturn "github.com/turngate/turngate/ent/turn"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/pg"
+	"github.com/turngate/turngate/lease"
 )
 
 // MaxSteerText bounds a steering instruction, in bytes.
@@ -34,43 +32,14 @@ func (s *Service) Steer(ctx context.Context, actor authority.Member, commandID, 
 		return nil, err
 	}
 
-	tx, err := s.Client.Tx(ctx)
-	if err != nil {
+	res, err := s.store().Steer(ctx, lease.CommandParams{ID: commandID, Turn: turnID, Room: t.ConversationID, Actor: actor.ID, Text: text})
+	switch {
+	case errors.Is(err, lease.ErrCommandReused):
+		return nil, &errcode.Error{Code: errcode.Conflict, Field: "commandId", Message: "commandId was already used for another command"}
+	case errors.Is(err, lease.ErrTurnEnded):
+		return nil, errcode.New(errcode.Conflict, "the turn has already ended %s: it can no longer be steered", res.State)
+	case err != nil:
 		return nil, err
 	}
-	defer tx.Rollback()
-	// The turn's row under a share lock: a terminal being committed either
-	// finished before this read (and the steer is refused) or waits for
-	// this command to commit (and rejects it with the terminal if no step
-	// boundary came first). No command is left pending on an ended turn.
-	var state entturn.State
-	if err := pg.QueryRow(ctx, tx, `SELECT state FROM turns WHERE id = $1 FOR SHARE`, []any{turnID}, &state); err != nil {
-		return nil, fmt.Errorf("steer %s: %w", turnID, err)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO commands (id, kind, turn_id, conversation_id, actor_id, text) VALUES ($1, 'steer', $2, $3, $4, $5)
-ON CONFLICT (conversation_id, id) DO NOTHING`, commandID, turnID, t.ConversationID, actor.ID, text)
-	if err != nil {
-		return nil, fmt.Errorf("steer %s: %w", turnID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		// A retry: the stored command must be this one, and it stands
-		// whatever became of the turn since.
-		cmd, err := tx.Command.Get(ctx, commandID)
-		if err != nil {
-			return nil, fmt.Errorf("steer %s: %w", turnID, err)
-		}
-		if cmd.Kind != entcommand.KindSteer || cmd.TurnID != turnID || cmd.ActorID != actor.ID || cmd.Text != text {
-			return nil, &errcode.Error{Code: errcode.Conflict, Field: "commandId", Message: "commandId was already used for another command"}
-		}
-		return cmd, nil
-	}
-	switch state {
-	case entturn.StateCompleted, entturn.StateFailed, entturn.StateCancelled:
-		return nil, errcode.New(errcode.Conflict, "the turn has already ended %s: it can no longer be steered", state)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("steer %s: commit: %w", turnID, err)
-	}
-	s.Hub.Commands().Stored(turnID)
 	return s.Client.Command.Get(ctx, commandID)
 }
