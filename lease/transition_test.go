@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/lease"
+	"github.com/turngate/turngate/outcome"
 	"github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/turn"
 )
@@ -81,7 +82,7 @@ func TestTransitions(t *testing.T) {
 			b.accept(t)
 			b.claim(t)
 			if err := b.store.Terminal(t.Context(), lease.TerminalParams{Fence: b.run.Fence, State: entturn.StateFailed,
-				Reason: lease.ReasonRuntimeFailed}); err != nil {
+				Reason: outcome.ReasonRuntimeFailed}); err != nil {
 				t.Fatal(err)
 			}
 		}}
@@ -162,7 +163,7 @@ func TestTransitions(t *testing.T) {
 			return func(t *testing.T, b *bundle) error {
 				answer := "the answer"
 				return b.store.Terminal(t.Context(), lease.TerminalParams{Fence: b.run.Fence, State: entturn.StateCompleted,
-					Reason: lease.ReasonCompleted, Answer: &answer, RenewFor: renewFor})
+					Reason: outcome.ReasonCompleted, Answer: &answer, RenewFor: renewFor})
 			}
 		}
 		renew = func(owner string) func(*testing.T, *bundle) error {
@@ -627,7 +628,7 @@ func finished(outcome entturn.State, reason, wrote string) check {
 // completed: Terminal published the answer and ended the turn.
 func completed(t *testing.T, b *bundle, before snapshot) {
 	t.Helper()
-	finished(entturn.StateCompleted, lease.ReasonCompleted, "turn_answer steer_rejected turn_terminal")(t, b, before)
+	finished(entturn.StateCompleted, outcome.ReasonCompleted, "turn_answer steer_rejected turn_terminal")(t, b, before)
 	if got := b.read(t); got.Answer == nil || *got.Answer != "the answer" {
 		t.Errorf("answer %v, want the run's", got.Answer)
 	}
@@ -636,7 +637,7 @@ func completed(t *testing.T, b *bundle, before snapshot) {
 // revoked: Revoke ended the turn, without an answer.
 func revoked(t *testing.T, b *bundle, before snapshot) {
 	t.Helper()
-	finished(entturn.StateFailed, lease.ReasonMembershipRevoked, "steer_rejected turn_terminal")(t, b, before)
+	finished(entturn.StateFailed, outcome.ReasonMembershipRevoked, "steer_rejected turn_terminal")(t, b, before)
 	if got := b.read(t); got.Answer != nil {
 		t.Errorf("answer %q, want none", *got.Answer)
 	}
@@ -756,10 +757,10 @@ func cancelled(t *testing.T, b *bundle, before snapshot) {
 	t.Helper()
 	changedOnly(t, b, before, "lease", "turn")
 	got := b.read(t)
-	if got.State != entturn.StateCancelled || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonCancelled ||
+	if got.State != entturn.StateCancelled || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonCancelled ||
 		got.FinishedAt == nil || got.Usage == nil || got.LeaseExpiresAt != nil {
 		t.Errorf("turn %s (%v), finished %v, usage %s, lease until %v; want cancelled (%s), finished, usage settled, no lease",
-			got.State, got.TerminalReason, got.FinishedAt, got.Usage, got.LeaseExpiresAt, lease.ReasonCancelled)
+			got.State, got.TerminalReason, got.FinishedAt, got.Usage, got.LeaseExpiresAt, outcome.ReasonCancelled)
 	}
 	if b.gotRoom != b.room {
 		t.Errorf("CancelQueued named room %s, want %s", b.gotRoom, b.room)
