@@ -9,13 +9,14 @@ PKGS      := ./...
 # The package tier: every package's own tests (unit and in-process, against
 # real Postgres), each run once — those whose code or tests exercise
 # concurrency under the race detector. The end-to-end tier (./e2e: real
-# processes, Chromium, npm, a pseudo-terminal) runs once after it, under
-# -race too, against one turngate binary built with -race for the whole
-# tier, so the race detector watches the server processes the kill -9
-# tests start (the tests that measure a process's memory run the plain
-# binary: the race detector's shadow memory would distort them).
+# processes, Chromium, npm, a pseudo-terminal) runs beside it, against one
+# turngate binary built with -race for the whole tier, so the race detector
+# watches the server processes the kill -9 tests start (the tests that
+# measure a process's memory run the plain binary: the race detector's
+# shadow memory would distort them). The tier's own test code, a client of
+# those processes, runs without -race: its time goes to the servers.
 RACE_PKGS := ./clients/go/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... \
-             ./internal/... ./room/... ./runtime/... ./server/... ./guard/... ./sandbox/... ./feed/... ./cmd/...
+             ./internal/... ./runtime/... ./server/... ./guard/... ./sandbox/... ./feed/... ./web/...
 E2E_BIN   := bin/turngate-e2e
 TESTOUT   := bin/test
 # gotestsum prints what go test -json says as people read it, and keeps
@@ -30,9 +31,11 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/turngate
 
+# The two tiers run at once: the package tier is bound by the CPU, the
+# end-to-end tier mostly waits on processes, browsers and the network.
 test: npm check-generate check-web vet
 	@rm -rf $(TESTOUT); mkdir -p $(TESTOUT)
-	@$(MAKE) --no-print-directory test-packages test-e2e; status=$$?; \
+	@$(MAKE) --no-print-directory -j2 --output-sync=line test-packages test-e2e; status=$$?; \
 	  echo "the 20 slowest tests of this run:"; \
 	  cat $(TESTOUT)/*.json | $(GO) tool gotestsum tool slowest --num 20; exit $$status
 
@@ -46,7 +49,7 @@ test-e2e:
 	@mkdir -p $(TESTOUT)
 	$(GO) build -race -o $(E2E_BIN) ./cmd/turngate
 	$(GO) build -o $(BIN) ./cmd/turngate
-	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -race -timeout 15m -parallel 4 ./e2e
+	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -timeout 15m -parallel 4 ./e2e
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^ent/' -e '/generated/')); \

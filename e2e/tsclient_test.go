@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,23 +63,37 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("the package build lacks %s: %v", f, err)
 		}
 	}
-	bin := e2etest.Binary(t)
-	w := e2etest.NewWorld(t, bin, "turngate-ts-")
-	// Short leases so a killed run is recovered in seconds; a paced model
-	// so an answer streams long enough to be interrupted; a small command
-	// bucket so a burst of submits meets RATE_LIMITED.
-	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
-		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose")
-	cmd.Dir = dir
-	cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("vitest: %v\n%s", err, out)
+	// Each test file gets a world of its own (a database, replicas, a
+	// front door): the files run at once, the tests within a file one at
+	// a time, as they share their world.
+	files, err := filepath.Glob(filepath.Join(dir, "test", "*.test.ts"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files in %s/test: %v", dir, err)
 	}
-	if testing.Verbose() {
-		t.Logf("%s", out)
+	bin := e2etest.Binary(t)
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".test.ts")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := e2etest.NewWorld(t, bin, "turngate-ts-")
+			// Short leases so a killed run is recovered in seconds; a
+			// paced model so an answer streams long enough to be
+			// interrupted; a small command bucket so a burst of submits
+			// meets RATE_LIMITED.
+			f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
+				"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6")
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose", filepath.Join("test", filepath.Base(file)))
+			cmd.Dir = dir
+			cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("vitest %s: %v\n%s", name, err, out)
+			}
+			if testing.Verbose() {
+				t.Logf("%s", out)
+			}
+		})
 	}
 }

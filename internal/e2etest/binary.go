@@ -32,10 +32,10 @@ var (
 	buildMu      sync.Mutex
 )
 
-// Binary is the turngate binary the tier runs: the one EnvBinary names,
-// or one built from ./cmd/turngate on first use, once per test binary,
-// with -race when the tests themselves run under -race — so the race
-// detector watches the server processes too.
+// Binary is the turngate binary the tier runs: the one EnvBinary names
+// (make test names one built with -race, so the race detector watches the
+// server processes), or one built from ./cmd/turngate on first use, once
+// per test binary, with -race when the tests themselves run under -race.
 func Binary(t testing.TB) string {
 	t.Helper()
 	return raced.get(t, EnvBinary, raceEnabled)
@@ -47,8 +47,8 @@ func Binary(t testing.TB) string {
 // distort, and for benchmarks.
 func PlainBinary(t testing.TB) string {
 	t.Helper()
-	if !raceEnabled {
-		return Binary(t)
+	if !raceEnabled && os.Getenv(EnvBinary) == "" {
+		return Binary(t) // built here, without -race
 	}
 	return plain.get(t, EnvPlainBinary, false)
 }
