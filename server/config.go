@@ -355,8 +355,8 @@ const PoolerTransaction = "transaction"
 // DefaultDBMaxConns is a replica's connection pool when none is set.
 const DefaultDBMaxConns = 64
 
-// ConfigFromEnv reads the configuration from the environment: every
-// setting of the table settings returns, in its order.
+// ConfigFromEnv reads the configuration from the environment, one setting
+// of Config.settings at a time, in the table's order.
 func ConfigFromEnv() (Config, error) {
 	var c Config
 	for _, s := range c.settings() {
