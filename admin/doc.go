@@ -39,7 +39,10 @@
 //
 // # What it must not import
 //
-// graph (it is called by resolvers, not the other way round) and the
-// runtime; its authorization rules are authority's predicates (Holds,
-// MayReadDocuments, ReadableDocuments) applied to the admin's own acts.
+// graph (it is called by resolvers, not the other way round), and
+// nothing that runs a turn (turn, runner, callback). Of the runtime it
+// reads only the names of its controllers (runtime.Controllers), to refuse
+// an agent version the runtime would not run. Its authorization rules are
+// authority's predicates (Holds, MayReadDocuments, ReadableDocuments)
+// applied to the admin's own acts.
 package admin

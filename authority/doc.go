@@ -96,6 +96,6 @@
 // # What it must not import
 //
 // authority sits below every package that acts for a member: it imports
-// errcode, pg and ent, never turn, lease, runner, callback, tools, room,
-// graph or server.
+// errcode, pg, ent and internal/startstop (KeySet's lifecycle),
+// never turn, lease, runner, callback, tools, room, graph or server.
 package authority

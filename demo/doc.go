@@ -7,7 +7,7 @@
 //
 // # What it must not import
 //
-// demo imports the stores it writes through (authority, room, resource)
-// and tools for tool names; never turn, lease, runner, callback, graph or
-// server.
+// demo imports the stores it writes through (authority, room, resource,
+// ent) and tools for tool names; never turn, runner, callback, graph or
+// server, and lease only as room uses it.
 package demo

@@ -12,6 +12,6 @@
 // # What it must not import
 //
 // room imports authority, journal, lease (a removal ends the removed
-// member's turns through lease.Store.Revoke), resource and ent; never turn,
-// runner, callback, tools, graph or server.
+// member's turns through lease.Store.Revoke), resource, ent, errcode and
+// metrics; never turn, runner, callback, tools, graph or server.
 package room

@@ -54,6 +54,7 @@
 //
 // # What it must not import
 //
-// runner imports lease, callback, journal, gateway, tools, guard, runtime
-// and ent; never turn, graph or server.
+// runner imports lease, callback, journal, gateway, tools, guard, runtime,
+// authority, resource, ent, metrics, tracing and internal/startstop; never
+// turn, graph or server.
 package runner

@@ -7,9 +7,7 @@
 // before acting. The runtime holds no credentials, no database handle and
 // no member data beyond what a callback returned; every type that crosses
 // Callbacks is plain JSON-serialisable data, so the runtime can later run
-// as a process of its own behind the same contract. imports_test.go
-// enforces that nothing under runtime/ reaches the backend, a database or a
-// network client.
+// as a process of its own behind the same contract.
 //
 // # Controllers
 //
@@ -30,4 +28,11 @@
 // synthesis — one last step, without tools, that answers from the evidence
 // already gathered — instead of failing the turn. Twice past its wall time
 // a run is stopped.
+//
+// # What it must not import
+//
+// Nothing of the trusted backend: no package of this module outside
+// runtime/, no database driver (database/sql, lib/pq) and no network client
+// (net, net/http, net/rpc, net/smtp, coder/websocket), not even through
+// another package. internal/layering checks it on the real import graph.
 package runtime

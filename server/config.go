@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -132,8 +133,8 @@ type Config struct {
 // Limits bound everything a client can make one replica hold or spend:
 // request bodies, query documents and their cache, sockets and
 // subscriptions, command rates and the sandbox. A zero field means its
-// default; each has an environment variable, listed in Limits.vars and in
-// the README's "Limits and errors".
+// default; each has an environment variable, listed in Config.settings and
+// in the README's "Limits and errors".
 type Limits struct {
 	// MaxBody bounds an HTTP request body and a WebSocket message, in
 	// bytes (TURNGATE_MAX_BODY, 1 MiB).
@@ -298,60 +299,6 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// vars are the limits' environment variables.
-func (l *Limits) vars() []envVar {
-	return []envVar{
-		{"TURNGATE_MAX_BODY", &l.MaxBody},
-		{"TURNGATE_MAX_QUERY", &l.MaxQuery},
-		{"TURNGATE_QUERY_CACHE", &l.QueryCache},
-		{"TURNGATE_MAX_DEPTH", &l.MaxDepth},
-		{"TURNGATE_MAX_FIELDS", &l.MaxFields},
-		{"TURNGATE_MAX_FRAGMENTS", &l.MaxFragments},
-		{"TURNGATE_MAX_TOKENS", &l.MaxTokens},
-		{"TURNGATE_MAX_TOKENS_ANONYMOUS", &l.AnonMaxTokens},
-		{"TURNGATE_PARSE_BUDGET", &l.ParseBudget},
-		{"TURNGATE_ANONYMOUS_REQUESTS", &l.AnonRequests},
-		{"TURNGATE_WS_INIT_TIMEOUT", &l.WSInitTimeout},
-		{"TURNGATE_WS_PING", &l.WSPing},
-		{"TURNGATE_MAX_SUBSCRIPTIONS", &l.MaxSubscriptions},
-		{"TURNGATE_MAX_STREAMS_PER_MEMBER", &l.MaxStreams},
-		{"TURNGATE_READ_HEADER_TIMEOUT", &l.ReadHeaderTimeout},
-		{"TURNGATE_READ_TIMEOUT", &l.ReadTimeout},
-		{"TURNGATE_IDLE_TIMEOUT", &l.IdleTimeout},
-		{"TURNGATE_COMMAND_RATE", &l.CommandRate},
-		{"TURNGATE_COMMAND_BURST", &l.CommandBurst},
-		{"TURNGATE_SANDBOX_MEMORY", &l.SandboxMemory},
-		{"TURNGATE_SANDBOX_WORKERS", &l.SandboxWorkers},
-		{"TURNGATE_SANDBOX_QUEUE", &l.SandboxQueue},
-		{"TURNGATE_SANDBOX_WALL_TIME", &l.SandboxWallTime},
-	}
-}
-
-// envVar is one numeric setting read from the environment.
-type envVar struct {
-	name string
-	ptr  any // *int64 (bytes: 1048576, 1024KiB, 1MiB), *int, *float64 or *time.Duration
-}
-
-// parse sets the variable from v.
-func (e envVar) parse(v string) error {
-	var err error
-	switch p := e.ptr.(type) {
-	case *int64:
-		*p, err = parseBytes(v)
-	case *int:
-		*p, err = strconv.Atoi(v)
-	case *float64:
-		*p, err = strconv.ParseFloat(v, 64)
-	case *time.Duration:
-		*p, err = time.ParseDuration(v)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", e.name, err)
-	}
-	return nil
-}
-
 // parseBytes reads a size: a number of bytes, optionally with a KiB, MiB
 // or GiB suffix.
 func parseBytes(s string) (int64, error) {
@@ -408,171 +355,292 @@ const PoolerTransaction = "transaction"
 // DefaultDBMaxConns is a replica's connection pool when none is set.
 const DefaultDBMaxConns = 64
 
-// ConfigFromEnv reads the configuration from the environment.
+// ConfigFromEnv reads the configuration from the environment, one setting
+// of Config.settings at a time, in the table's order.
 func ConfigFromEnv() (Config, error) {
-	c := Config{
-		Addr:              env("TURNGATE_ADDR", "127.0.0.1:8080"),
-		MetricsAddr:       os.Getenv("TURNGATE_METRICS_ADDR"),
-		LogLevel:          env("TURNGATE_LOG_LEVEL", "info"),
-		LogFormat:         os.Getenv("TURNGATE_LOG_FORMAT"),
-		DataDir:           env("TURNGATE_DATA", ".turngate"),
-		DatabaseURL:       os.Getenv("DATABASE_URL"),
-		DBPooler:          os.Getenv("TURNGATE_DB_POOLER"),
-		DirectDatabaseURL: os.Getenv("TURNGATE_DIRECT_DATABASE_URL"),
-		IdentityHeader:    env("TURNGATE_IDENTITY_HEADER", "X-Turngate-Identity"),
-		EnvelopeKeyFile:   os.Getenv("TURNGATE_ENVELOPE_PUBLIC_KEY"),
-		EnvelopeJWKSURL:   os.Getenv("TURNGATE_ENVELOPE_JWKS_URL"),
-		EnvelopeIssuer:    env("TURNGATE_ENVELOPE_ISSUER", DevIssuer),
-		EnvelopeAud:       env("TURNGATE_ENVELOPE_AUDIENCE", DevAudience),
-		MaxTextLen:        16000,
-		ModelPace:         25 * time.Millisecond,
-		LeaseTTL:          30 * time.Second,
-		Drain:             10 * time.Second,
-		Replica:           os.Getenv("TURNGATE_REPLICA"),
-		AgentRoute:        os.Getenv("TURNGATE_AGENT_ROUTE"),
-		OpenAI: gateway.OpenAIConfig{
-			BaseURL: os.Getenv("TURNGATE_OPENAI_BASE_URL"),
-			APIKey:  os.Getenv("TURNGATE_OPENAI_API_KEY"),
-			Model:   os.Getenv("TURNGATE_OPENAI_MODEL"),
-		},
-	}
-	c.Demo = c.Dev()
-	var err error
-	switch v := os.Getenv("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER"); v {
-	case "":
-	case devAllowPublicListener:
-		c.DevAllowPublicListener = true
-	default:
-		// Consent to expose dev mode is spelled out, never a truthy
-		// value someone copied from another setting.
-		return c, fmt.Errorf("TURNGATE_DEV_ALLOW_PUBLIC_LISTENER: the only value is %s, got %q", devAllowPublicListener, v)
-	}
-	if v := os.Getenv("TURNGATE_PPROF"); v != "" {
-		if c.Pprof, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_PPROF: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_DEMO"); v != "" {
-		if c.Demo, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_DEMO: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_NO_RUNNER"); v != "" {
-		if c.NoRunner, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_NO_RUNNER: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_MODEL_PACE"); v != "" {
-		if c.ModelPace, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_MODEL_PACE: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_WEBHOOKS"); v != "" {
-		c.Webhooks = map[string]string{}
-		for _, pair := range strings.Split(v, ",") {
-			name, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
-			if !ok || name == "" || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
-				return c, fmt.Errorf("TURNGATE_WEBHOOKS: want name=http(s)://url pairs, got %q", pair)
+	var c Config
+	for _, s := range c.settings() {
+		switch v := cmp.Or(os.Getenv(s.name), s.def); {
+		case v != "":
+			if err := s.set(v); err != nil {
+				return c, fmt.Errorf("%s: %w", s.name, err)
 			}
-			c.Webhooks[name] = url
+		case s.unset != nil:
+			s.unset()
 		}
-	}
-	if v := os.Getenv("TURNGATE_APPROVAL_TIMEOUT"); v != "" {
-		if c.ApprovalTimeout, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_APPROVAL_TIMEOUT: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_OPENAI_MAX_RETRIES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return c, fmt.Errorf("TURNGATE_OPENAI_MAX_RETRIES: want a count of 0 or more, got %q", v)
-		}
-		// The gateway reads zero as its default and a negative count as
-		// none.
-		c.OpenAI.MaxRetries = n
-		if n == 0 {
-			c.OpenAI.MaxRetries = -1
-		}
-	}
-	if v := os.Getenv("TURNGATE_OPENAI_IDLE_TIMEOUT"); v != "" {
-		if c.OpenAI.IdleTimeout, err = time.ParseDuration(v); err != nil || c.OpenAI.IdleTimeout <= 0 {
-			return c, fmt.Errorf("TURNGATE_OPENAI_IDLE_TIMEOUT: want a positive duration, got %q", v)
-		}
-	}
-	if v := os.Getenv("TURNGATE_OPENAI_EFFORT"); v != "" {
-		if c.OpenAI.Effort, err = strconv.ParseBool(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_OPENAI_EFFORT: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_DRAIN"); v != "" {
-		if c.Drain, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_DRAIN: %w", err)
-		}
-	}
-	for _, d := range []struct {
-		name string
-		to   *time.Duration
-	}{{"TURNGATE_ENVELOPE_MAX_LIFETIME", &c.EnvelopeMaxLifetime}, {"TURNGATE_ENVELOPE_JWKS_REFRESH", &c.EnvelopeJWKSRefresh}} {
-		if v := os.Getenv(d.name); v != "" {
-			if *d.to, err = time.ParseDuration(v); err != nil || *d.to <= 0 {
-				return c, fmt.Errorf("%s: want a positive duration, got %q", d.name, v)
-			}
-		}
-	}
-	if v := os.Getenv("TURNGATE_LEASE_TTL"); v != "" {
-		if c.LeaseTTL, err = time.ParseDuration(v); err != nil {
-			return c, fmt.Errorf("TURNGATE_LEASE_TTL: %w", err)
-		}
-	}
-	if v := os.Getenv("TURNGATE_DB_MAX_CONNS"); v != "" {
-		if c.DBMaxConns, err = strconv.Atoi(v); err != nil || c.DBMaxConns < 2 {
-			return c, fmt.Errorf("TURNGATE_DB_MAX_CONNS: want a number of at least 2, got %q", v)
-		}
-	}
-	if v := os.Getenv("TURNGATE_MAX_TEXT"); v != "" {
-		if c.MaxTextLen, err = strconv.Atoi(v); err != nil || c.MaxTextLen < 1 {
-			return c, fmt.Errorf("TURNGATE_MAX_TEXT: want a positive number, got %q", v)
-		}
-	}
-	if v := os.Getenv("TURNGATE_ALLOWED_ORIGINS"); v != "" {
-		for _, o := range strings.Split(v, ",") {
-			if o = strings.TrimSpace(o); o != "" {
-				c.AllowedOrigins = append(c.AllowedOrigins, o)
-			}
-		}
-	}
-	for _, v := range c.Limits.vars() {
-		if s := os.Getenv(v.name); s != "" {
-			if err := v.parse(s); err != nil {
-				return c, err
-			}
-		}
-	}
-	if v := os.Getenv("TURNGATE_INTROSPECTION"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("TURNGATE_INTROSPECTION: %w", err)
-		}
-		c.Limits.NoIntrospection = !on
-	}
-	if v := os.Getenv("TURNGATE_SUGGESTIONS"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("TURNGATE_SUGGESTIONS: %w", err)
-		}
-		c.Limits.Suggestions = &on
-	}
-	if abs, err := filepath.Abs(c.DataDir); err == nil {
-		c.DataDir = abs
 	}
 	return c, nil
 }
 
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+// setting is one environment variable of the configuration.
+type setting struct {
+	// name is the variable.
+	name string
+	// def is the value an unset or empty variable stands for, spelled as
+	// the variable would spell it; "" leaves the field at its zero value
+	// (for a limit, Limits.WithDefaults then gives it its default).
+	def string
+	// set parses and checks a value, and writes it into its field. Its
+	// error names the value, not the variable: ConfigFromEnv adds that.
+	set func(v string) error
+	// unset, when not nil, is what an unset or empty variable without a
+	// def means: a default that depends on the settings read before it.
+	unset func()
+	// doc says what the setting is, and its default when def does not.
+	doc string
+}
+
+// settings is the configuration's table: each variable, its default, and
+// where and how it is read into c. ConfigFromEnv reads them in this order,
+// and the first that does not parse is its error. The README's
+// Configuration and "Limits and errors" tables list the same variables
+// (TestEverySettingIsInTheREADME, TestTheREADMEListsTheSettings).
+func (c *Config) settings() []setting {
+	l := &c.Limits
+	return []setting{
+		{name: "TURNGATE_ADDR", def: "127.0.0.1:8080", set: text(&c.Addr),
+			doc: "the HTTP listen address; in dev mode a loopback one"},
+		{name: "TURNGATE_METRICS_ADDR", set: text(&c.MetricsAddr),
+			doc: "serves /metrics (and the health checks, and the profiles) on an address of its own"},
+		{name: "TURNGATE_LOG_LEVEL", def: "info", set: text(&c.LogLevel),
+			doc: "the least level logged: debug, info, warn or error"},
+		{name: "TURNGATE_LOG_FORMAT", set: text(&c.LogFormat),
+			doc: "json or text (default json, text in dev mode)"},
+		{name: "TURNGATE_DATA", def: ".turngate", set: c.setDataDir,
+			doc: "the data folder: the embedded Postgres and the dev signing key"},
+		{name: "DATABASE_URL", set: text(&c.DatabaseURL),
+			doc: "a Postgres to use instead of the embedded one"},
+		{name: "TURNGATE_DB_POOLER", set: text(&c.DBPooler),
+			doc: "transaction, when DATABASE_URL goes through a pooler in transaction mode (Check reads it)"},
+		{name: "TURNGATE_DIRECT_DATABASE_URL", set: text(&c.DirectDatabaseURL),
+			doc: "Postgres past the pooler, for LISTEN and the migrations"},
+		{name: "TURNGATE_IDENTITY_HEADER", def: "X-Turngate-Identity", set: text(&c.IdentityHeader),
+			doc: "the header that carries the identity envelope"},
+		{name: "TURNGATE_ENVELOPE_PUBLIC_KEY", set: text(&c.EnvelopeKeyFile),
+			doc: "the PEM public key of the platform that signs envelopes (unset with no JWKS URL: dev mode)"},
+		{name: "TURNGATE_ENVELOPE_JWKS_URL", set: text(&c.EnvelopeJWKSURL),
+			doc: "an identity provider's key set, instead of one key"},
+		{name: "TURNGATE_ENVELOPE_ISSUER", def: DevIssuer, set: text(&c.EnvelopeIssuer),
+			doc: "the envelopes' required iss"},
+		{name: "TURNGATE_ENVELOPE_AUDIENCE", def: DevAudience, set: text(&c.EnvelopeAud),
+			doc: "the envelopes' required aud"},
+		{name: "TURNGATE_REPLICA", set: text(&c.Replica),
+			doc: "this replica's name in leases (default random)"},
+		{name: "TURNGATE_AGENT_ROUTE", set: text(&c.AgentRoute),
+			doc: "the default agent's model route: builtin, openai or openai:<model> (Check reads it)"},
+		{name: "TURNGATE_OPENAI_BASE_URL", set: text(&c.OpenAI.BaseURL),
+			doc: "an OpenAI-compatible Chat Completions endpoint"},
+		{name: "TURNGATE_OPENAI_API_KEY", set: text(&c.OpenAI.APIKey),
+			doc: "the endpoint's key"},
+		{name: "TURNGATE_OPENAI_MODEL", set: text(&c.OpenAI.Model),
+			doc: "the model when the route names none"},
+
+		// Consent to expose dev mode is spelled out, never a truthy value
+		// someone copied from another setting.
+		{name: "TURNGATE_DEV_ALLOW_PUBLIC_LISTENER", set: c.setDevAllowPublicListener,
+			doc: "the one value " + devAllowPublicListener + " lets dev mode listen on an address other hosts reach"},
+		{name: "TURNGATE_PPROF", set: boolean(&c.Pprof),
+			doc: "serves Go's profiles on TURNGATE_METRICS_ADDR (default false)"},
+		// After the envelope's settings: whether this is dev mode.
+		{name: "TURNGATE_DEMO", set: boolean(&c.Demo), unset: func() { c.Demo = c.Dev() },
+			doc: "seeds the demo data set (default on in dev mode)"},
+		{name: "TURNGATE_NO_RUNNER", set: boolean(&c.NoRunner),
+			doc: "serves the API without claiming turns (default false)"},
+		{name: "TURNGATE_MODEL_PACE", def: "25ms", set: duration(&c.ModelPace),
+			doc: "the builtin model's delay between tokens"},
+		{name: "TURNGATE_WEBHOOKS", set: c.setWebhooks,
+			doc: "send_webhook's endpoints, name=url,name=url (default none: it refuses every call)"},
+		{name: "TURNGATE_APPROVAL_TIMEOUT", set: duration(&c.ApprovalTimeout),
+			doc: "how long a proposed effect waits for a decision (default the runner's, 10m)"},
+		{name: "TURNGATE_OPENAI_MAX_RETRIES", set: c.setOpenAIMaxRetries,
+			doc: "retries of a refused request to the endpoint (default the gateway's, 2)"},
+		{name: "TURNGATE_OPENAI_IDLE_TIMEOUT", set: positiveDuration(&c.OpenAI.IdleTimeout),
+			doc: "the longest wait for the endpoint's headers or next stream data (default the gateway's, 60s)"},
+		{name: "TURNGATE_OPENAI_EFFORT", set: boolean(&c.OpenAI.Effort),
+			doc: "sends reasoning effort, to endpoints that take it (default false)"},
+		{name: "TURNGATE_DRAIN", def: "10s", set: duration(&c.Drain),
+			doc: "how long an orderly stop lets runs in flight finish"},
+		{name: "TURNGATE_ENVELOPE_MAX_LIFETIME", set: positiveDuration(&c.EnvelopeMaxLifetime),
+			doc: "the longest an envelope may live (default EnvelopeLifetime's: 24h, 720h in dev mode)"},
+		{name: "TURNGATE_ENVELOPE_JWKS_REFRESH", set: positiveDuration(&c.EnvelopeJWKSRefresh),
+			doc: "how often the key set is read again (default authority.DefaultJWKSRefresh)"},
+		{name: "TURNGATE_LEASE_TTL", def: "30s", set: duration(&c.LeaseTTL),
+			doc: "a run's lease"},
+		{name: "TURNGATE_DB_MAX_CONNS", set: atLeast(&c.DBMaxConns, 2, "a number of at least 2"),
+			doc: "this replica's database connection pool (default DefaultDBMaxConns)"},
+		{name: "TURNGATE_MAX_TEXT", def: "16000", set: atLeast(&c.MaxTextLen, 1, "a positive number"),
+			doc: "the longest message, in characters"},
+		{name: "TURNGATE_ALLOWED_ORIGINS", set: c.setAllowedOrigins,
+			doc: "extra Origin patterns accepted on WebSocket upgrades, comma separated"},
+
+		// The limits: zero means Limits.WithDefaults's default.
+		{name: "TURNGATE_MAX_BODY", set: size(&l.MaxBody),
+			doc: "an HTTP request body and a WebSocket message, in bytes (1MiB)"},
+		{name: "TURNGATE_MAX_QUERY", set: size(&l.MaxQuery),
+			doc: "a GraphQL query document, in bytes (64KiB)"},
+		{name: "TURNGATE_QUERY_CACHE", set: size(&l.QueryCache),
+			doc: "the parsed-query cache, in weighed bytes (16MiB)"},
+		{name: "TURNGATE_MAX_DEPTH", set: integer(&l.MaxDepth),
+			doc: "the nesting of a query's selections (15)"},
+		{name: "TURNGATE_MAX_FIELDS", set: integer(&l.MaxFields),
+			doc: "the selections of a query document (500)"},
+		{name: "TURNGATE_MAX_FRAGMENTS", set: integer(&l.MaxFragments),
+			doc: "the fragment definitions of a query document (100)"},
+		{name: "TURNGATE_MAX_TOKENS", set: integer(&l.MaxTokens),
+			doc: "the tokens of a member's query document (40000)"},
+		{name: "TURNGATE_MAX_TOKENS_ANONYMOUS", set: integer(&l.AnonMaxTokens),
+			doc: "the tokens of a query document without an envelope (1000)"},
+		{name: "TURNGATE_PARSE_BUDGET", set: size(&l.ParseBudget),
+			doc: "the query documents being parsed at once, in weighed bytes (64MiB)"},
+		{name: "TURNGATE_ANONYMOUS_REQUESTS", set: integer(&l.AnonRequests),
+			doc: "the requests without an envelope served at once (1)"},
+		{name: "TURNGATE_WS_INIT_TIMEOUT", set: duration(&l.WSInitTimeout),
+			doc: "the wait for connection_init (10s)"},
+		{name: "TURNGATE_WS_PING", set: duration(&l.WSPing),
+			doc: "how often streams are pinged (15s)"},
+		{name: "TURNGATE_MAX_SUBSCRIPTIONS", set: integer(&l.MaxSubscriptions),
+			doc: "the subscriptions on one WebSocket (100)"},
+		{name: "TURNGATE_MAX_STREAMS_PER_MEMBER", set: integer(&l.MaxStreams),
+			doc: "one member's open streams on this replica (50)"},
+		{name: "TURNGATE_READ_HEADER_TIMEOUT", set: duration(&l.ReadHeaderTimeout),
+			doc: "reading a request's headers (10s)"},
+		{name: "TURNGATE_READ_TIMEOUT", set: duration(&l.ReadTimeout),
+			doc: "reading a whole request (30s)"},
+		{name: "TURNGATE_IDLE_TIMEOUT", set: duration(&l.IdleTimeout),
+			doc: "an idle keep-alive connection (120s)"},
+		{name: "TURNGATE_COMMAND_RATE", set: float(&l.CommandRate),
+			doc: "a member's commands per second, refilling the bucket (5)"},
+		{name: "TURNGATE_COMMAND_BURST", set: integer(&l.CommandBurst),
+			doc: "a member's bucket of commands (30)"},
+		{name: "TURNGATE_SANDBOX_MEMORY", set: size(&l.SandboxMemory),
+			doc: "one run_code script's memory, in bytes (128MiB)"},
+		{name: "TURNGATE_SANDBOX_WORKERS", set: integer(&l.SandboxWorkers),
+			doc: "the run_code scripts running at once (4)"},
+		{name: "TURNGATE_SANDBOX_QUEUE", set: integer(&l.SandboxQueue),
+			doc: "the run_code scripts waiting for a worker (64)"},
+		{name: "TURNGATE_SANDBOX_WALL_TIME", set: duration(&l.SandboxWallTime),
+			doc: "one run_code script's run (2s)"},
+		{name: "TURNGATE_INTROSPECTION", set: c.setIntrospection,
+			doc: "false refuses introspection queries (default true)"},
+		{name: "TURNGATE_SUGGESTIONS", set: c.setSuggestions,
+			doc: "adds \"did you mean\" hints to validation errors (default on in dev mode only)"},
 	}
-	return def
+}
+
+// The settings' parsers: each writes one kind of value into its field.
+
+func text(p *string) func(string) error {
+	return func(v string) error { *p = v; return nil }
+}
+
+func boolean(p *bool) func(string) error {
+	return func(v string) (err error) { *p, err = strconv.ParseBool(v); return err }
+}
+
+func duration(p *time.Duration) func(string) error {
+	return func(v string) (err error) { *p, err = time.ParseDuration(v); return err }
+}
+
+func positiveDuration(p *time.Duration) func(string) error {
+	return func(v string) (err error) {
+		if *p, err = time.ParseDuration(v); err != nil || *p <= 0 {
+			return fmt.Errorf("want a positive duration, got %q", v)
+		}
+		return nil
+	}
+}
+
+func integer(p *int) func(string) error {
+	return func(v string) (err error) { *p, err = strconv.Atoi(v); return err }
+}
+
+// atLeast reads a number no less than least; want says so in the error.
+func atLeast(p *int, least int, want string) func(string) error {
+	return func(v string) (err error) {
+		if *p, err = strconv.Atoi(v); err != nil || *p < least {
+			return fmt.Errorf("want %s, got %q", want, v)
+		}
+		return nil
+	}
+}
+
+func float(p *float64) func(string) error {
+	return func(v string) (err error) { *p, err = strconv.ParseFloat(v, 64); return err }
+}
+
+// size reads bytes: 1048576, 1024KiB, 1MiB.
+func size(p *int64) func(string) error {
+	return func(v string) (err error) { *p, err = parseBytes(v); return err }
+}
+
+// The settings that parse or check more than one value.
+
+func (c *Config) setDataDir(v string) error {
+	c.DataDir = v
+	if abs, err := filepath.Abs(v); err == nil {
+		c.DataDir = abs
+	}
+	return nil
+}
+
+func (c *Config) setDevAllowPublicListener(v string) error {
+	if v != devAllowPublicListener {
+		return fmt.Errorf("the only value is %s, got %q", devAllowPublicListener, v)
+	}
+	c.DevAllowPublicListener = true
+	return nil
+}
+
+func (c *Config) setWebhooks(v string) error {
+	c.Webhooks = map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		name, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || name == "" || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
+			return fmt.Errorf("want name=http(s)://url pairs, got %q", pair)
+		}
+		c.Webhooks[name] = url
+	}
+	return nil
+}
+
+func (c *Config) setOpenAIMaxRetries(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a count of 0 or more, got %q", v)
+	}
+	// The gateway reads zero as its default and a negative count as none.
+	c.OpenAI.MaxRetries = n
+	if n == 0 {
+		c.OpenAI.MaxRetries = -1
+	}
+	return nil
+}
+
+func (c *Config) setAllowedOrigins(v string) error {
+	for _, o := range strings.Split(v, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.AllowedOrigins = append(c.AllowedOrigins, o)
+		}
+	}
+	return nil
+}
+
+func (c *Config) setIntrospection(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	c.Limits.NoIntrospection = !on
+	return nil
+}
+
+func (c *Config) setSuggestions(v string) error {
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return err
+	}
+	c.Limits.Suggestions = &on
+	return nil
 }
 
 // Check refuses a configuration a server could start with but should

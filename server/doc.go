@@ -13,7 +13,8 @@
 //
 // # What it must not import
 //
-// Only cmd/turngate and tests import server. It may import every package
+// Only cmd/turngate and tests (through internal/servertest, their
+// harness) import server. It may import every package
 // but cmd; it writes no SQL on the domain's tables (creating the database
 // it is pointed at is its own).
 package server

@@ -28,3 +28,14 @@ func ListenerOf(a *App) net.Listener              { return a.ln }
 func WrapResolvers(c *Config, wrap func(*graph.Resolver) generated.ResolverRoot) {
 	c.wrapResolvers = wrap
 }
+
+// SettingNames lists the environment variables of ConfigFromEnv's table, in
+// its order.
+func SettingNames() []string {
+	var c Config
+	var names []string
+	for _, s := range c.settings() {
+		names = append(names, s.name)
+	}
+	return names
+}

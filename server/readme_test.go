@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turngate/turngate/server"
 )
 
 // TestEverySettingIsInTheREADME: each environment variable the binary
@@ -56,6 +59,53 @@ func TestEverySettingIsInTheREADME(t *testing.T) {
 	for env := range seen {
 		if !strings.Contains(table, "`"+env+"`") {
 			t.Errorf("%s is read by the binary but has no row in the README's Configuration or Limits table", env)
+		}
+	}
+}
+
+// TestTheREADMEListsTheSettings: the variables the README's Configuration
+// and Limits tables name are the settings of ConfigFromEnv's table, and
+// the few the command reads itself — no row for a setting that is gone,
+// no setting without a row.
+func TestTheREADMEListsTheSettings(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read by cmd/turngate, not by the server's configuration.
+	byCommand := []string{"TURNGATE_IDENTITY"}
+
+	name := regexp.MustCompile("`(TURNGATE_[A-Z0-9_]+|DATABASE_URL)`")
+	inREADME := map[string]bool{}
+	for _, section := range []string{"## Limits and errors", "## Configuration"} {
+		_, rest, ok := strings.Cut(string(readme), section)
+		if !ok {
+			t.Fatalf("README has no %q section", section)
+		}
+		body, _, _ := strings.Cut(rest, "\n## ")
+		for _, m := range name.FindAllStringSubmatch(body, -1) {
+			inREADME[m[1]] = true
+		}
+	}
+	inTable := map[string]bool{}
+	for _, n := range slices.Concat(server.SettingNames(), byCommand) {
+		if inTable[n] {
+			t.Errorf("%s is in the settings table twice", n)
+		}
+		inTable[n] = true
+	}
+	if len(inTable) < 10 {
+		t.Fatalf("the settings table has only %d settings", len(inTable))
+	}
+	for n := range inTable {
+		if !inREADME[n] {
+			t.Errorf("%s is a setting but the README's Configuration and Limits tables do not name it", n)
+		}
+	}
+	for n := range inREADME {
+		if !inTable[n] {
+			t.Errorf("the README names %s, which is not in the settings table", n)
 		}
 	}
 }

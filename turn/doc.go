@@ -44,7 +44,8 @@
 //
 // # What it must not import
 //
-// turn imports lease, journal, authority, resource access and ent; never
-// runner, callback, graph or server. The runner reaches it only as a
-// Starter.
+// turn imports lease, journal, authority, resource access, ent, pg,
+// errcode, gateway (the stored request and response a model call is read
+// as), metrics and tracing; never runner, callback, graph or server. The
+// runner reaches it only as a Starter.
 package turn

@@ -4,5 +4,6 @@
 //
 // # What it must not import
 //
-// schema imports only entgo.io packages and the standard library.
+// schema imports only entgo.io packages, github.com/google/uuid (the
+// ids' type) and the standard library.
 package schema
