@@ -33,7 +33,7 @@
 //
 // # What it must not import
 //
-// callback imports lease, journal, gateway, guard, tools, resource,
-// authority, runtime, ent, pg, metrics and tracing; never turn, runner,
-// graph or server.
+// callback imports lease, outcome, journal, gateway, guard, tools,
+// resource, authority, runtime, ent, pg, metrics and tracing; never turn,
+// runner, graph or server.
 package callback

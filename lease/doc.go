@@ -128,7 +128,7 @@
 // # What it must not import
 //
 // lease sits under the turn API (turn), the runner (runner) and the
-// callback host (callback): it imports ent, journal, pg, authority (the
-// audience predicates its SQL embeds, membership before an answer lands)
-// and metrics, never those packages nor graph or server.
+// callback host (callback): it imports ent, journal, pg, outcome,
+// authority (the audience predicates its SQL embeds, membership before an
+// answer lands) and metrics, never those packages nor graph or server.
 package lease

@@ -54,7 +54,8 @@
 //
 // # What it must not import
 //
-// runner imports lease, callback, journal, gateway, tools, guard, runtime,
-// authority, resource, ent, metrics, tracing and internal/startstop; never
+// runner imports lease, outcome, callback, journal, gateway, tools, guard,
+// runtime, authority, resource, ent, metrics, tracing and
+// internal/startstop; never
 // turn, graph or server.
 package runner

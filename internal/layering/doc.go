@@ -12,7 +12,11 @@
 // prose and the rules change together: change one, change the other in the
 // same commit.
 //
-// The package has no code of its own; only its test.
+// readme_test.go holds the README's "What is where" to the same account:
+// every top-level directory with a package has its row, and every package
+// under internal/ and clients/ is named there.
+//
+// The package has no code of its own; only its tests.
 //
 // # What it must not import
 //

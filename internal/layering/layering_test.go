@@ -71,7 +71,7 @@ var rules = []rule{
 	},
 	{
 		pkg: "callback",
-		only: mod("lease", "journal", "gateway", "guard", "tools", "resource",
+		only: mod("lease", "outcome", "journal", "gateway", "guard", "tools", "resource",
 			"authority", "runtime", "ent/...", "pg", "metrics", "tracing"),
 		never: mod("turn", "runner", "graph", "server"),
 	},
@@ -107,13 +107,17 @@ var rules = []rule{
 		onlyOutside: []string{"github.com/lib/pq/..."},
 	},
 	{
+		pkg:   "feed",
+		never: mod("graph", "lease", "gateway", "runtime", "runner", "callback", "tools"),
+	},
+	{
 		pkg:   "gateway",
 		never: mod("..."),
 	},
 	{
 		pkg:         "graph",
 		never:       mod("runner", "callback", "server"),
-		neverDirect: append(mod("pg"), sql...),
+		neverDirect: append(mod("pg", "lease"), sql...),
 		importedBy:  mod("server"),
 	},
 	{
@@ -156,11 +160,15 @@ var rules = []rule{
 	},
 	{
 		pkg:   "lease",
-		only:  mod("ent/...", "journal", "pg", "authority", "metrics"),
+		only:  mod("ent/...", "journal", "pg", "outcome", "authority", "metrics"),
 		never: mod("turn", "runner", "callback", "graph", "server"),
 	},
 	{
 		pkg:   "migrations",
+		never: mod("..."),
+	},
+	{
+		pkg:   "outcome",
 		never: mod("..."),
 	},
 	{
@@ -175,7 +183,7 @@ var rules = []rule{
 	},
 	{
 		pkg: "runner",
-		only: mod("lease", "callback", "journal", "gateway", "tools", "guard", "runtime",
+		only: mod("lease", "outcome", "callback", "journal", "gateway", "tools", "guard", "runtime",
 			"authority", "resource", "ent/...", "metrics", "tracing", "internal/startstop"),
 		never: mod("turn", "graph", "server"),
 	},
