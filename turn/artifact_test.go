@@ -33,12 +33,12 @@ func TestArtifactsSettleAsRoomReferences(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.CreateArtifactName}, nil)
-	env.Runner(t, runner.Config{Gateway: (&scriptModel{script: makesAFile}).gateway()})
+	env.Runner(t, runner.Config{Gateway: (&testkit.ScriptModel{Script: makesAFile}).Gateway()})
 	ctx := context.Background()
 	answerArtifacts := func(room, turnID uuid.UUID) []journal.AnswerArtifact {
 		t.Helper()
 		var p journal.AnswerPayload
-		if err := json.Unmarshal(entriesOf(t, env, room, turnID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
+		if err := json.Unmarshal(env.EntriesOf(t, room, turnID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
 			t.Fatal(err)
 		}
 		return p.Artifacts

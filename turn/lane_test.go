@@ -237,16 +237,6 @@ func TestAcceptanceIntoAnIdleLaneStartsTheTurn(t *testing.T) {
 	}
 }
 
-// claimHead claims a submitted turn directly, as a runner would.
-func claimHead(t *testing.T, env *testkit.Env, id uuid.UUID, owner string) *lease.Claimed {
-	t.Helper()
-	c, err := lease.NewStore(env.Client, env.Hub).Claim(context.Background(), lease.ClaimParams{TurnID: id, Owner: owner, TTL: time.Minute})
-	if err != nil {
-		t.Fatalf("claim %s: %v", id, err)
-	}
-	return c
-}
-
 // TestTerminalExactlyOnce: two concurrent terminal commits for one run ->
 // one lands, the other gets ErrFenced and changes nothing.
 func TestTerminalExactlyOnce(t *testing.T) {
@@ -254,7 +244,7 @@ func TestTerminalExactlyOnce(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "finish me twice")
-	c := claimHead(t, env, tt.ID, "r1")
+	c := env.ClaimHead(t, tt.ID, "r1")
 
 	answers := []string{"answer one", "answer two"}
 	errs := make([]error, 2)
@@ -313,13 +303,13 @@ func TestStaleTokenWritesNothing(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "fence me")
-	old := claimHead(t, env, tt.ID, "old-owner")
+	old := env.ClaimHead(t, tt.ID, "old-owner")
 	// The old owner is fenced: its turn is handed back and re-claimed,
 	// which increments the token.
 	if err := lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: old.Fence}); err != nil {
 		t.Fatal(err)
 	}
-	cur := claimHead(t, env, tt.ID, "new-owner")
+	cur := env.ClaimHead(t, tt.ID, "new-owner")
 	if cur.Fence.LeaseToken <= old.Fence.LeaseToken {
 		t.Fatalf("re-claim token %d not above %d", cur.Fence.LeaseToken, old.Fence.LeaseToken)
 	}
@@ -378,7 +368,7 @@ func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "expire me")
-	c := claimHead(t, env, tt.ID, "r1")
+	c := env.ClaimHead(t, tt.ID, "r1")
 	if err := lease.NewStore(env.Client, env.Hub).Renew(ctx, lease.RenewParams{Fence: c.Fence, Owner: "r1", TTL: 60}); err != nil {
 		t.Fatalf("renewing a live lease: %v", err)
 	}
@@ -408,13 +398,13 @@ func TestRenewDoesNotExtendExpiredLease(t *testing.T) {
 func TestStoppedRunnerDetaches(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	gate := newGatedModel()
-	r := env.Runner(t, runner.Config{Owner: "first", Gateway: gate.gateway(), Drain: 20 * time.Millisecond})
+	gate := testkit.NewGatedModel()
+	r := env.Runner(t, runner.Config{Owner: "first", Gateway: gate.Gateway(), Drain: 20 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "survive a stop")
-	<-gate.started // the model step is running
+	<-gate.Started // the model step is running
 	r.Stop()
 
-	got := env.WaitTurn(t, tt.ID, func(tt *turnState) bool { return tt.State == "queued" })
+	got := env.WaitTurn(t, tt.ID, func(tt *ent.Turn) bool { return tt.State == "queued" })
 	if got.TerminalReason != nil {
 		t.Fatalf("a stopped runner recorded a terminal reason %q", *got.TerminalReason)
 	}

@@ -57,9 +57,9 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
 	started, release := make(chan struct{}, 2), make(chan struct{})
-	model := &scriptModel{script: heldFirstStep(started, release)}
-	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-a"})
-	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-b"})
+	model := &testkit.ScriptModel{Script: heldFirstStep(started, release)}
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), Owner: "replica-a"})
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), Owner: "replica-b"})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-started
 
@@ -79,7 +79,7 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	if done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
-	delivered := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)
+	delivered := env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindSteerDelivered)
 	if len(delivered) != 1 {
 		t.Fatalf("%d steer_delivered entries, want 1", len(delivered))
 	}
@@ -89,7 +89,7 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	}
 	// Delivered at the boundary after the first step: the second step
 	// carries it, once; the first could not.
-	reqs := model.requests()
+	reqs := model.Requests()
 	if strings.Contains(runtime.Transcript(toRuntime(reqs[0].Messages)), "one line") {
 		t.Fatal("the first step saw the steering before its boundary")
 	}
@@ -121,7 +121,7 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
+	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&testkit.ScriptModel{}).Gateway()})
 	ctx := context.Background()
 	c1, host1, contract1 := claimAndAdmit(t, env, r, "what is new?")
 	id := uuid.New()
@@ -162,7 +162,7 @@ func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
 	if len(contract3.Steering) != 1 || contract3.Steering[0].ID != id.String() {
 		t.Fatalf("replacement contract steering = %+v", contract3.Steering)
 	}
-	if n := len(entriesOf(t, env, env.Shared.ID, c1.Turn.ID, journal.KindSteerDelivered)); n != 1 {
+	if n := len(env.EntriesOf(t, env.Shared.ID, c1.Turn.ID, journal.KindSteerDelivered)); n != 1 {
 		t.Fatalf("%d steer_delivered entries, want 1", n)
 	}
 }
@@ -237,7 +237,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
 	secondStep := make(chan struct{}, 4)
-	first := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	first := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if n == 1 {
 			return &gateway.Result{FinishReason: "tool_calls", Usage: gateway.Usage{InputTokens: 10, OutputTokens: 5},
 				ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil
@@ -246,21 +246,21 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	r1 := env.Runner(t, runner.Config{Gateway: first.gateway(), Drain: 10 * time.Millisecond})
+	r1 := env.Runner(t, runner.Config{Gateway: first.Gateway(), Drain: 10 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-secondStep
 	r1.Stop() // detaches and hands the turn back
-	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindCheckpoint)); n != 1 {
+	if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindCheckpoint)); n != 1 {
 		t.Fatalf("%d checkpoints before the takeover, want 1", n)
 	}
 
-	second := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: second.gateway()})
+	second := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: second.Gateway()})
 	done := env.WaitTerminal(t, tt.ID)
 	if done.State != "completed" || done.Attempt != 2 {
 		t.Fatalf("turn ended %s in attempt %d, want completed in attempt 2", done.State, done.Attempt)
 	}
-	reqs := second.requests()
+	reqs := second.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("the new attempt made %d model calls, want 1 (the answer)", len(reqs))
 	}
@@ -273,7 +273,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 	if !sawResult {
 		t.Fatal("the new attempt did not resume with the checkpointed tool result")
 	}
-	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolRequested)); n != 1 {
+	if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindToolRequested)); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
 	}
 	if u := usageOf(t, done); u.ToolCalls != 1 || u.ModelCalls != 2 || u.InputTokens < 10 {
@@ -291,11 +291,11 @@ func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) fu
 // is held while alice steers it, then released — failing with fail when
 // set — and returns the turn, the steer's command id, the model and the
 // ended turn.
-func steerTheHeldAnswer(t *testing.T, env *testkit.Env, fail error) (*ent.Turn, uuid.UUID, *scriptModel, *ent.Turn) {
+func steerTheHeldAnswer(t *testing.T, env *testkit.Env, fail error) (*ent.Turn, uuid.UUID, *testkit.ScriptModel, *ent.Turn) {
 	t.Helper()
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	model := &scriptModel{script: heldAnswer(started, release, fail)}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{Script: heldAnswer(started, release, fail)}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-started
 	id := uuid.New()
@@ -322,10 +322,10 @@ func TestSteerDuringTheLastStepIsDelivered(t *testing.T) {
 			if done.State != "completed" {
 				t.Fatalf("turn ended %s", done.State)
 			}
-			if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)); n != 1 {
+			if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindSteerDelivered)); n != 1 {
 				t.Fatalf("%d steer_delivered entries, want 1", n)
 			}
-			reqs := model.requests()
+			reqs := model.Requests()
 			if len(reqs) != 2 || !strings.Contains(runtime.Transcript(toRuntime(reqs[1].Messages)), "answer in one line") {
 				t.Fatalf("%d model steps; the last carries the steering: %v", len(reqs), len(reqs) == 2)
 			}
