@@ -1,4 +1,4 @@
-package turn_test
+package runner_test
 
 // One test per row of the seed's table "What survives what" that runs
 // inside one process; the rows about processes (forced loss, kill -9) are
