@@ -276,7 +276,7 @@ func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
 	if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindToolRequested)); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
 	}
-	if u := usageOf(t, done); u.ToolCalls != 1 || u.ModelCalls != 2 || u.InputTokens < 10 {
+	if u := testkit.UsageOf(t, done); u.ToolCalls != 1 || u.ModelCalls != 2 || u.InputTokens < 10 {
 		t.Fatalf("usage = %+v, want the dead attempt's checkpointed work included", u)
 	}
 }

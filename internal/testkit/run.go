@@ -112,3 +112,17 @@ func (e *Env) Specialists(t testing.TB, rootTools []string) (researcher *ent.Age
 	}
 	return researcher
 }
+
+// UsageOf is the usage settled on an ended turn; it fails the test when
+// the turn has none.
+func UsageOf(t testing.TB, tt *ent.Turn) lease.Usage {
+	t.Helper()
+	if len(tt.Usage) == 0 {
+		t.Fatalf("turn %s (%s) has no settled usage", tt.ID, tt.State)
+	}
+	var u lease.Usage
+	if err := json.Unmarshal(tt.Usage, &u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

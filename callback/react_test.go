@@ -1,4 +1,4 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
@@ -8,14 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/turngate/turngate/callback"
-	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
 	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
@@ -29,18 +25,6 @@ func searchEveryStep(_ context.Context, n int, req gateway.Request) (*gateway.Re
 	}
 	return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 		{ID: fmt.Sprintf("call_%d", n), Name: tools.HistorySearchName, Arguments: `{"query":"plan"}`}}}, nil
-}
-
-func usageOf(t *testing.T, tt *ent.Turn) lease.Usage {
-	t.Helper()
-	if len(tt.Usage) == 0 {
-		t.Fatalf("turn %s (%s) has no settled usage", tt.ID, tt.State)
-	}
-	var u lease.Usage
-	if err := json.Unmarshal(tt.Usage, &u); err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // The clock snapshot and the member's name ride on the message that
@@ -153,7 +137,7 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	if done.Answer == nil || !strings.Contains(*done.Answer, "["+cite+"]") || !strings.Contains(*done.Answer, "Friday the 11th") {
 		t.Fatalf("answer %v does not quote and cite %s", done.Answer, cite)
 	}
-	if u := usageOf(t, done); u.ModelCalls != 2 || u.ToolCalls != 1 || u.InputTokens == 0 || u.OutputTokens == 0 {
+	if u := testkit.UsageOf(t, done); u.ModelCalls != 2 || u.ToolCalls != 1 || u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("usage = %+v, want 2 model calls and 1 tool call", u)
 	}
 
@@ -169,38 +153,6 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 		if strings.Contains(string(e.Payload), fact.ID.String()) {
 			t.Fatalf("a non-member's search found the shared room's turn: %s", e.Payload)
 		}
-	}
-}
-
-// Usage is settled with every terminal, whatever the outcome: no ended
-// turn lacks it, and no running one has it.
-func TestUsageIsSettledWithTheTerminal(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	gate := testkit.NewGatedModel()
-	env.Runner(t, runner.Config{Gateway: gate.Gateway()})
-	running := env.Submit(t, env.Alice, env.Shared.ID, "hold on")
-	<-gate.Started
-	queued := env.Submit(t, env.Alice, env.Shared.ID, "never mind")
-	if got, _ := env.Client.Turn.Get(context.Background(), running.ID); len(got.Usage) != 0 {
-		t.Fatalf("a running turn has usage %s", got.Usage)
-	}
-	if _, err := env.Turns.Cancel(context.Background(), env.Alice, uuid.New(), queued.ID); err != nil {
-		t.Fatal(err)
-	}
-	if u := usageOf(t, env.WaitTerminal(t, queued.ID)); u != (lease.Usage{}) {
-		t.Fatalf("a turn cancelled before it ran spent %+v", u)
-	}
-	close(gate.Release)
-	if u := usageOf(t, env.WaitTerminal(t, running.ID)); u.ModelCalls != 1 {
-		t.Fatalf("usage = %+v, want one model call", u)
-	}
-	var unsettled int
-	if err := env.DB.QueryRow(`SELECT count(*) FROM turns WHERE state IN ('completed', 'failed', 'cancelled') AND usage IS NULL`).Scan(&unsettled); err != nil {
-		t.Fatal(err)
-	}
-	if unsettled != 0 {
-		t.Fatalf("%d ended turns have no usage", unsettled)
 	}
 }
 
@@ -249,24 +201,6 @@ func TestCompactionIsJournaled(t *testing.T) {
 		if strings.Contains(string(e.Payload), "- note 0") {
 			t.Fatalf("the summary streamed as answer text: %s", e.Payload)
 		}
-	}
-}
-
-// An agent version naming a controller the runtime does not have is
-// refused at admission: the turn ends failed, and no model is called.
-func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	env.Agent(t, "plugin-from-disk", nil, nil)
-	model := &testkit.ScriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.Gateway()})
-	tt := env.Submit(t, env.Alice, env.Shared.ID, "hello")
-	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != lease.ReasonRuntimeFailed {
-		t.Fatalf("turn ended %s (%v), want failed: runtime_failed", got.State, got.TerminalReason)
-	}
-	if n := len(model.Requests()); n != 0 {
-		t.Fatalf("the model was called %d times", n)
 	}
 }
 
