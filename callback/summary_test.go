@@ -1,4 +1,4 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
