@@ -1,4 +1,4 @@
-package turn_test
+package room_test
 
 import (
 	"context"
