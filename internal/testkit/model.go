@@ -17,6 +17,7 @@ type ScriptModel struct {
 	reqs []gateway.Request
 }
 
+// Stream is gateway.Provider's: it records req, then answers by the script.
 func (m *ScriptModel) Stream(ctx context.Context, req gateway.Request, emit func(gateway.Delta)) (gateway.Result, error) {
 	m.mu.Lock()
 	m.reqs = append(m.reqs, req)
@@ -58,6 +59,7 @@ type GatedModel struct {
 	Release chan struct{}
 }
 
+// NewGatedModel returns a gated model whose steps wait for Release.
 func NewGatedModel() *GatedModel {
 	return &GatedModel{Started: make(chan struct{}, 16), Release: make(chan struct{})}
 }
@@ -67,6 +69,7 @@ func (g *GatedModel) Gateway() *gateway.Gateway {
 	return gateway.New(map[string]gateway.Provider{"builtin": g})
 }
 
+// Stream is gateway.Provider's: "partial ", a wait for Release, then "answer".
 func (g *GatedModel) Stream(ctx context.Context, req gateway.Request, emit func(gateway.Delta)) (gateway.Result, error) {
 	emit(gateway.Delta{Text: "partial "})
 	g.Started <- struct{}{}
