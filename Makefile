@@ -112,7 +112,7 @@ check-web:
 # documents cost (and a member's p99 while four clients send them). Each
 # goal prints one "goal P<n> ..." or "goal S<n> ..." line ending ok|short.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./turn ./tools ./sandbox
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./runner ./tools ./sandbox
 
 # chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
 # turns under kill -9 and SIGSTOP (make test runs a short round).

@@ -2,7 +2,7 @@ package e2e
 
 // The rows of the seed's table "What survives what" that need a server:
 // a closed browser, and forced loss of a replica (kill -9) with and
-// without a client. The in-process rows are in turn/survive_test.go.
+// without a client. The in-process rows are in runner/survive_test.go.
 
 import (
 	"context"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/callback"
+	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
@@ -53,7 +54,7 @@ func webhookWorld(t *testing.T, timeout time.Duration) (*testkit.Env, *receiver)
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
 	env.Agent(t, "react", []string{tools.SendWebhookName}, nil)
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if n == 1 {
 			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 				{ID: "call_1", Name: tools.SendWebhookName, Arguments: `{"endpoint":"ops","payload":{"deploy":"v2"}}`}}}, nil
@@ -61,7 +62,7 @@ func webhookWorld(t *testing.T, timeout time.Duration) (*testkit.Env, *receiver)
 		return &gateway.Result{Text: "Done.", FinishReason: "stop"}, nil
 	}}
 	env.Runner(t, runner.Config{
-		Gateway:         model.gateway(),
+		Gateway:         model.Gateway(),
 		Tools:           tools.NewRegistry(tools.SendWebhook{Endpoints: map[string]string{"ops": srv.URL}}),
 		ApprovalTimeout: timeout,
 	})
@@ -70,11 +71,11 @@ func webhookWorld(t *testing.T, timeout time.Duration) (*testkit.Env, *receiver)
 
 func approvalOf(t *testing.T, env *testkit.Env, turnID uuid.UUID) uuid.UUID {
 	t.Helper()
-	env.WaitTurn(t, turnID, func(*turnState) bool {
-		return len(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)) == 1
+	env.WaitTurn(t, turnID, func(*ent.Turn) bool {
+		return len(env.EntriesOf(t, env.Shared.ID, turnID, journal.KindApprovalRequested)) == 1
 	})
 	var p journal.ApprovalRequestedPayload
-	if err := json.Unmarshal(entriesOf(t, env, env.Shared.ID, turnID, journal.KindApprovalRequested)[0].Payload, &p); err != nil {
+	if err := json.Unmarshal(env.EntriesOf(t, env.Shared.ID, turnID, journal.KindApprovalRequested)[0].Payload, &p); err != nil {
 		t.Fatal(err)
 	}
 	return p.ApprovalID
@@ -116,7 +117,7 @@ func TestApprovedEffectRunsOnceAfterTheAuthorDecides(t *testing.T) {
 	if _, err := env.Turns.DecideApproval(ctx, env.Alice, id, turn.DecisionReject); codeOf(err) != string(errcode.Conflict) {
 		t.Fatalf("changing the decision = %v, want CONFLICT", err)
 	}
-	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindApprovalDecided)); n != 1 {
+	if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindApprovalDecided)); n != 1 {
 		t.Fatalf("%d approval_decided entries, want 1", n)
 	}
 }
@@ -161,7 +162,7 @@ func TestRejectedOrExpiredEffectNeverRuns(t *testing.T) {
 
 func assertToolStatus(t *testing.T, env *testkit.Env, turnID uuid.UUID, want string) {
 	t.Helper()
-	completed := entriesOf(t, env, env.Shared.ID, turnID, journal.KindToolCompleted)
+	completed := env.EntriesOf(t, env.Shared.ID, turnID, journal.KindToolCompleted)
 	var p journal.ToolCompletedPayload
 	if len(completed) != 1 || json.Unmarshal(completed[0].Payload, &p) != nil || p.Status != want {
 		t.Fatalf("tool_completed %+v, want status %s", p, want)
@@ -232,14 +233,14 @@ func TestWebhookPayloadIsRedactedBeforeItLeaves(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env.Agent(t, "react", []string{tools.SendWebhookName}, nil)
 	secretKey := "sk-" + strings.Repeat("q7", 12)
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if n == 1 {
 			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: tools.SendWebhookName,
 				Arguments: `{"endpoint":"ops","payload":{"contact":"carol.vendor@example.org","key":"` + secretKey + `","note":["use ` + secretKey + `"]}}`}}}, nil
 		}
 		return &gateway.Result{Text: "Done.", FinishReason: "stop"}, nil
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway(), ApprovalTimeout: time.Minute,
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), ApprovalTimeout: time.Minute,
 		Tools: tools.NewRegistry(tools.SendWebhook{Endpoints: map[string]string{"ops": srv.URL}})})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "tell the vendor")
 	id := approvalOf(t, env, tt.ID)

@@ -39,7 +39,7 @@ func TestCancelQueuedTurn(t *testing.T) {
 			t.Fatalf("cancel: %v, %v", got, err)
 		}
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnTerminal] != 1 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnTerminal] != 1 {
 		t.Fatalf("journal kinds %v, want one terminal", k)
 	}
 	if st, _ := commandState(t, env, cmd); st != "delivered" {
@@ -59,10 +59,10 @@ func TestCancelRunningTurn(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	ctx := context.Background()
-	gate := newGatedModel()
-	env.Runner(t, runner.Config{Gateway: gate.gateway()})
+	gate := testkit.NewGatedModel()
+	env.Runner(t, runner.Config{Gateway: gate.Gateway()})
 	tt := env.Submit(t, env.Bob, env.Shared.ID, "stop me")
-	<-gate.started
+	<-gate.Started
 	cmd := uuid.New()
 	// The room's owner may cancel a member's turn in a shared room.
 	if _, err := env.Turns.Cancel(ctx, env.Alice, cmd, tt.ID); err != nil {
@@ -76,7 +76,7 @@ func TestCancelRunningTurn(t *testing.T) {
 	if st != "delivered" || token == nil || *token != got.LeaseToken {
 		t.Fatalf("command %s with token %v, want delivered with the run's token %d", st, token, got.LeaseToken)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
 		t.Fatalf("journal kinds %v", k)
 	}
 }

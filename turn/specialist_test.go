@@ -3,55 +3,17 @@ package turn_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/authority"
-	"github.com/turngate/turngate/callback"
-	"github.com/turngate/turngate/demo"
-	"github.com/turngate/turngate/ent"
-	entagent "github.com/turngate/turngate/ent/agent"
-	entagentversion "github.com/turngate/turngate/ent/agentversion"
 	"github.com/turngate/turngate/errcode"
-	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
-	"github.com/turngate/turngate/journal"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/tools"
 	"github.com/turngate/turngate/turn"
 )
-
-// specialists gives the demo rooms' agent a roster of two specialists and
-// alice a configured roster of one: her effective roster is [researcher].
-func specialists(t *testing.T, env *testkit.Env, rootTools []string) (researcher *ent.AgentVersion) {
-	t.Helper()
-	ctx := context.Background()
-	// The demo seeds the researcher and alice's roster [researcher]; the
-	// lawyer is in the agent's roster only.
-	a, err := env.Client.Agent.Create().SetSlug("lawyer").SetName("lawyer").Save(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.AgentVersion.Create().SetAgentID(a.ID).SetVersion(1).SetController("react").SetModelRoute("builtin").
-		SetSystemPrompt("You are the lawyer.").SetTools([]string{tools.RetrievalName}).Save(ctx); err != nil {
-		t.Fatal(err)
-	}
-	researcher, err = env.Client.AgentVersion.Query().Where(entagentversion.HasAgentWith(entagent.Slug(demo.Researcher))).Only(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := env.Agent(t, "react", rootTools, nil)
-	if _, err := env.DB.Exec(`UPDATE agent_versions SET specialists = '["researcher","lawyer"]' WHERE id = $1`, root.ID); err == nil {
-		t.Fatal("agent versions must be immutable")
-	}
-	if _, err := env.Client.AgentVersion.Create().SetAgentID(root.AgentID).SetVersion(root.Version + 1).SetController("react").
-		SetModelRoute("builtin").SetSystemPrompt(root.SystemPrompt).SetTools(rootTools).SetSpecialists([]string{"researcher", "lawyer"}).Save(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return researcher
-}
 
 // A one-turn specialist route comes only from the effective roster — the
 // agent version's roster ∩ the member's configured one; anything else is
@@ -60,7 +22,7 @@ func specialists(t *testing.T, env *testkit.Env, rootTools []string) (researcher
 func TestSpecialistRouteOnlyFromTheEffectiveRoster(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	researcher := specialists(t, env, []string{tools.RetrievalName})
+	researcher := env.Specialists(t, []string{tools.RetrievalName})
 	ctx := context.Background()
 	before := len(env.Entries(t, env.Shared.ID))
 	for _, tc := range []struct {
@@ -79,8 +41,8 @@ func TestSpecialistRouteOnlyFromTheEffectiveRoster(t *testing.T) {
 	if after := len(env.Entries(t, env.Shared.ID)); after != before {
 		t.Fatalf("refused submissions wrote %d entries", after-before)
 	}
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt, err := env.Turns.Submit(ctx, turn.Submission{Member: env.Alice, ConversationID: env.Shared.ID, Text: "hello", IdempotencyKey: uuid.NewString(), Specialist: "researcher"})
 	if err != nil {
 		t.Fatal(err)
@@ -93,64 +55,7 @@ func TestSpecialistRouteOnlyFromTheEffectiveRoster(t *testing.T) {
 		t.Fatalf("bundle specialist %q roster %v (%v)", b.Specialist, b.Roster, err)
 	}
 	env.WaitTerminal(t, tt.ID)
-	if sys := model.requests()[0].Messages[0]; sys.Role != "system" || sys.Content != researcher.SystemPrompt {
+	if sys := model.Requests()[0].Messages[0]; sys.Role != "system" || sys.Content != researcher.SystemPrompt {
 		t.Fatalf("first message %+v, want the researcher's system prompt", sys)
-	}
-}
-
-// delegate runs a specialist of the roster as a nested controller with the
-// turn's authority: its tool calls are journaled as the turn's, run as the
-// member; its model calls carry no runtime context; its answer comes back
-// as the tool result. A specialist outside the roster is refused.
-func TestDelegateRunsASpecialistNested(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	specialists(t, env, []string{tools.DelegateName, tools.RetrievalName})
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
-		if n == 1 {
-			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
-				{ID: "d1", Name: tools.DelegateName, Arguments: `{"specialist":"lawyer","task":"check the contract"}`},
-				{ID: "d2", Name: tools.DelegateName, Arguments: `{"specialist":"researcher","task":"When is the launch?"}`}}}, nil
-		}
-		return nil, nil
-	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
-	tt := env.Submit(t, env.Alice, env.Shared.ID, "Ask the researcher about the launch")
-	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
-		t.Fatalf("turn ended %s", done.State)
-	}
-	var byCall = map[string]journal.ToolCompletedPayload{}
-	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
-		var p journal.ToolCompletedPayload
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		byCall[p.CallID] = p
-	}
-	if p := byCall["d1"]; p.Status != callback.ToolForbidden {
-		t.Fatalf("delegating outside the roster: %+v", p)
-	}
-	nested, d2 := byCall["delegate-call_1"], byCall["d2"]
-	if nested.Name != tools.RetrievalName || nested.Status != callback.ToolOK || len(nested.Citations) == 0 {
-		t.Fatalf("the specialist's own search: %+v", nested)
-	}
-	if d2.Status != callback.ToolOK || len(d2.Citations) == 0 || d2.Citations[0] != nested.Citations[0] {
-		t.Fatalf("the delegation's result %+v, want the specialist's citations", d2)
-	}
-	sawSpecialist := false
-	for _, req := range model.requests() {
-		for _, m := range req.Messages {
-			if strings.HasPrefix(m.Content, "You are a research specialist") {
-				sawSpecialist = true
-				for _, m2 := range req.Messages {
-					if m2.Context != "" {
-						t.Fatalf("a specialist's model call carries the runtime context: %+v", m2)
-					}
-				}
-			}
-		}
-	}
-	if !sawSpecialist {
-		t.Fatal("no model call ran as the specialist")
 	}
 }

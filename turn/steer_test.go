@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/lease"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
@@ -57,9 +55,9 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
 	started, release := make(chan struct{}, 2), make(chan struct{})
-	model := &scriptModel{script: heldFirstStep(started, release)}
-	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-a"})
-	env.Runner(t, runner.Config{Gateway: model.gateway(), Owner: "replica-b"})
+	model := &testkit.ScriptModel{Script: heldFirstStep(started, release)}
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), Owner: "replica-a"})
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), Owner: "replica-b"})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-started
 
@@ -79,7 +77,7 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	if done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
-	delivered := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)
+	delivered := env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindSteerDelivered)
 	if len(delivered) != 1 {
 		t.Fatalf("%d steer_delivered entries, want 1", len(delivered))
 	}
@@ -89,7 +87,7 @@ func TestSteerIsDeliveredOnceAcrossRetriesAndReplicas(t *testing.T) {
 	}
 	// Delivered at the boundary after the first step: the second step
 	// carries it, once; the first could not.
-	reqs := model.requests()
+	reqs := model.Requests()
 	if strings.Contains(runtime.Transcript(toRuntime(reqs[0].Messages)), "one line") {
 		t.Fatal("the first step saw the steering before its boundary")
 	}
@@ -111,60 +109,6 @@ func toRuntime(msgs []gateway.Message) []runtime.Message {
 		out[i] = runtime.Message{Role: m.Role, Content: m.Content}
 	}
 	return out
-}
-
-// Only the run holding the turn's current lease claims steering: a run
-// that lost the turn claims nothing and the command waits for the new
-// owner. A steer delivered to an attempt that then died reaches the
-// replacement attempt through its contract, without a second delivery.
-func TestOnlyTheFencedOwnerDeliversSteering(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
-	ctx := context.Background()
-	c1, host1, contract1 := claimAndAdmit(t, env, r, "what is new?")
-	id := uuid.New()
-	if _, err := env.Turns.Steer(ctx, env.Alice, id, c1.Turn.ID, "be brief"); err != nil {
-		t.Fatal(err)
-	}
-	reclaim := func(c *lease.Claimed) (*lease.Claimed, runtime.Callbacks, runtime.Contract) {
-		if err := lease.NewStore(env.Client, env.Hub).Release(ctx, lease.ReleaseParams{Fence: c.Fence}); err != nil {
-			t.Fatal(err)
-		}
-		next, err := lease.NewStore(env.Client, env.Hub).Claim(ctx, lease.ClaimParams{TurnID: c.Turn.ID, Owner: "replica-b", TTL: 30 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, contract, err := r.Admit(ctx, next)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return next, h, contract
-	}
-	c2, host2, contract2 := reclaim(c1)
-	if _, err := host1.Steering(ctx, contract1.Run); !errors.Is(err, lease.ErrFenced) {
-		t.Fatalf("steering claimed by a run that lost the turn: %v", err)
-	}
-	if cmd, _ := env.Client.Command.Get(ctx, id); cmd.State != entcommand.StatePending {
-		t.Fatalf("after the stale claim the command is %s, want pending", cmd.State)
-	}
-	steers, err := host2.Steering(ctx, contract2.Run)
-	if err != nil || len(steers) != 1 || steers[0].ID != id.String() || steers[0].Text != "be brief" {
-		t.Fatalf("owner's steering = %+v, %v", steers, err)
-	}
-	if again, err := host2.Steering(ctx, contract2.Run); err != nil || len(again) != 0 {
-		t.Fatalf("second claim = %+v, %v; want nothing", again, err)
-	}
-	// The owner dies before checkpointing it: the next attempt gets the
-	// steer in its contract, and the journal still holds one delivery.
-	_, _, contract3 := reclaim(c2)
-	if len(contract3.Steering) != 1 || contract3.Steering[0].ID != id.String() {
-		t.Fatalf("replacement contract steering = %+v", contract3.Steering)
-	}
-	if n := len(entriesOf(t, env, env.Shared.ID, c1.Turn.ID, journal.KindSteerDelivered)); n != 1 {
-		t.Fatalf("%d steer_delivered entries, want 1", n)
-	}
 }
 
 func TestSteerRefusals(t *testing.T) {
@@ -229,58 +173,6 @@ func TestSteerRefusals(t *testing.T) {
 	}
 }
 
-// A replacement attempt resumes from the last durable checkpoint: the
-// tool round the dead attempt finished is not run again, and the usage it
-// recorded is settled with the terminal.
-func TestReplacementAttemptResumesFromTheCheckpoint(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	secondStep := make(chan struct{}, 4)
-	first := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
-		if n == 1 {
-			return &gateway.Result{FinishReason: "tool_calls", Usage: gateway.Usage{InputTokens: 10, OutputTokens: 5},
-				ToolCalls: []gateway.ToolCall{{ID: "call_1", Name: tools.HistorySearchName, Arguments: `{"query":"news"}`}}}, nil
-		}
-		secondStep <- struct{}{}
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}}
-	r1 := env.Runner(t, runner.Config{Gateway: first.gateway(), Drain: 10 * time.Millisecond})
-	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
-	<-secondStep
-	r1.Stop() // detaches and hands the turn back
-	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindCheckpoint)); n != 1 {
-		t.Fatalf("%d checkpoints before the takeover, want 1", n)
-	}
-
-	second := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: second.gateway()})
-	done := env.WaitTerminal(t, tt.ID)
-	if done.State != "completed" || done.Attempt != 2 {
-		t.Fatalf("turn ended %s in attempt %d, want completed in attempt 2", done.State, done.Attempt)
-	}
-	reqs := second.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("the new attempt made %d model calls, want 1 (the answer)", len(reqs))
-	}
-	sawResult := false
-	for _, m := range reqs[0].Messages {
-		if m.Role == "tool" && m.ToolCallID == "call_1" {
-			sawResult = true
-		}
-	}
-	if !sawResult {
-		t.Fatal("the new attempt did not resume with the checkpointed tool result")
-	}
-	if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolRequested)); n != 1 {
-		t.Fatalf("the tool ran %d times, want once", n)
-	}
-	if u := usageOf(t, done); u.ToolCalls != 1 || u.ModelCalls != 2 || u.InputTokens < 10 {
-		t.Fatalf("usage = %+v, want the dead attempt's checkpointed work included", u)
-	}
-}
-
 // heldAnswer holds the first model step — a plain answer, the run's
 // last step — until release; later steps answer like the builtin model.
 func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) func(context.Context, int, gateway.Request) (*gateway.Result, error) {
@@ -291,11 +183,11 @@ func heldAnswer(started chan<- struct{}, release <-chan struct{}, fail error) fu
 // is held while alice steers it, then released — failing with fail when
 // set — and returns the turn, the steer's command id, the model and the
 // ended turn.
-func steerTheHeldAnswer(t *testing.T, env *testkit.Env, fail error) (*ent.Turn, uuid.UUID, *scriptModel, *ent.Turn) {
+func steerTheHeldAnswer(t *testing.T, env *testkit.Env, fail error) (*ent.Turn, uuid.UUID, *testkit.ScriptModel, *ent.Turn) {
 	t.Helper()
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	model := &scriptModel{script: heldAnswer(started, release, fail)}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{Script: heldAnswer(started, release, fail)}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is new?")
 	<-started
 	id := uuid.New()
@@ -322,10 +214,10 @@ func TestSteerDuringTheLastStepIsDelivered(t *testing.T) {
 			if done.State != "completed" {
 				t.Fatalf("turn ended %s", done.State)
 			}
-			if n := len(entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindSteerDelivered)); n != 1 {
+			if n := len(env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindSteerDelivered)); n != 1 {
 				t.Fatalf("%d steer_delivered entries, want 1", n)
 			}
-			reqs := model.requests()
+			reqs := model.Requests()
 			if len(reqs) != 2 || !strings.Contains(runtime.Transcript(toRuntime(reqs[1].Messages)), "answer in one line") {
 				t.Fatalf("%d model steps; the last carries the steering: %v", len(reqs), len(reqs) == 2)
 			}

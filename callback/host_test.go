@@ -1,4 +1,4 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestCallbackWithMismatchedReferenceIsRejected(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&scriptModel{}).gateway()})
+	r := runner.New(runner.Config{Client: env.Client, Hub: env.Hub, Gateway: (&testkit.ScriptModel{}).Gateway()})
 	c, host, contract := claimAndAdmit(t, env, r, "what is new?")
 	var b authority.Bundle
 	if err := json.Unmarshal(c.Turn.AuthorityBundle, &b); err != nil {
@@ -115,7 +115,7 @@ func TestCallbackWithMismatchedReferenceIsRejected(t *testing.T) {
 	if _, err := host.Tool(ctx, runtime.ToolRequest{Run: good, Call: runtime.ToolCall{ID: "y", Name: tools.HistorySearchName, Arguments: `{"query":"new"}`}}); err != nil {
 		t.Fatalf("the run's own callback: %v", err)
 	}
-	if n := len(entriesOf(t, env, env.Shared.ID, c.Turn.ID, journal.KindToolCompleted)); n != 1 {
+	if n := len(env.EntriesOf(t, env.Shared.ID, c.Turn.ID, journal.KindToolCompleted)); n != 1 {
 		t.Fatalf("%d tool_completed entries, want 1", n)
 	}
 }

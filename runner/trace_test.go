@@ -1,4 +1,4 @@
-package turn_test
+package runner_test
 
 import (
 	"context"
@@ -30,10 +30,10 @@ func TestOneTracePerTurnAcrossATakeover(t *testing.T) {
 	tracer := tracing.Tracer(tp)
 	env.Turns.Tracer = tracer
 
-	gate := newGatedModel()
-	env.Runner(t, runner.Config{Owner: "first", Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: time.Hour, Tracer: tracer})
+	gate := testkit.NewGatedModel()
+	env.Runner(t, runner.Config{Owner: "first", Gateway: gate.Gateway(), LeaseTTL: time.Minute, Heartbeat: time.Hour, Tracer: tracer})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "trace me across replicas")
-	<-gate.started
+	<-gate.Started
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestOneTracePerTurnAcrossATakeover(t *testing.T) {
 	if got := env.WaitTerminal(t, tt.ID); got.State != "completed" || got.Attempt != 2 {
 		t.Fatalf("turn %s on attempt %d", got.State, got.Attempt)
 	}
-	close(gate.release) // the first run wakes, is fenced and ends
+	close(gate.Release) // the first run wakes, is fenced and ends
 
 	runs := func() []tracetest.SpanStub {
 		var out []tracetest.SpanStub

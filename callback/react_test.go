@@ -1,66 +1,22 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/turngate/turngate/callback"
-	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/journal"
-	"github.com/turngate/turngate/outcome"
 	roompkg "github.com/turngate/turngate/room"
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 	"github.com/turngate/turngate/tools"
 )
-
-// scriptModel answers step n with script(n, req), or like the builtin
-// model when script returns nil. It keeps every request as the provider
-// received it.
-type scriptModel struct {
-	mu     sync.Mutex
-	reqs   []gateway.Request
-	script func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error)
-}
-
-func (m *scriptModel) Stream(ctx context.Context, req gateway.Request, emit func(gateway.Delta)) (gateway.Result, error) {
-	m.mu.Lock()
-	m.reqs = append(m.reqs, req)
-	n := len(m.reqs)
-	m.mu.Unlock()
-	if m.script != nil {
-		res, err := m.script(ctx, n, req)
-		if err != nil {
-			return gateway.Result{}, err
-		}
-		if res != nil {
-			if res.Text != "" {
-				emit(gateway.Delta{Text: res.Text})
-			}
-			return *res, nil
-		}
-	}
-	return gateway.Builtin{}.Stream(ctx, req, emit)
-}
-
-func (m *scriptModel) requests() []gateway.Request {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]gateway.Request(nil), m.reqs...)
-}
-
-func (m *scriptModel) gateway() *gateway.Gateway {
-	return gateway.New(map[string]gateway.Provider{"builtin": m})
-}
 
 // searchEveryStep asks for history_search whenever tools are offered.
 func searchEveryStep(_ context.Context, n int, req gateway.Request) (*gateway.Result, error) {
@@ -69,29 +25,6 @@ func searchEveryStep(_ context.Context, n int, req gateway.Request) (*gateway.Re
 	}
 	return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 		{ID: fmt.Sprintf("call_%d", n), Name: tools.HistorySearchName, Arguments: `{"query":"plan"}`}}}, nil
-}
-
-func entriesOf(t *testing.T, env *testkit.Env, room, turnID uuid.UUID, kind journal.Kind) []journal.Entry {
-	t.Helper()
-	var out []journal.Entry
-	for _, e := range env.Entries(t, room) {
-		if e.Kind == kind && e.TurnID.UUID == turnID {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func usageOf(t *testing.T, tt *ent.Turn) outcome.Usage {
-	t.Helper()
-	if len(tt.Usage) == 0 {
-		t.Fatalf("turn %s (%s) has no settled usage", tt.ID, tt.State)
-	}
-	var u outcome.Usage
-	if err := json.Unmarshal(tt.Usage, &u); err != nil {
-		t.Fatal(err)
-	}
-	return u
 }
 
 // The clock snapshot and the member's name ride on the message that
@@ -103,9 +36,9 @@ func TestClockAndNameRulesOnEveryCallOfATurn(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, map[string]int64{"max_steps": 2})
-	model := &scriptModel{script: searchEveryStep}
+	model := &testkit.ScriptModel{Script: searchEveryStep}
 	clock := time.Date(2026, 12, 4, 9, 30, 0, 0, time.FixedZone("CET", 3600))
-	env.Runner(t, runner.Config{Gateway: model.gateway(), Now: func() time.Time { return clock }})
+	env.Runner(t, runner.Config{Gateway: model.Gateway(), Now: func() time.Time { return clock }})
 
 	first := env.Submit(t, env.Alice, env.Shared.ID, "what is the plan?")
 	if got := env.WaitTerminal(t, first.ID); got.State != "completed" {
@@ -114,7 +47,7 @@ func TestClockAndNameRulesOnEveryCallOfATurn(t *testing.T) {
 	second := env.Submit(t, env.Bob, env.Shared.ID, "and tomorrow?")
 	env.WaitTerminal(t, second.ID)
 
-	reqs := model.requests()
+	reqs := model.Requests()
 	if len(reqs) != 6 {
 		t.Fatalf("%d model requests, want 3 per turn (two steps, one synthesis)", len(reqs))
 	}
@@ -188,8 +121,8 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 
 	ask := env.Submit(t, env.Bob, env.Shared.ID, "When is the launch?")
 	done := env.WaitTerminal(t, ask.ID)
-	requested := entriesOf(t, env, env.Shared.ID, ask.ID, journal.KindToolRequested)
-	completed := entriesOf(t, env, env.Shared.ID, ask.ID, journal.KindToolCompleted)
+	requested := env.EntriesOf(t, env.Shared.ID, ask.ID, journal.KindToolRequested)
+	completed := env.EntriesOf(t, env.Shared.ID, ask.ID, journal.KindToolCompleted)
 	if len(requested) != 1 || len(completed) != 1 || requested[0].Seq > completed[0].Seq {
 		t.Fatalf("tool entries: %d requested, %d completed", len(requested), len(completed))
 	}
@@ -204,7 +137,7 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	if done.Answer == nil || !strings.Contains(*done.Answer, "["+cite+"]") || !strings.Contains(*done.Answer, "Friday the 11th") {
 		t.Fatalf("answer %v does not quote and cite %s", done.Answer, cite)
 	}
-	if u := usageOf(t, done); u.ModelCalls != 2 || u.ToolCalls != 1 || u.InputTokens == 0 || u.OutputTokens == 0 {
+	if u := testkit.UsageOf(t, done); u.ModelCalls != 2 || u.ToolCalls != 1 || u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("usage = %+v, want 2 model calls and 1 tool call", u)
 	}
 
@@ -216,42 +149,10 @@ func TestToolActivityIsJournaledAndCited(t *testing.T) {
 	}
 	hers := env.Submit(t, mallory, room.ID, "When is the launch?")
 	env.WaitTerminal(t, hers.ID)
-	for _, e := range entriesOf(t, env, room.ID, hers.ID, journal.KindToolCompleted) {
+	for _, e := range env.EntriesOf(t, room.ID, hers.ID, journal.KindToolCompleted) {
 		if strings.Contains(string(e.Payload), fact.ID.String()) {
 			t.Fatalf("a non-member's search found the shared room's turn: %s", e.Payload)
 		}
-	}
-}
-
-// Usage is settled with every terminal, whatever the outcome: no ended
-// turn lacks it, and no running one has it.
-func TestUsageIsSettledWithTheTerminal(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	gate := newGatedModel()
-	env.Runner(t, runner.Config{Gateway: gate.gateway()})
-	running := env.Submit(t, env.Alice, env.Shared.ID, "hold on")
-	<-gate.started
-	queued := env.Submit(t, env.Alice, env.Shared.ID, "never mind")
-	if got, _ := env.Client.Turn.Get(context.Background(), running.ID); len(got.Usage) != 0 {
-		t.Fatalf("a running turn has usage %s", got.Usage)
-	}
-	if _, err := env.Turns.Cancel(context.Background(), env.Alice, uuid.New(), queued.ID); err != nil {
-		t.Fatal(err)
-	}
-	if u := usageOf(t, env.WaitTerminal(t, queued.ID)); u != (outcome.Usage{}) {
-		t.Fatalf("a turn cancelled before it ran spent %+v", u)
-	}
-	close(gate.release)
-	if u := usageOf(t, env.WaitTerminal(t, running.ID)); u.ModelCalls != 1 {
-		t.Fatalf("usage = %+v, want one model call", u)
-	}
-	var unsettled int
-	if err := env.DB.QueryRow(`SELECT count(*) FROM turns WHERE state IN ('completed', 'failed', 'cancelled') AND usage IS NULL`).Scan(&unsettled); err != nil {
-		t.Fatal(err)
-	}
-	if unsettled != 0 {
-		t.Fatalf("%d ended turns have no usage", unsettled)
 	}
 }
 
@@ -262,8 +163,8 @@ func TestUsageIsSettledWithTheTerminal(t *testing.T) {
 func TestCompactionIsJournaled(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	for i := range 3 {
 		tt := env.Submit(t, env.Alice, env.Shared.ID, fmt.Sprintf("note %d: %s", i, strings.Repeat("lorem ipsum ", 30)))
 		env.WaitTerminal(t, tt.ID)
@@ -274,7 +175,7 @@ func TestCompactionIsJournaled(t *testing.T) {
 	if done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
-	comp := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindCompaction)
+	comp := env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindCompaction)
 	if len(comp) != 1 {
 		t.Fatalf("%d compaction entries, want 1", len(comp))
 	}
@@ -285,7 +186,7 @@ func TestCompactionIsJournaled(t *testing.T) {
 	if p.Summarised != 6 || p.TokensAfter >= p.TokensBefore {
 		t.Fatalf("compaction = %+v, want the 6 messages of 3 earlier turns summarised, smaller after", p)
 	}
-	reqs := model.requests()
+	reqs := model.Requests()
 	compaction := reqs[len(reqs)-2]
 	if compaction.Purpose != runtime.PurposeCompaction {
 		t.Fatalf("second-to-last request is %q, want compaction", compaction.Purpose)
@@ -296,28 +197,10 @@ func TestCompactionIsJournaled(t *testing.T) {
 		}
 	}
 	// Only the answer streamed: the summary is not in the answer deltas.
-	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindAnswerDelta) {
+	for _, e := range env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindAnswerDelta) {
 		if strings.Contains(string(e.Payload), "- note 0") {
 			t.Fatalf("the summary streamed as answer text: %s", e.Payload)
 		}
-	}
-}
-
-// An agent version naming a controller the runtime does not have is
-// refused at admission: the turn ends failed, and no model is called.
-func TestUnknownControllerIsRefusedAtAdmission(t *testing.T) {
-	t.Parallel()
-	env := testkit.New(t)
-	env.Agent(t, "plugin-from-disk", nil, nil)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
-	tt := env.Submit(t, env.Alice, env.Shared.ID, "hello")
-	got := env.WaitTerminal(t, tt.ID)
-	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonRuntimeFailed {
-		t.Fatalf("turn ended %s (%v), want failed: runtime_failed", got.State, got.TerminalReason)
-	}
-	if n := len(model.requests()); n != 0 {
-		t.Fatalf("the model was called %d times", n)
 	}
 }
 
@@ -329,7 +212,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
 	secondStep, release := make(chan struct{}, 1), make(chan struct{})
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		switch n {
 		case 1, 2:
 			if n == 2 {
@@ -345,7 +228,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "what is the launch plan?")
 	<-secondStep
 	if _, err := env.DB.Exec(`DELETE FROM member_permissions WHERE member_id = $1 AND permission = 'documents.read'`, env.Alice.ID); err != nil {
@@ -356,7 +239,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 		t.Fatalf("turn ended %s: a refused tool is told to the model, not a failed turn", done.State)
 	}
 	var statuses []string
-	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
+	for _, e := range env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
 		var p journal.ToolCompletedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
@@ -366,7 +249,7 @@ func TestGrantRevokedBetweenToolCalls(t *testing.T) {
 	if len(statuses) != 2 || statuses[0] != callback.ToolOK || statuses[1] != callback.ToolForbidden {
 		t.Fatalf("tool statuses %v, want [ok forbidden]", statuses)
 	}
-	reqs := model.requests()
+	reqs := model.Requests()
 	last := reqs[len(reqs)-1].Messages
 	if m := last[len(last)-1]; m.Role != "tool" || !strings.Contains(m.Content, "FORBIDDEN") {
 		t.Fatalf("the model was told %+v, want the FORBIDDEN result", m)

@@ -1,4 +1,4 @@
-package turn_test
+package runner_test
 
 import (
 	"context"
@@ -208,8 +208,8 @@ func TestTurnEvidenceIsRecorded(t *testing.T) {
 func TestLateJoinerModelContextsHoldNothingOfEarlierEvidence(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	_, secrets := bands(t, env)
 	room := soloRoom(t, env)
 	asked := completedBy(t, env, env.Alice, room.ID, bandsQuestion)
@@ -226,9 +226,9 @@ func TestLateJoinerModelContextsHoldNothingOfEarlierEvidence(t *testing.T) {
 		{"bob's turn", env.Bob, "What did we say about the bands so far?"},
 		{"alice's next turn", env.Alice, "What else about the engineering bands?"},
 	} {
-		before := len(model.requests())
+		before := len(model.Requests())
 		done := completedBy(t, env, tt.who, room.ID, tt.text)
-		if got := leaked(requestsText(t, model.requests()[before:]), secrets); len(got) > 0 {
+		if got := leaked(requestsText(t, model.Requests()[before:]), secrets); len(got) > 0 {
 			t.Errorf("%s: the model was given %q of the bands", tt.name, got)
 		}
 		if got := leaked(contextsOf(t, env, done), secrets); len(got) > 0 {
@@ -253,8 +253,8 @@ func compactsVerbatim(_ context.Context, _ int, req gateway.Request) (*gateway.R
 func TestSummaryOfAnEarlierAudienceIsNotReused(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{script: compactsVerbatim}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{Script: compactsVerbatim}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	_, secrets := bands(t, env)
 	room := soloRoom(t, env)
 	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
@@ -264,27 +264,27 @@ func TestSummaryOfAnEarlierAudienceIsNotReused(t *testing.T) {
 	completedBy(t, env, env.Alice, room.ID, bandsQuestion)
 	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 200})
 	completedBy(t, env, env.Alice, room.ID, "sum it up")
-	s1, ok := roomSummary(t, env, room.ID)
-	if !ok || len(leaked(s1.text, secrets)) == 0 {
-		t.Fatalf("the summary alice's turn made holds nothing of the bands (%v): the test proves nothing: %.200q", ok, s1.text)
+	s1, ok := env.RoomSummary(t, room.ID)
+	if !ok || len(leaked(s1.Text, secrets)) == 0 {
+		t.Fatalf("the summary alice's turn made holds nothing of the bands (%v): the test proves nothing: %.200q", ok, s1.Text)
 	}
 
 	addMember(t, env, room.ID, env.Bob.Email)
-	before := len(model.requests())
+	before := len(model.Requests())
 	bobs := completedBy(t, env, env.Bob, room.ID, "sum it up for me")
-	if got := leaked(requestsText(t, model.requests()[before:]), secrets); len(got) > 0 {
+	if got := leaked(requestsText(t, model.Requests()[before:]), secrets); len(got) > 0 {
 		t.Errorf("bob's turn was given %q of the bands", got)
 	}
-	for _, c := range compactionsOf(t, env, room.ID, bobs.ID) {
+	for _, c := range env.CompactionsOf(t, room.ID, bobs.ID) {
 		if c.Reused {
 			t.Errorf("bob's turn started from the summary built for alice alone: %+v", c)
 		}
 	}
-	s2, ok := roomSummary(t, env, room.ID)
-	if !ok || s2.text == s1.text {
+	s2, ok := env.RoomSummary(t, room.ID)
+	if !ok || s2.Text == s1.Text {
 		t.Fatalf("bob's turn made no summary of its own (%v)", ok)
 	}
-	if got := leaked(s2.text, secrets); len(got) > 0 {
+	if got := leaked(s2.Text, secrets); len(got) > 0 {
 		t.Errorf("the room's new summary holds %q of the bands", got)
 	}
 	var stored, now int64
@@ -331,8 +331,8 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			env := testkit.New(t)
-			model := &scriptModel{script: compactsVerbatim}
-			env.Runner(t, runner.Config{Gateway: model.gateway()})
+			model := &testkit.ScriptModel{Script: compactsVerbatim}
+			env.Runner(t, runner.Config{Gateway: model.Gateway()})
 			launch, secrets := document(t, env, "Launch plan", "11 December", "10:00 UTC")
 			tt.setup(t, env, launch)
 			var readers int
@@ -348,7 +348,7 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 			}
 			env.Agent(t, "react", nil, map[string]int64{"context_tokens": 100})
 			completedBy(t, env, env.Alice, env.Shared.ID, "ok, sum it up")
-			if s, ok := roomSummary(t, env, env.Shared.ID); !ok || len(leaked(s.text, secrets)) == 0 {
+			if s, ok := env.RoomSummary(t, env.Shared.ID); !ok || len(leaked(s.Text, secrets)) == 0 {
 				t.Fatalf("the room's summary holds nothing of the launch plan (%v): the test proves nothing", ok)
 			}
 
@@ -365,12 +365,12 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 				{"alice in the shared room", env.Alice, env.Shared.ID},
 				{"bob in his private room", env.Bob, env.Private(t, env.Bob).ID},
 			} {
-				before := len(model.requests())
+				before := len(model.Requests())
 				done := completedBy(t, env, c.who, c.room, "When was the launch again?")
-				if got := leaked(requestsText(t, model.requests()[before:]), secrets); len(got) > 0 {
+				if got := leaked(requestsText(t, model.Requests()[before:]), secrets); len(got) > 0 {
 					t.Errorf("%s: the model was given %q of the launch plan", c.name, got)
 				}
-				for _, comp := range compactionsOf(t, env, c.room, done.ID) {
+				for _, comp := range env.CompactionsOf(t, c.room, done.ID) {
 					if comp.Reused && c.room == env.Shared.ID {
 						t.Errorf("%s: the turn started from the summary of the launch turn: %+v", c.name, comp)
 					}
@@ -379,8 +379,8 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 			// The summary no run of the room may start from any more is
 			// replaced by the one of the readable history, though that
 			// ends at an older position.
-			if s, ok := roomSummary(t, env, env.Shared.ID); !ok || len(leaked(s.text, secrets)) > 0 || !strings.Contains(s.text, "lorem") {
-				t.Errorf("the room keeps a summary of the launch turn (%v): %.300q", ok, s.text)
+			if s, ok := env.RoomSummary(t, env.Shared.ID); !ok || len(leaked(s.Text, secrets)) > 0 || !strings.Contains(s.Text, "lorem") {
+				t.Errorf("the room keeps a summary of the launch turn (%v): %.300q", ok, s.Text)
 			}
 		})
 	}
@@ -394,8 +394,8 @@ func TestRevokedReaderLosesTheTurnsThatDrewOnADocument(t *testing.T) {
 func TestHistorySearchFindsOnlyTurnsTheAudienceMayRead(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	_, secrets := bands(t, env)
 	room := soloRoom(t, env)
 	asked := completedBy(t, env, env.Alice, room.ID, bandsQuestion)
@@ -407,17 +407,17 @@ func TestHistorySearchFindsOnlyTurnsTheAudienceMayRead(t *testing.T) {
 	// whether its search cited the bands turn.
 	search := func(who authority.Member, room uuid.UUID) (string, bool) {
 		t.Helper()
-		before := len(model.requests())
+		before := len(model.Requests())
 		done := completedBy(t, env, who, room, "What about the engineering bands?")
 		found := false
-		for _, e := range entriesOf(t, env, room, done.ID, journal.KindToolCompleted) {
+		for _, e := range env.EntriesOf(t, room, done.ID, journal.KindToolCompleted) {
 			var p journal.ToolCompletedPayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				t.Fatal(err)
 			}
 			found = found || slices.Contains(p.Citations, hit)
 		}
-		return requestsText(t, model.requests()[before:]), found
+		return requestsText(t, model.Requests()[before:]), found
 	}
 	if given, found := search(env.Bob, env.Private(t, env.Bob).ID); found || len(leaked(given, secrets)) > 0 {
 		t.Errorf("bob's search from his private room found the bands turn (%v): %q", found, leaked(given, secrets))
@@ -462,13 +462,13 @@ func TestArtifactOfATurnIsReadOnlyByWhoMayReadItsEvidence(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	env.Agent(t, "react", []string{tools.RetrievalName, tools.CreateArtifactName}, nil)
-	model := &scriptModel{script: makesABandsFile}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{Script: makesABandsFile}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	_, secrets := bands(t, env)
 	room := soloRoom(t, env)
 	asked := completedBy(t, env, env.Alice, room.ID, "Save the engineering bands as a file.")
 	var p journal.AnswerPayload
-	if err := json.Unmarshal(entriesOf(t, env, room.ID, asked.ID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
+	if err := json.Unmarshal(env.EntriesOf(t, room.ID, asked.ID, journal.KindTurnAnswer)[0].Payload, &p); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Artifacts) != 1 || p.Artifacts[0].ResourceID == uuid.Nil {
@@ -501,14 +501,14 @@ func TestArtifactOfATurnIsReadOnlyByWhoMayReadItsEvidence(t *testing.T) {
 	// Given as the input of alice's next turn in the room, bob a member
 	// now, the file is not described to the model: a model context of the
 	// room holds only what every member may read.
-	before := len(model.requests())
+	before := len(model.Requests())
 	attached, err := env.Turns.Submit(ctx, turn.Submission{Member: env.Alice, ConversationID: room.ID, Text: "Look at the files.",
 		IdempotencyKey: uuid.NewString(), Artifacts: []uuid.UUID{file, uploaded.ID}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	env.WaitTerminal(t, attached.ID)
-	first := model.requests()[before]
+	first := model.Requests()[before]
 	system := first.Messages[0].Content
 	if !strings.Contains(system, "artifact:"+file.String()+" (no longer available)") || strings.Contains(system, "bands.md") ||
 		!strings.Contains(system, "agenda.md") {
@@ -529,7 +529,7 @@ func TestJoinerMidAnswerFindsTheEvidenceRecorded(t *testing.T) {
 	var mu sync.Mutex // guards recorded and joinErr, set by the run
 	var recorded []uuid.UUID
 	var joinErr error
-	model := &scriptModel{script: func(ctx context.Context, _ int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, _ int, req gateway.Request) (*gateway.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		last := req.Messages[len(req.Messages)-1]
@@ -554,7 +554,7 @@ func TestJoinerMidAnswerFindsTheEvidenceRecorded(t *testing.T) {
 		_, joinErr = env.Rooms.AddMember(ctx, env.Alice, room.ID.String(), env.Bob.Email)
 		return nil, rows.Err()
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	asked := completedBy(t, env, env.Alice, room.ID, bandsQuestion)
 	mu.Lock()
 	got, err := recorded, joinErr
@@ -568,9 +568,9 @@ func TestJoinerMidAnswerFindsTheEvidenceRecorded(t *testing.T) {
 	if asked.TerminalReason == nil || *asked.TerminalReason != "audience_withheld" {
 		t.Fatalf("the answer bob joined during ended %v, want withheld", asked.TerminalReason)
 	}
-	before := len(model.requests())
+	before := len(model.Requests())
 	bobs := completedBy(t, env, env.Bob, room.ID, "What did alice ask about the bands?")
-	if got := leaked(requestsText(t, model.requests()[before:])+contextsOf(t, env, bobs), secrets); len(got) > 0 {
+	if got := leaked(requestsText(t, model.Requests()[before:])+contextsOf(t, env, bobs), secrets); len(got) > 0 {
 		t.Errorf("bob's turn holds %q of the bands", got)
 	}
 }

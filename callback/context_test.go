@@ -1,4 +1,4 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/testkit"
 	"github.com/turngate/turngate/runner"
@@ -55,4 +56,8 @@ func TestTurnContextWithoutName(t *testing.T) {
 			t.Fatalf("context %q: want the clock and no name label", m.Context)
 		}
 	}
+}
+
+func authorityIdentity(email string) authority.Identity {
+	return authority.Identity{Subject: "test|" + email, Email: email}
 }

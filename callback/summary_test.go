@@ -1,13 +1,10 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/gateway"
@@ -16,34 +13,6 @@ import (
 	"github.com/turngate/turngate/runner"
 	"github.com/turngate/turngate/runtime"
 )
-
-type storedSummary struct {
-	through, turns int64
-	text           string
-}
-
-func roomSummary(t *testing.T, env *testkit.Env, room uuid.UUID) (storedSummary, bool) {
-	t.Helper()
-	var s storedSummary
-	err := env.DB.QueryRow(`SELECT through_position, turns, summary FROM room_summaries WHERE conversation_id = $1`, room).Scan(&s.through, &s.turns, &s.text)
-	if err != nil {
-		return s, false
-	}
-	return s, true
-}
-
-func compactionsOf(t *testing.T, env *testkit.Env, room, turnID uuid.UUID) []journal.CompactionPayload {
-	t.Helper()
-	var out []journal.CompactionPayload
-	for _, e := range entriesOf(t, env, room, turnID, journal.KindCompaction) {
-		var p journal.CompactionPayload
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, p)
-	}
-	return out
-}
 
 func completed(t *testing.T, env *testkit.Env, text string) *ent.Turn {
 	t.Helper()
@@ -62,31 +31,31 @@ func completed(t *testing.T, env *testkit.Env, text string) *ent.Turn {
 func TestRoomSummaryIsStoredReusedAndExtended(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	for i := range 3 {
 		completed(t, env, fmt.Sprintf("note %d: %s", i, strings.Repeat("lorem ipsum ", 30)))
 	}
 	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 200})
 	first := completed(t, env, "sum it up")
-	s1, ok := roomSummary(t, env, env.Shared.ID)
+	s1, ok := env.RoomSummary(t, env.Shared.ID)
 	if !ok {
 		t.Fatal("the compaction was not kept for the room")
 	}
 	third := earlierPositions(t, env, first.Position)
-	if s1.through != third || s1.turns != 3 || !strings.HasPrefix(s1.text, runtime.SummaryPrefix) || !strings.Contains(s1.text, "note 0") {
+	if s1.Through != third || s1.Turns != 3 || !strings.HasPrefix(s1.Text, runtime.SummaryPrefix) || !strings.Contains(s1.Text, "note 0") {
 		t.Fatalf("room summary = %+v, want through %d (the third note), 3 turns", s1, third)
 	}
-	if cs := compactionsOf(t, env, env.Shared.ID, first.ID); len(cs) != 1 || cs[0].Through != s1.through || cs[0].Turns != 3 || cs[0].Reused {
+	if cs := env.CompactionsOf(t, env.Shared.ID, first.ID); len(cs) != 1 || cs[0].Through != s1.Through || cs[0].Turns != 3 || cs[0].Reused {
 		t.Fatalf("compaction entries of the first turn = %+v", cs)
 	}
 
 	// The next turn reads the summary and the one turn after it: under
 	// a budget that fits them, it summarises nothing.
 	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 1000})
-	before := len(model.requests())
+	before := len(model.Requests())
 	second := completed(t, env, "and now?")
-	reqs := model.requests()[before:]
+	reqs := model.Requests()[before:]
 	if len(reqs) != 1 || reqs[0].Purpose != runtime.PurposeStep {
 		t.Fatalf("second turn made %d model calls (%v), want one step", len(reqs), purposes(reqs))
 	}
@@ -95,12 +64,12 @@ func TestRoomSummaryIsStoredReusedAndExtended(t *testing.T) {
 		if strings.Contains(m.Content, "note 1: lorem") && !strings.HasPrefix(m.Content, runtime.SummaryPrefix) {
 			t.Fatalf("the step carries a summarised turn verbatim: %.80q", m.Content)
 		}
-		sawSummary = sawSummary || m.Content == s1.text
+		sawSummary = sawSummary || m.Content == s1.Text
 	}
 	if !sawSummary {
 		t.Fatal("the step does not carry the room's summary")
 	}
-	if cs := compactionsOf(t, env, env.Shared.ID, second.ID); len(cs) != 1 || !cs[0].Reused || cs[0].Through != s1.through || cs[0].Turns != 3 {
+	if cs := env.CompactionsOf(t, env.Shared.ID, second.ID); len(cs) != 1 || !cs[0].Reused || cs[0].Through != s1.Through || cs[0].Turns != 3 {
 		t.Fatalf("compaction entries of the second turn = %+v, want one reused entry", cs)
 	}
 
@@ -110,11 +79,11 @@ func TestRoomSummaryIsStoredReusedAndExtended(t *testing.T) {
 	for i := range 2 {
 		completed(t, env, fmt.Sprintf("later %d: %s", i, strings.Repeat("dolor sit ", 30)))
 	}
-	s2, _ := roomSummary(t, env, env.Shared.ID)
-	if s2.through <= s1.through || s2.turns <= s1.turns {
+	s2, _ := env.RoomSummary(t, env.Shared.ID)
+	if s2.Through <= s1.Through || s2.Turns <= s1.Turns {
 		t.Fatalf("the summary did not move forward: %+v after %+v", s2, s1)
 	}
-	for _, r := range model.requests()[before:] {
+	for _, r := range model.Requests()[before:] {
 		if r.Purpose != runtime.PurposeCompaction {
 			continue
 		}
@@ -136,7 +105,7 @@ func TestTurnToolResultsNeverBecomeTheRoomSummary(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	secret := "the vault code is 4417"
-	model := &scriptModel{script: func(_ context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(_ context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if req.Purpose == runtime.PurposeCompaction {
 			return &gateway.Result{Text: "summary: " + req.Messages[len(req.Messages)-1].Content, FinishReason: "stop"}, nil
 		}
@@ -152,20 +121,20 @@ func TestTurnToolResultsNeverBecomeTheRoomSummary(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	completed(t, env, "an earlier question "+strings.Repeat("lorem ", 40))
 	env.Agent(t, "react", []string{"history_search"}, map[string]int64{"context_tokens": 120})
 	tt := completed(t, env, "look it up")
-	cs := compactionsOf(t, env, env.Shared.ID, tt.ID)
+	cs := env.CompactionsOf(t, env.Shared.ID, tt.ID)
 	if len(cs) < 2 {
 		t.Fatalf("compactions = %+v, want the history's and then the turn's own", cs)
 	}
-	s, ok := roomSummary(t, env, env.Shared.ID)
-	if !ok || s.through != cs[0].Through || s.through == 0 {
+	s, ok := env.RoomSummary(t, env.Shared.ID)
+	if !ok || s.Through != cs[0].Through || s.Through == 0 {
 		t.Fatalf("room summary %+v (%v), want the history's compaction %+v", s, ok, cs[0])
 	}
-	if strings.Contains(s.text, "vault") {
-		t.Fatalf("the room summary carries the turn's tool results: %q", s.text)
+	if strings.Contains(s.Text, "vault") {
+		t.Fatalf("the room summary carries the turn's tool results: %q", s.Text)
 	}
 	for _, c := range cs[1:] {
 		if c.Through != 0 {
@@ -199,8 +168,8 @@ func purposes(reqs []gateway.Request) []string {
 func TestHistoryIsCompactedAheadAfterTheAnswer(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	completed(t, env, "note: "+strings.Repeat("lorem ipsum ", 20))
 	env.Agent(t, "react", nil, map[string]int64{"context_tokens": 300})
 	tt := completed(t, env, "what now?")
@@ -214,12 +183,12 @@ func TestHistoryIsCompactedAheadAfterTheAnswer(t *testing.T) {
 	if iDelta < 0 || iComp < iDelta || iAnswer < iComp {
 		t.Fatalf("entries of the turn %v: want the answer streamed, then the compaction, then the answer committed", kinds)
 	}
-	if _, ok := roomSummary(t, env, env.Shared.ID); !ok {
+	if _, ok := env.RoomSummary(t, env.Shared.ID); !ok {
 		t.Fatal("the compaction ahead was not kept for the room")
 	}
-	before := len(model.requests())
+	before := len(model.Requests())
 	completed(t, env, "and then?")
-	if got := purposes(model.requests()[before:]); len(got) == 0 || got[0] != runtime.PurposeStep {
+	if got := purposes(model.Requests()[before:]); len(got) == 0 || got[0] != runtime.PurposeStep {
 		t.Fatalf("the next turn's model calls = %v, want the step first", got)
 	}
 }

@@ -1,4 +1,4 @@
-package turn_test
+package runner_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package turn_test
+package callback_test
 
 import (
 	"context"
@@ -32,15 +32,15 @@ func TestRedactionOfProjectionsAndAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
-	model := &scriptModel{}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	model := &testkit.ScriptModel{}
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Private(t, env.Alice).ID, "Who is the vendor escalation contact?")
 	done := env.WaitTerminal(t, tt.ID)
 	if done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
 	clear := []string{"carol.vendor@example.org", secretKey}
-	for _, req := range model.requests() {
+	for _, req := range model.Requests() {
 		for _, m := range req.Messages {
 			for _, c := range clear {
 				if strings.Contains(m.Content, c) {
@@ -75,7 +75,7 @@ func TestCitationDiscipline(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.RetrievalName}, nil)
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		switch {
 		case n == 1:
 			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
@@ -93,10 +93,10 @@ func TestCitationDiscipline(t *testing.T) {
 			return &gateway.Result{Text: "The launch is on Friday.", FinishReason: "stop"}, nil
 		}
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "When is the launch?")
 	done := env.WaitTerminal(t, tt.ID)
-	reqs := model.requests()
+	reqs := model.Requests()
 	if len(reqs) != 3 || reqs[2].Purpose != runtime.PurposeCorrection || len(reqs[2].Tools) != 0 {
 		t.Fatalf("requests: %d, last purpose %q; want step, step, one correction without tools", len(reqs), reqs[len(reqs)-1].Purpose)
 	}
@@ -108,7 +108,7 @@ func TestCitationDiscipline(t *testing.T) {
 	if done.Answer == nil || strings.Contains(*done.Answer, "invented") || !strings.Contains(*done.Answer, "[doc:") {
 		t.Fatalf("answer %v: want the real citation kept and the invented one removed", done.Answer)
 	}
-	answers := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindTurnAnswer)
+	answers := env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindTurnAnswer)
 	var p journal.AnswerPayload
 	if err := json.Unmarshal(answers[0].Payload, &p); err != nil {
 		t.Fatal(err)
@@ -124,20 +124,20 @@ func TestLoopControlStopsRepeatedCalls(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.RetrievalName}, map[string]int64{"max_steps": 10})
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if len(req.Tools) == 0 {
 			return &gateway.Result{Text: "Stopping here.", FinishReason: "stop"}, nil
 		}
 		return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 			{ID: fmt.Sprintf("call_%d", n), Name: tools.RetrievalName, Arguments: `{"query": "launch"}`}}}, nil
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "When is the launch?")
 	if done := env.WaitTerminal(t, tt.ID); done.State != "completed" {
 		t.Fatalf("turn ended %s", done.State)
 	}
 	var statuses []string
-	for _, e := range entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
+	for _, e := range env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindToolCompleted) {
 		var p journal.ToolCompletedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestLoopControlStopsRepeatedCalls(t *testing.T) {
 	if strings.Join(statuses, ",") != "ok,ok,repeated_call" {
 		t.Fatalf("tool statuses %v, want two runs and then the loop stopped", statuses)
 	}
-	reqs := model.requests()
+	reqs := model.Requests()
 	// The fourth step offers no tools (then, as the answer cites none of
 	// the evidence, one correction step follows).
 	if len(reqs) < 4 || len(reqs[3].Tools) != 0 || reqs[3].Purpose != runtime.PurposeStep {
@@ -161,17 +161,17 @@ func TestToolOutsideTheListIsRefused(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	env.Agent(t, "react", []string{tools.HistorySearchName}, nil)
-	model := &scriptModel{script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
+	model := &testkit.ScriptModel{Script: func(ctx context.Context, n int, req gateway.Request) (*gateway.Result, error) {
 		if n == 1 {
 			return &gateway.Result{FinishReason: "tool_calls", ToolCalls: []gateway.ToolCall{
 				{ID: "call_1", Name: tools.RetrievalName, Arguments: `{"query":"salary"}`}}}, nil
 		}
 		return &gateway.Result{Text: "I cannot search documents here.", FinishReason: "stop"}, nil
 	}}
-	env.Runner(t, runner.Config{Gateway: model.gateway()})
+	env.Runner(t, runner.Config{Gateway: model.Gateway()})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "What are the salary bands?")
 	env.WaitTerminal(t, tt.ID)
-	completed := entriesOf(t, env, env.Shared.ID, tt.ID, journal.KindToolCompleted)
+	completed := env.EntriesOf(t, env.Shared.ID, tt.ID, journal.KindToolCompleted)
 	var p journal.ToolCompletedPayload
 	if len(completed) != 1 || json.Unmarshal(completed[0].Payload, &p) != nil || p.Status != "tool_not_allowed" || len(p.Citations) != 0 {
 		t.Fatalf("tool_completed = %+v", p)

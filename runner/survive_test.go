@@ -1,4 +1,4 @@
-package turn_test
+package runner_test
 
 // One test per row of the seed's table "What survives what" that runs
 // inside one process; the rows about processes (forced loss, kill -9) are
@@ -29,26 +29,15 @@ func activeTurn(t *testing.T, env *testkit.Env, room uuid.UUID) uuid.NullUUID {
 	return id
 }
 
-func kinds(t *testing.T, env *testkit.Env, turnID uuid.UUID) map[journal.Kind]int {
-	t.Helper()
-	n := map[journal.Kind]int{}
-	for _, e := range env.Entries(t, env.Shared.ID) {
-		if e.TurnID.Valid && e.TurnID.UUID == turnID {
-			n[e.Kind]++
-		}
-	}
-	return n
-}
-
 // Row "Input lease lost while the runner is alive": the runtime is stopped
 // and the turn ends failed with input_lease_lost, and the room is released.
 func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	gate := newGatedModel()
-	env.Runner(t, runner.Config{Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: 20 * time.Millisecond})
+	gate := testkit.NewGatedModel()
+	env.Runner(t, runner.Config{Gateway: gate.Gateway(), LeaseTTL: time.Minute, Heartbeat: 20 * time.Millisecond})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "lose my lease")
-	<-gate.started
+	<-gate.Started
 	// The lease runs out under the live runner (a stall, a clock jump):
 	// its next heartbeat finds it expired.
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
@@ -64,7 +53,7 @@ func TestLeaseLostWhileRunnerAlive(t *testing.T) {
 	if a := activeTurn(t, env, env.Shared.ID); a.Valid {
 		t.Fatalf("room still has active turn %s", a.UUID)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
 		t.Fatalf("journal kinds %v, want one terminal and no answer", k)
 	}
 }
@@ -84,7 +73,7 @@ func TestLeaseLostAfterTerminalKeepsAnswer(t *testing.T) {
 		if got := env.WaitTerminal(t, id); got.State != "completed" || got.Answer == nil {
 			t.Fatalf("turn %s ended %s (%v)", id, got.State, got.TerminalReason)
 		}
-		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 {
+		if k := env.Kinds(t, id); k[journal.KindTurnTerminal] != 1 {
 			t.Fatalf("turn %s has %d terminals", id, k[journal.KindTurnTerminal])
 		}
 	}
@@ -99,7 +88,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "my runner will die")
-	dead := claimHead(t, env, tt.ID, "dead-runner")
+	dead := env.ClaimHead(t, tt.ID, "dead-runner")
 	r := env.Runner(t, runner.Config{Owner: "rescuer"})
 
 	// The dead runner's lease is still live: nothing may take the turn.
@@ -133,7 +122,7 @@ func TestRecoveryFencesTheOldRun(t *testing.T) {
 	if _, err := journal.Append(ctx, env.DB, env.Shared.ID, &dead.Fence, journal.Draft{Kind: journal.KindAnswerDelta}); !errors.Is(err, journal.ErrFenced) {
 		t.Fatalf("old run's delta: %v, want ErrFenced", err)
 	}
-	k := kinds(t, env, tt.ID)
+	k := env.Kinds(t, tt.ID)
 	if k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnStarted] != 2 {
 		t.Fatalf("journal kinds %v, want 2 starts and 1 terminal", k)
 	}
@@ -145,7 +134,7 @@ func TestSalvageWithoutClient(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "nobody is watching")
-	claimHead(t, env, tt.ID, "dead-runner")
+	env.ClaimHead(t, tt.ID, "dead-runner")
 	// Expired for longer than one further lease period of the runner below.
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '3 seconds' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
@@ -164,7 +153,7 @@ func TestRecoveryExhaustedEndsSafely(t *testing.T) {
 	env := testkit.New(t)
 	ctx := context.Background()
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "cursed")
-	claimHead(t, env, tt.ID, "dead-1")
+	env.ClaimHead(t, tt.ID, "dead-1")
 	if _, err := env.DB.Exec(`UPDATE turns SET attempt = 3, lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +176,14 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	ctx := context.Background()
-	gate := newGatedModel()
-	env.Runner(t, runner.Config{Gateway: gate.gateway()})
+	gate := testkit.NewGatedModel()
+	env.Runner(t, runner.Config{Gateway: gate.Gateway()})
 	tt := env.Submit(t, env.Bob, env.Shared.ID, "tell me secrets")
-	<-gate.started
+	<-gate.Started
 	if _, err := env.Rooms.RemoveMember(ctx, env.Alice, env.Shared.ID.String(), env.Bob.Email); err != nil {
 		t.Fatal(err)
 	}
-	close(gate.release)
+	close(gate.Release)
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonMembershipRevoked {
 		t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, outcome.ReasonMembershipRevoked)
@@ -202,7 +191,7 @@ func TestMembershipRevokedMidTurn(t *testing.T) {
 	if got.Answer != nil {
 		t.Fatalf("answer stored for a removed member: %q", *got.Answer)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnAnswer] != 0 || k[journal.KindTurnTerminal] != 1 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnAnswer] != 0 || k[journal.KindTurnTerminal] != 1 {
 		t.Fatalf("journal kinds %v: an answer was published, or not one terminal", k)
 	}
 }
@@ -281,10 +270,10 @@ func TestTakeoverCostsOneAttempt(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
 	ctx := context.Background()
-	gate := newGatedModel()
-	a := env.Runner(t, runner.Config{Owner: "paused", Gateway: gate.gateway(), LeaseTTL: time.Minute, Heartbeat: time.Hour})
+	gate := testkit.NewGatedModel()
+	a := env.Runner(t, runner.Config{Owner: "paused", Gateway: gate.Gateway(), LeaseTTL: time.Minute, Heartbeat: time.Hour})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "take me over once")
-	<-gate.started
+	<-gate.Started
 	// The lease runs out while the owner's run still goes on.
 	if _, err := env.DB.Exec(`UPDATE turns SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, tt.ID); err != nil {
 		t.Fatal(err)
@@ -292,19 +281,19 @@ func TestTakeoverCostsOneAttempt(t *testing.T) {
 	if took, err := a.Resume(ctx, tt.ID); err != nil || !took {
 		t.Fatalf("the owner's runner did not take its expired turn over: took=%v err=%v", took, err)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 2 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnStarted] != 2 {
 		t.Fatalf("%d turn_started after the takeover, want 2", k[journal.KindTurnStarted])
 	}
 	b := env.Runner(t, runner.Config{Owner: "other"})
 	if took, err := b.Resume(ctx, tt.ID); err != nil || took {
 		t.Fatalf("another runner took over a live run: took=%v err=%v", took, err)
 	}
-	close(gate.release)
+	close(gate.Release)
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "completed" || got.Attempt != 2 {
 		t.Fatalf("turn %s on attempt %d, want completed on attempt 2", got.State, got.Attempt)
 	}
-	if k := kinds(t, env, tt.ID); k[journal.KindTurnStarted] != 2 || k[journal.KindTurnTerminal] != 1 {
+	if k := env.Kinds(t, tt.ID); k[journal.KindTurnStarted] != 2 || k[journal.KindTurnTerminal] != 1 {
 		t.Fatalf("journal kinds %v: want 2 turn_started and 1 terminal", k)
 	}
 }
@@ -314,13 +303,13 @@ func TestTakeoverCostsOneAttempt(t *testing.T) {
 func TestOrderlyStopDrainsRuns(t *testing.T) {
 	t.Parallel()
 	env := testkit.New(t)
-	gate := newGatedModel()
-	r := env.Runner(t, runner.Config{Owner: "draining", Gateway: gate.gateway(), Drain: time.Minute})
+	gate := testkit.NewGatedModel()
+	r := env.Runner(t, runner.Config{Owner: "draining", Gateway: gate.Gateway(), Drain: time.Minute})
 	tt := env.Submit(t, env.Alice, env.Shared.ID, "finish before you go")
-	<-gate.started
+	<-gate.Started
 	stopped := make(chan struct{})
 	go func() { r.Stop(); close(stopped) }()
-	close(gate.release)
+	close(gate.Release)
 	<-stopped
 	got := env.WaitTerminal(t, tt.ID)
 	if got.State != "completed" || got.Attempt != 1 {
@@ -350,7 +339,7 @@ func TestRuntimeFailureEndsOnce(t *testing.T) {
 		if got.State != "failed" || got.TerminalReason == nil || *got.TerminalReason != outcome.ReasonRuntimeFailed {
 			t.Fatalf("turn ended %s (%v), want failed %s", got.State, got.TerminalReason, outcome.ReasonRuntimeFailed)
 		}
-		if k := kinds(t, env, id); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
+		if k := env.Kinds(t, id); k[journal.KindTurnTerminal] != 1 || k[journal.KindTurnAnswer] != 0 {
 			t.Fatalf("journal kinds %v", k)
 		}
 	}
