@@ -9,21 +9,23 @@ PKGS      := ./...
 # The package tier: every package's own tests (unit and in-process, against
 # real Postgres), each run once — those whose code or tests exercise
 # concurrency under the race detector. The end-to-end tier (./e2e: real
-# processes, Chromium, npm, a pseudo-terminal) runs beside it, against one
+# processes, Chromium, npm, a pseudo-terminal) runs after the race pass, against one
 # turngate binary built with -race for the whole tier, so the race detector
 # watches the server processes the kill -9 tests start (the tests that
 # measure a process's memory run the plain binary: the race detector's
 # shadow memory would distort them). The tier's own test code, a client of
 # those processes, runs without -race: its time goes to the servers.
-RACE_PKGS := ./clients/go/... ./journal/... ./turn/... ./lease/... ./runner/... ./callback/... ./graph/... ./authority/... \
-             ./internal/... ./runtime/... ./server/... ./guard/... ./sandbox/... ./feed/... ./web/...
+# Longest first: go test starts the packages in this order, two at a time,
+# so the long ones do not run alone at the end.
+RACE_PKGS := ./server/... ./runner/... ./turn/... ./callback/... ./sandbox/... ./graph/... ./internal/... ./lease/... \
+             ./feed/... ./journal/... ./authority/... ./web/... ./clients/go/... ./runtime/... ./guard/...
 E2E_BIN   := bin/turngate-e2e
 TESTOUT   := bin/test
 # gotestsum prints what go test -json says as people read it, and keeps
 # the JSON for the report of the slowest tests.
 GOTESTSUM := $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: run build test test-packages test-e2e vet check-generate generate bench chaos fuzz clean npm web check-web
+.PHONY: run build test test-packages test-race test-plain test-e2e vet check-generate generate bench chaos fuzz clean npm web check-web
 
 run: build
 	$(BIN) serve
@@ -31,17 +33,25 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/turngate
 
-# The two tiers run at once: the package tier is bound by the CPU, the
-# end-to-end tier mostly waits on processes, browsers and the network.
+# The passes run one after the other: each keeps both cores busy (measured:
+# run side by side, they starve the tests that bound a wall time, the
+# sandbox's and a lease's), and a failure in one still runs the others.
 test: npm check-generate check-web vet
 	@rm -rf $(TESTOUT); mkdir -p $(TESTOUT)
-	@$(MAKE) --no-print-directory -j2 --output-sync=line test-packages test-e2e; status=$$?; \
+	@$(MAKE) --no-print-directory test-race; race=$$?; \
+	  $(MAKE) --no-print-directory test-plain test-e2e; rest=$$?; \
 	  echo "the 20 slowest tests of this run:"; \
-	  cat $(TESTOUT)/*.json | $(GO) tool gotestsum tool slowest --num 20; exit $$status
+	  cat $(TESTOUT)/*.json | $(GO) tool gotestsum tool slowest --num 20; exit $$((race | rest))
 
-test-packages:
+# test-packages is the package tier on its own.
+test-packages: test-race test-plain
+
+test-race:
 	@mkdir -p $(TESTOUT)
 	$(GOTESTSUM) --jsonfile $(TESTOUT)/race.json -- -count=1 -race -timeout 10m $(RACE_PKGS)
+
+test-plain:
+	@mkdir -p $(TESTOUT)
 	$(GOTESTSUM) --jsonfile $(TESTOUT)/plain.json -- -count=1 -timeout 10m \
 	  $$($(GO) list $(PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS) ./e2e))
 

@@ -8,9 +8,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := e2etest.Main(m)
-	closeChromium()
-	os.Exit(code)
+	os.Exit(e2etest.Main(closingChromium{m}))
+}
+
+// closingChromium runs the tests, then stops the package's Chromium: before
+// the check that every goroutine a test started has ended.
+type closingChromium struct{ m *testing.M }
+
+func (c closingChromium) Run() int {
+	defer closeChromium()
+	return c.m.Run()
 }
 
 const (

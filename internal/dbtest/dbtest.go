@@ -61,10 +61,14 @@ type server struct {
 	strategy string // CREATE DATABASE option for clones
 }
 
+// Runner runs a package's tests: a *testing.M, or one that wraps it to
+// stop what the package's tests share before the leak check.
+type Runner interface{ Run() int }
+
 // Main runs the tests (m.Run) and then stops the private server, if one was
 // started, and removes its folder. It returns the exit code for os.Exit,
 // which is non-zero if that cleanup fails.
-func Main(m *testing.M, fn MigrateFunc) int {
+func Main(m Runner, fn MigrateFunc) int {
 	if fn == nil {
 		panic("dbtest.Main: nil MigrateFunc")
 	}

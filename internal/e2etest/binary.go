@@ -88,7 +88,7 @@ func (b *build) get(t testing.TB, env string, race bool) string {
 // Main runs a package's end-to-end tests: databases cloned from a
 // migrated template (dbtest), and the binary built for them removed at
 // the end. Use it as TestMain's os.Exit argument.
-func Main(m *testing.M) int {
+func Main(m dbtest.Runner) int {
 	code := dbtest.Main(m, migrations.Apply)
 	for _, dir := range buildDirs {
 		os.RemoveAll(dir)
