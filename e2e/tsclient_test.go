@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +25,13 @@ func nodeTool(t *testing.T, name string) string {
 	return p
 }
 
+// clientsTS is held while a test installs, builds or packs in clients/ts:
+// npm ci, npm run build and npm pack (whose prepare builds) all rewrite
+// its node_modules or dist, and the tests that do so run in parallel.
+var clientsTS sync.Mutex
+
 // npmInstalled runs `npm ci` in dir when its node_modules is missing.
+// Callers that may meet another test in dir hold clientsTS.
 func npmInstalled(t *testing.T, dir string) {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
@@ -48,6 +55,7 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	npx := nodeTool(t, "npx")
+	clientsTS.Lock()
 	npmInstalled(t, dir)
 	// The package type-checks, tests included, and builds to ESM with
 	// its declarations.
@@ -63,6 +71,7 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("the package build lacks %s: %v", f, err)
 		}
 	}
+	clientsTS.Unlock()
 	// Each test file gets a world of its own (a database, replicas, a
 	// front door): the files run at once, the tests within a file one at
 	// a time, as they share their world.
