@@ -26,7 +26,11 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-const adminUsage = `usage: turngate admin [--url URL] [--as EMAIL] <command>
+const adminUsage = `usage: turngate admin <command> [flags] [arguments]
+
+Flags go anywhere on the line, before or after the command: --url URL (the
+server), --as EMAIL (dev mode) and --data DIR (its data folder), and the
+command's own. After --, every word is an argument.
 
   docs add [--reader R ...] [--title T] FILE|FOLDER ...   add documents (title: --title, the first # heading, or the file name); all checked first, unchanged ones skipped
   docs list                                            every document with its readers
@@ -42,68 +46,100 @@ const adminUsage = `usage: turngate admin [--url URL] [--as EMAIL] <command>
   events list [--limit N]                              the admin record, newest first (default 100; 0: all)
 `
 
+// adminCommand is one `turngate admin` command: setup declares its flags
+// on fs and returns what runs it with the words that are not flags, of
+// which it takes min to max (max -1: any number), as args says ("": none).
+type adminCommand struct {
+	args     string
+	min, max int
+	setup    func(a *adminCLI, fs *flag.FlagSet) func(args []string) error
+}
+
+// noFlags is a command without flags of its own.
+func noFlags(run func(a *adminCLI, args []string) error) func(*adminCLI, *flag.FlagSet) func([]string) error {
+	return func(a *adminCLI, _ *flag.FlagSet) func([]string) error {
+		return func(args []string) error { return run(a, args) }
+	}
+}
+
+// memberChange is `members grant|revoke|join|leave EMAIL WHAT`.
+func memberChange(verb string) adminCommand {
+	return adminCommand{"EMAIL " + map[bool]string{true: "PERMISSION", false: "GROUP"}[verb == "grant" || verb == "revoke"], 2, 2,
+		noFlags(func(a *adminCLI, args []string) error { return a.memberChange(verb, args[0], args[1]) })}
+}
+
+// agentVersion is `agents create|version SLUG --flags`.
+func agentVersion(verb string) adminCommand {
+	return adminCommand{"SLUG", 1, 1, func(a *adminCLI, fs *flag.FlagSet) func([]string) error { return a.agentVersion(verb, fs) }}
+}
+
+var adminCommands = map[string]adminCommand{
+	"docs add":       {"FILE|FOLDER ...", 1, -1, (*adminCLI).docsAdd},
+	"docs list":      {"", 0, 0, noFlags(func(a *adminCLI, _ []string) error { return a.docsList() })},
+	"docs replace":   {"ID FILE", 2, 2, (*adminCLI).docsReplace},
+	"docs readers":   {"ID", 1, 1, (*adminCLI).docsReaders},
+	"docs rm":        {"ID", 1, 1, noFlags((*adminCLI).docsRm)},
+	"members list":   {"", 0, 0, noFlags(func(a *adminCLI, _ []string) error { return a.membersList() })},
+	"members grant":  memberChange("grant"),
+	"members revoke": memberChange("revoke"),
+	"members join":   memberChange("join"),
+	"members leave":  memberChange("leave"),
+	"agents list":    {"", 0, 0, noFlags(func(a *adminCLI, _ []string) error { return a.agentsList() })},
+	"agents create":  agentVersion("create"),
+	"agents version": agentVersion("version"),
+	"agents roster":  {"EMAIL AGENT [SPECIALIST ...]", 2, -1, noFlags((*adminCLI).agentsRoster)},
+	"events list":    {"", 0, 0, (*adminCLI).eventsList},
+}
+
 // adminCmd is `turngate admin`: the admin surface over the GraphQL API,
-// as the member --as (dev) or TURNGATE_IDENTITY names.
+// as the member --as (dev) or TURNGATE_IDENTITY names. Flags may come
+// anywhere on the line, as kubectl, gh and docker take them: the
+// command's flag set holds the client flags as well as its own.
 func adminCmd(ctx context.Context, cfg server.Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	var cf clientFlags
-	cf.register(fs, cfg)
+	cf := newClientFlags(cfg)
+	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	rest := fs.Args()
-	if len(rest) < 2 {
+	if len(rest) == 0 {
 		fs.Usage()
 		return flag.ErrHelp
+	}
+	name := strings.Join(rest[:min(2, len(rest))], " ")
+	cmd, ok := adminCommands[name]
+	if !ok {
+		return fmt.Errorf("unknown admin command %q (see turngate admin --help)", name)
+	}
+	sub := flag.NewFlagSet("admin "+name, flag.ContinueOnError)
+	sub.SetOutput(stderr)
+	sub.Usage = func() {
+		fmt.Fprintf(stderr, "usage: turngate admin %s [flags]\n", strings.TrimSpace(name+" "+cmd.args))
+		sub.PrintDefaults()
+	}
+	cf.register(sub)
+	a := &adminCLI{ctx: ctx, out: stdout}
+	run := cmd.setup(a, sub)
+	operands, err := parseAnywhere(sub, rest[2:])
+	if err != nil {
+		return err
+	}
+	if len(operands) < cmd.min || (cmd.max >= 0 && len(operands) > cmd.max) {
+		want := cmd.args
+		if want == "" {
+			want = "no arguments"
+		}
+		return fmt.Errorf("admin %s: want %s, got %d (see turngate admin %s --help)", name, want, len(operands), name)
 	}
 	c, err := cf.client(cfg)
 	if err != nil {
 		return err
 	}
-	a := &adminCLI{ctx: ctx, c: c, g: c.GraphQL(), out: stdout}
-	switch rest[0] + " " + rest[1] {
-	case "docs add":
-		return a.docsAdd(rest[2:])
-	case "docs list":
-		return a.docsList()
-	case "docs replace":
-		return a.docsReplace(rest[2:])
-	case "docs readers":
-		return a.docsReaders(rest[2:])
-	case "docs rm":
-		return a.need(rest, 3, func() error {
-			return a.mutate(func(g graphql.Client) error {
-				_, err := client.DeleteDocument(ctx, g, &client.DeleteDocumentInput{DocumentId: rest[2]})
-				return err
-			})
-		})
-	case "members list":
-		return a.membersList()
-	case "members grant", "members revoke", "members join", "members leave":
-		return a.need(rest, 4, func() error { return a.memberChange(rest[1], rest[2], rest[3]) })
-	case "agents list":
-		return a.agentsList()
-	case "agents create", "agents version":
-		return a.agentVersion(rest[1], rest[2:])
-	case "events list":
-		return a.eventsList(rest[2:])
-	case "agents roster":
-		return a.need(rest, 4, func() error {
-			var out *client.SetMemberRosterResponse
-			err := a.mutate(func(g graphql.Client) (err error) {
-				out, err = client.SetMemberRoster(ctx, g, &client.MemberRosterInput{Email: rest[2], Agent: rest[3], Specialists: append([]string{}, rest[4:]...)})
-				return
-			})
-			if err == nil {
-				a.printMember(&out.SetMemberRoster.AdminMemberFields)
-			}
-			return err
-		})
-	}
-	fs.Usage()
-	return flag.ErrHelp
+	a.c, a.g = c, c.GraphQL()
+	return run(operands)
 }
 
 type adminCLI struct {
@@ -140,22 +176,15 @@ func (a *adminCLI) mutate(op func(graphql.Client) error) error {
 	}
 }
 
-func (a *adminCLI) need(args []string, n int, f func() error) error {
-	if len(args) < n {
-		return fmt.Errorf("%s %s: missing arguments (see turngate admin -h)", args[0], args[1])
-	}
-	return f()
-}
-
-func (a *adminCLI) docsAdd(args []string) error {
-	fs := flag.NewFlagSet("docs add", flag.ContinueOnError)
+func (a *adminCLI) docsAdd(fs *flag.FlagSet) func([]string) error {
 	var readers multiFlag
 	fs.Var(&readers, "reader", "who may read the documents: an email or group:<name> (repeat)")
 	title := fs.String("title", "", "the title (one file only)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	files, err := readDocFiles(fs.Args(), *title)
+	return func(args []string) error { return a.addDocs(args, *title, readers) }
+}
+
+func (a *adminCLI) addDocs(args []string, title string, readers []string) error {
+	files, err := readDocFiles(args, title)
 	if err != nil {
 		return err
 	}
@@ -230,22 +259,19 @@ func (a *adminCLI) docsList() error {
 	}
 }
 
-func (a *adminCLI) docsReplace(args []string) error {
-	fs := flag.NewFlagSet("docs replace", flag.ContinueOnError)
+func (a *adminCLI) docsReplace(fs *flag.FlagSet) func([]string) error {
 	title := fs.String("title", "", "a new title (default: keep it)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 2 {
-		return errors.New("docs replace: ID FILE")
-	}
-	body, err := os.ReadFile(fs.Arg(1))
+	return func(args []string) error { return a.replaceDoc(args[0], args[1], *title) }
+}
+
+func (a *adminCLI) replaceDoc(id, file, title string) error {
+	body, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	in := &client.ReplaceDocumentInput{DocumentId: fs.Arg(0), Body: string(body)}
-	if *title != "" {
-		in.Title = title
+	in := &client.ReplaceDocumentInput{DocumentId: id, Body: string(body)}
+	if title != "" {
+		in.Title = &title
 	}
 	var out *client.ReplaceDocumentResponse
 	err = a.mutate(func(g graphql.Client) (err error) { out, err = client.ReplaceDocument(a.ctx, g, in); return })
@@ -255,19 +281,16 @@ func (a *adminCLI) docsReplace(args []string) error {
 	return err
 }
 
-func (a *adminCLI) docsReaders(args []string) error {
-	fs := flag.NewFlagSet("docs readers", flag.ContinueOnError)
+func (a *adminCLI) docsReaders(fs *flag.FlagSet) func([]string) error {
 	var readers multiFlag
 	fs.Var(&readers, "reader", "who may read it (repeat; none: nobody)")
-	if len(args) == 0 {
-		return errors.New("docs readers: ID --reader ...")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
+	return func(args []string) error { return a.setReaders(args[0], readers) }
+}
+
+func (a *adminCLI) setReaders(id string, readers []string) error {
 	var out *client.SetDocumentReadersResponse
 	err := a.mutate(func(g graphql.Client) (err error) {
-		out, err = client.SetDocumentReaders(a.ctx, g, &client.SetDocumentReadersInput{DocumentId: args[0], Readers: append([]string{}, readers...)})
+		out, err = client.SetDocumentReaders(a.ctx, g, &client.SetDocumentReadersInput{DocumentId: id, Readers: append([]string{}, readers...)})
 		return
 	})
 	if err == nil {
@@ -337,13 +360,13 @@ func (a *adminCLI) memberChange(verb, email, what string) error {
 
 // eventsList prints the admin record newest first: the changes of the
 // areas whose permission the caller holds.
-func (a *adminCLI) eventsList(args []string) error {
-	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
+func (a *adminCLI) eventsList(fs *flag.FlagSet) func([]string) error {
 	limit := fs.Int("limit", 100, "how many changes to print, newest first (0: all)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *limit < 0 {
+	return func([]string) error { return a.listEvents(*limit) }
+}
+
+func (a *adminCLI) listEvents(limit int) error {
+	if limit < 0 {
 		return errors.New("events list: --limit is 0 or more")
 	}
 	w := tabwriter.NewWriter(a.out, 2, 4, 2, ' ', 0)
@@ -351,8 +374,8 @@ func (a *adminCLI) eventsList(args []string) error {
 	var after *string
 	for printed := 0; ; {
 		first := 500
-		if *limit > 0 {
-			first = min(first, *limit-printed)
+		if limit > 0 {
+			first = min(first, limit-printed)
 		}
 		var out *client.AdminEventsResponse
 		err := a.c.Query(a.ctx, func(g graphql.Client) (err error) { out, err = client.AdminEvents(a.ctx, g, &first, after); return })
@@ -367,7 +390,7 @@ func (a *adminCLI) eventsList(args []string) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), actor, strings.ToLower(string(e.Area)), e.Action, e.Subject, e.Detail)
 		}
 		printed += len(out.AdminEvents.Nodes)
-		if !out.AdminEvents.PageInfo.HasNextPage || (*limit > 0 && printed >= *limit) {
+		if !out.AdminEvents.PageInfo.HasNextPage || (limit > 0 && printed >= limit) {
 			return w.Flush()
 		}
 		after = out.AdminEvents.PageInfo.EndCursor
@@ -393,30 +416,36 @@ func (a *adminCLI) agentsList() error {
 	return nil
 }
 
-func (a *adminCLI) agentVersion(verb string, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("agents %s: SLUG and flags", verb)
+// agentFlags are the flags of agents create|version.
+type agentFlags struct {
+	name, controller, route, effort, promptFile string
+	tools, specialists, budgets                 multiFlag
+}
+
+func (a *adminCLI) agentVersion(verb string, fs *flag.FlagSet) func([]string) error {
+	var f agentFlags
+	fs.StringVar(&f.name, "name", "", "the agent's name (create; default its slug)")
+	fs.StringVar(&f.controller, "controller", "react", "the runtime controller: single or react")
+	fs.StringVar(&f.route, "route", "builtin", "the model route: builtin, openai or openai:<model>")
+	fs.StringVar(&f.effort, "effort", "", "low, medium or high")
+	fs.StringVar(&f.promptFile, "prompt-file", "", "a file holding the system prompt")
+	fs.Var(&f.tools, "tool", "a tool it may ask for (repeat)")
+	fs.Var(&f.specialists, "specialist", "a specialist it may delegate to (repeat)")
+	fs.Var(&f.budgets, "budget", "a budget, name=number (repeat)")
+	return func(args []string) error { return a.writeAgentVersion(verb, args[0], &f) }
+}
+
+func (a *adminCLI) writeAgentVersion(verb, slug string, f *agentFlags) error {
+	name, effort, tools, specialists, budgets := f.name, f.effort, []string(f.tools), []string(f.specialists), f.budgets
+	if name == "" {
+		name = slug
 	}
-	slug := args[0]
-	fs := flag.NewFlagSet("agents "+verb, flag.ContinueOnError)
-	name := fs.String("name", slug, "the agent's name (create)")
-	controller := fs.String("controller", "react", "the runtime controller: single or react")
-	route := fs.String("route", "builtin", "the model route: builtin, openai or openai:<model>")
-	effort := fs.String("effort", "", "low, medium or high")
-	promptFile := fs.String("prompt-file", "", "a file holding the system prompt")
-	var tools, specialists, budgets multiFlag
-	fs.Var(&tools, "tool", "a tool it may ask for (repeat)")
-	fs.Var(&specialists, "specialist", "a specialist it may delegate to (repeat)")
-	fs.Var(&budgets, "budget", "a budget, name=number (repeat)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	v := &client.AgentVersionInput{Controller: f.controller, ModelRoute: f.route, Tools: tools, Specialists: specialists}
+	if effort != "" {
+		v.Effort = &effort
 	}
-	v := &client.AgentVersionInput{Controller: *controller, ModelRoute: *route, Tools: tools, Specialists: specialists}
-	if *effort != "" {
-		v.Effort = effort
-	}
-	if *promptFile != "" {
-		p, err := os.ReadFile(*promptFile)
+	if f.promptFile != "" {
+		p, err := os.ReadFile(f.promptFile)
 		if err != nil {
 			return err
 		}
@@ -440,7 +469,7 @@ func (a *adminCLI) agentVersion(verb string, args []string) error {
 	var ag *client.AdminAgentFields
 	err := a.mutate(func(g graphql.Client) error {
 		if verb == "create" {
-			out, err := client.CreateAgent(a.ctx, g, &client.CreateAgentInput{Slug: slug, Name: *name, Version: v})
+			out, err := client.CreateAgent(a.ctx, g, &client.CreateAgentInput{Slug: slug, Name: name, Version: v})
 			if err == nil {
 				ag = &out.CreateAgent.AdminAgentFields
 			}
@@ -454,6 +483,25 @@ func (a *adminCLI) agentVersion(verb string, args []string) error {
 	})
 	if err == nil {
 		a.printAgent(ag)
+	}
+	return err
+}
+
+func (a *adminCLI) docsRm(args []string) error {
+	return a.mutate(func(g graphql.Client) error {
+		_, err := client.DeleteDocument(a.ctx, g, &client.DeleteDocumentInput{DocumentId: args[0]})
+		return err
+	})
+}
+
+func (a *adminCLI) agentsRoster(args []string) error {
+	var out *client.SetMemberRosterResponse
+	err := a.mutate(func(g graphql.Client) (err error) {
+		out, err = client.SetMemberRoster(a.ctx, g, &client.MemberRosterInput{Email: args[0], Agent: args[1], Specialists: append([]string{}, args[2:]...)})
+		return
+	})
+	if err == nil {
+		a.printMember(&out.SetMemberRoster.AdminMemberFields)
 	}
 	return err
 }

@@ -29,10 +29,52 @@ type clientFlags struct {
 	url, as, data string
 }
 
-func (f *clientFlags) register(fs *flag.FlagSet, cfg server.Config) {
-	fs.StringVar(&f.url, "url", "http://"+cfg.Addr+"/graphql", "the server's GraphQL endpoint")
-	fs.StringVar(&f.as, "as", "", "dev mode: act as this member, minting the envelope with the data folder's dev key (otherwise the envelope is TURNGATE_IDENTITY)")
-	fs.StringVar(&f.data, "data", cfg.DataDir, "the server's data folder, for --as (TURNGATE_DATA)")
+// newClientFlags are the client flags at their defaults: the server at
+// TURNGATE_ADDR, the data folder TURNGATE_DATA names.
+func newClientFlags(cfg server.Config) *clientFlags {
+	return &clientFlags{url: "http://" + cfg.Addr + "/graphql", data: cfg.DataDir}
+}
+
+// register declares the flags on fs with their current values as
+// defaults, so a command's flag set can take them again after the ones
+// given before the command.
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "url", f.url, "the server's GraphQL endpoint")
+	fs.StringVar(&f.as, "as", f.as, "dev mode: act as this member, minting the envelope with the data folder's dev key (otherwise the envelope is TURNGATE_IDENTITY)")
+	fs.StringVar(&f.data, "data", f.data, "the server's data folder, for --as (TURNGATE_DATA)")
+}
+
+// parseAnywhere parses args with fs wherever the flags are, before,
+// between or after the other words (the flag package stops at the first
+// word that is not a flag), and returns those words in order. After
+// "--", every word is one of them.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return words, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(words, rest...), nil
+		}
+		words, args = append(words, rest[0]), rest[1:]
+	}
+}
+
+// errorLine is how the command prog reports err on stderr. The Go
+// client's errors name it ("turngate: CODE: message"); after the
+// command's own name that would say turngate twice.
+func errorLine(prog string, err error) string {
+	msg := err.Error()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		msg = strings.Replace(msg, ce.Error(), fmt.Sprintf("%s: %s", ce.Code, ce.Message), 1)
+	}
+	return prog + ": " + msg
 }
 
 // client connects as the flags say.
@@ -87,13 +129,17 @@ func devEnvelope(cfg server.Config, email string, ttl time.Duration) (string, er
 // cancelled, 3 not sent).
 func chatCmd(ctx context.Context, cfg server.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	var cf clientFlags
-	cf.register(fs, cfg)
+	cf := newClientFlags(cfg)
+	cf.register(fs)
 	room := fs.String("room", "", "open this room (its UUID, WEB_ channel or public key)")
 	newRoom := fs.Bool("new", false, "create a private room and open it")
 	message := fs.String("m", "", "send this message, print the answer and exit (needs --room)")
-	if err := fs.Parse(args); err != nil {
+	words, err := parseAnywhere(fs, args)
+	if err != nil {
 		return err
+	}
+	if len(words) > 0 {
+		return fmt.Errorf("chat takes flags only, not %q (quote a message: -m \"...\")", words[0])
 	}
 	c, err := cf.client(cfg)
 	if err != nil {
@@ -105,7 +151,7 @@ func chatCmd(ctx context.Context, cfg server.Config, args []string, stdin io.Rea
 		}
 		code, err := chat.Once(ctx, c, *room, *message, stdout, stderr)
 		if err != nil {
-			fmt.Fprintln(stderr, "turngate chat:", err)
+			fmt.Fprintln(stderr, errorLine("turngate chat", err))
 		}
 		if code != 0 {
 			return exitCode(code)

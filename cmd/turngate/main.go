@@ -33,7 +33,7 @@ func main() {
 		if errors.As(err, &code) {
 			os.Exit(int(code))
 		}
-		fmt.Fprintln(os.Stderr, "turngate:", err)
+		fmt.Fprintln(os.Stderr, errorLine("turngate", err))
 		os.Exit(1)
 	}
 }
@@ -113,7 +113,7 @@ func serve(ctx context.Context, cfg server.Config, args []string, stdout io.Writ
 	}
 	defer app.Close()
 	if err := app.Listen(); err != nil {
-		return err
+		return listenError(err)
 	}
 	fmt.Fprintf(stdout, "turngate is serving the chat at http://%s/ (GraphiQL at http://%s/graphiql/)\n", app.Addr(), app.Addr())
 	if cfg.Dev() {
@@ -123,6 +123,15 @@ func serve(ctx context.Context, cfg server.Config, args []string, stdout io.Writ
 		}
 	}
 	return app.Serve(ctx)
+}
+
+// listenError says how to pick another address when the one asked for is
+// taken (another make run, or anything else on 8080).
+func listenError(err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: pick another address with TURNGATE_ADDR or --addr, e.g. TURNGATE_ADDR=127.0.0.1:8081", err)
+	}
+	return err
 }
 
 func migrate(ctx context.Context, cfg server.Config, args []string, stdout io.Writer, log *slog.Logger) error {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -94,5 +95,26 @@ func TestServeRefusesAPoolerWithoutADirectURL(t *testing.T) {
 	ok := server.Config{DBPooler: "transaction", DatabaseURL: "postgres://127.0.0.1:6432/x", DirectDatabaseURL: "postgres://127.0.0.1:5432/x"}
 	if err := ok.Check(); err != nil {
 		t.Errorf("Check(transaction pooling with a direct URL) = %v", err)
+	}
+}
+
+// TestListenErrorSaysHowToMove: an address already in use says which
+// setting picks another.
+func TestListenErrorSaysHowToMove(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	_, err = net.Listen("tcp", taken.Addr().String())
+	if err == nil {
+		t.Fatal("listening twice on one address succeeded")
+	}
+	if got := listenError(err).Error(); !strings.Contains(got, "TURNGATE_ADDR") || !strings.Contains(got, "address already in use") {
+		t.Errorf("listenError = %q, want it to name TURNGATE_ADDR", got)
+	}
+	if other := errors.New("permission denied"); listenError(other) != other {
+		t.Errorf("listenError changed an error that is not EADDRINUSE")
 	}
 }
