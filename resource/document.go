@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -24,12 +25,18 @@ type Document struct {
 }
 
 // Passages splits a body into its searchable passages: paragraphs, with
-// long ones cut at about maxPassage bytes on a word boundary.
+// long ones cut at about maxPassage bytes on a word boundary. A paragraph
+// that is only a Markdown heading (the document's `# title` line, a
+// `## section`) opens the passage of the paragraph after it instead of
+// being one: alone it would be a passage an answer cites for nothing (the
+// title is shown beside every passage anyway), and its words still find
+// the text below it. Every passage is a span of the body as written
+// (line ends as \n).
 func Passages(body string) []string {
 	const maxPassage = 800
+	body = strings.ReplaceAll(body, "\r\n", "\n")
 	var out []string
-	for _, para := range strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n\n") {
-		para = strings.TrimSpace(para)
+	add := func(para string) {
 		for len(para) > maxPassage {
 			cut := strings.LastIndexByte(para[:maxPassage], ' ')
 			if cut <= 0 {
@@ -42,7 +49,41 @@ func Passages(body string) []string {
 			out = append(out, para)
 		}
 	}
+	heading, end := -1, 0 // where a run of headings began, waiting for its paragraph
+	off := 0
+	for _, raw := range strings.Split(body, "\n\n") {
+		start := off + len(raw) - len(strings.TrimLeftFunc(raw, unicode.IsSpace))
+		para := strings.TrimSpace(raw)
+		off += len(raw) + len("\n\n")
+		if para == "" {
+			continue
+		}
+		end = start + len(para)
+		if isHeading(para) {
+			if heading < 0 {
+				heading = start
+			}
+			continue
+		}
+		if heading >= 0 {
+			start, heading = heading, -1
+		}
+		add(body[start:end])
+	}
+	if heading >= 0 { // headings with no text after them
+		add(body[heading:end])
+	}
 	return out
+}
+
+// isHeading reports whether a paragraph is one Markdown ATX heading line:
+// one to six #, then a space or nothing.
+func isHeading(para string) bool {
+	if strings.Contains(para, "\n") {
+		return false
+	}
+	level := len(para) - len(strings.TrimLeft(para, "#"))
+	return level >= 1 && level <= 6 && (len(para) == level || para[level] == ' ' || para[level] == '\t')
 }
 
 // Digest is the hex sha256 of a document's body, as citations carry it.
