@@ -3569,7 +3569,8 @@ input SubmitMessageInput {
   """
   Route this one turn to a specialist of the caller's effective roster
   (the agent's roster that the caller configured): 1 to 64 characters of
-  a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+  a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+  omitted (clients that send unset optional strings as "" route nowhere).
   """
   specialist: String
   """

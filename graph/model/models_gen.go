@@ -683,7 +683,8 @@ type SubmitMessageInput struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 	// Route this one turn to a specialist of the caller's effective roster
 	// (the agent's roster that the caller configured): 1 to 64 characters of
-	// a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+	// a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+	// omitted (clients that send unset optional strings as "" route nowhere).
 	Specialist *string `json:"specialist,omitempty"`
 	// When given, exactly the documents the turn may see: at most 20, each one
 	// the caller may read now (otherwise NOT_FOUND). Omitted, the turn may see
