@@ -114,7 +114,7 @@ func TestJournalPayloadSelectsAsOne(t *testing.T) {
 		for _, f := range s.Types[m].Fields {
 			typ := f.Type.String()
 			if prev, ok := seen[f.Name]; ok && !strings.HasSuffix(prev, ": "+typ) {
-				t.Errorf("%s.%s is %s, but %s.%s", m, f.Name, typ, prev, f.Name)
+				t.Errorf("%s.%s is %s, but %s.%s is not", m, f.Name, typ, strings.Split(prev, ":")[0], f.Name)
 			}
 			seen[f.Name] = m + ": " + typ
 		}

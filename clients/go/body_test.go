@@ -15,7 +15,7 @@ import (
 func TestEntryBodyDecodesByTypename(t *testing.T) {
 	tests := []struct {
 		body string
-		want string // the Go type the switch below names
+		want string // what describeBody reads of it
 	}{
 		{`{"__typename":"TurnAccepted","authorId":"m1","authorName":"Alice"}`, "accepted Alice"},
 		{`{"__typename":"TurnStart","attempt":2,"agentVersion":1,"recovered":true}`, "started 2 true"},
