@@ -75,6 +75,7 @@ type goFollower struct {
 	mu     sync.Mutex
 	fold   *client.Fold
 	seqs   []int
+	bodies []*client.EntryFields // every entry delivered, in order
 	states []client.State
 	codes  []client.Code
 	change chan struct{}
@@ -89,6 +90,7 @@ func goFollow(t *testing.T, ctx context.Context, c *client.Client, room string) 
 			f.mu.Lock()
 			if u.Entry != nil {
 				f.seqs = append(f.seqs, u.Entry.Seq)
+				f.bodies = append(f.bodies, u.Entry)
 				f.fold.Apply(u.Entry)
 			}
 			if n := len(f.states); n == 0 || f.states[n-1] != u.State {
@@ -709,5 +711,114 @@ func withheldView(t *testing.T, ctx context.Context, viewer *client.Client, v cl
 	}
 	if server.Answer == nil || *server.Answer != v.Answer || server.Terminal.Reason != v.Terminal.Reason {
 		t.Fatalf("the fold's answer %q (%s); the server's %v (%+v)", v.Answer, v.Terminal.Reason, server.Answer, server.Terminal)
+	}
+}
+
+// TestGoClientJournalBodies: the Go client reads a real room's journal
+// — paged by query and streamed over the WebSocket — with each entry's
+// body decoded as the generated type of its kind, so a type switch tells
+// the kinds apart where nil checks on the deprecated fields did; the
+// steered turn's instruction arrives as its own type, delivered or
+// rejected.
+func TestGoClientJournalBodies(t *testing.T) {
+	t.Parallel()
+	g := newGoWorld(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := g.client(t, alice, nil)
+	team := roomOf(t, ctx, a, "Team room")
+	f := goFollow(t, ctx, a, team)
+	turn := f.midAnswer(t, ctx, a, team, "When is the launch?")
+	if _, _, err := a.Steer(ctx, turn, "shorter, please", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.ended(t, ctx, turn)
+
+	// kindOf is the kind a body's type says, by a type switch.
+	kindOf := func(b client.JournalPayloadFields) client.JournalKind {
+		switch b := b.(type) {
+		case *client.JournalPayloadFieldsTurnAccepted:
+			if b.AuthorName != "" {
+				return client.JournalKindTurnAccepted
+			}
+		case *client.JournalPayloadFieldsTurnStart:
+			if b.Attempt >= 1 {
+				return client.JournalKindTurnStarted
+			}
+		case *client.JournalPayloadFieldsAnswerDelta:
+			if b.TurnId == turn || b.Text != "" {
+				return client.JournalKindAnswerDelta
+			}
+		case *client.JournalPayloadFieldsToolRequested:
+			if b.Name != "" {
+				return client.JournalKindToolRequested
+			}
+		case *client.JournalPayloadFieldsToolCompleted:
+			if b.Status != "" {
+				return client.JournalKindToolCompleted
+			}
+		case *client.JournalPayloadFieldsApprovalRequest:
+			return client.JournalKindApprovalRequested
+		case *client.JournalPayloadFieldsApprovalDecisionRecord:
+			return client.JournalKindApprovalDecided
+		case *client.JournalPayloadFieldsSteerDelivered:
+			if b.Text == "shorter, please" {
+				return client.JournalKindSteerDelivered
+			}
+		case *client.JournalPayloadFieldsSteerRejected:
+			if b.Text == "shorter, please" && b.Terminal != nil {
+				return client.JournalKindSteerRejected
+			}
+		case *client.JournalPayloadFieldsCheckpointRecord:
+			return client.JournalKindCheckpoint
+		case *client.JournalPayloadFieldsCompactionRecord:
+			return client.JournalKindCompaction
+		case *client.JournalPayloadFieldsTurnAnswer:
+			if b.Text != "" {
+				return client.JournalKindTurnAnswer
+			}
+		case *client.JournalPayloadFieldsTurnTerminal:
+			if b.Outcome != "" {
+				return client.JournalKindTurnTerminal
+			}
+		case *client.JournalPayloadFieldsMemberJoined:
+			return client.JournalKindMemberJoined
+		case *client.JournalPayloadFieldsMemberLeft:
+			return client.JournalKindMemberLeft
+		}
+		return ""
+	}
+	paged, err := a.Journal(ctx, team, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kinds := map[client.JournalKind]int{}
+	for _, e := range paged {
+		if got := kindOf(e.Body); got != e.Kind {
+			t.Fatalf("entry %d (%s) has a body of type %T (%+v)", e.Seq, e.Kind, e.Body, e.Body)
+		}
+		if e.TurnId != nil && *e.TurnId == turn {
+			kinds[e.Kind]++
+		}
+	}
+	for _, k := range []client.JournalKind{client.JournalKindTurnAccepted, client.JournalKindTurnStarted, client.JournalKindAnswerDelta,
+		client.JournalKindTurnAnswer, client.JournalKindTurnTerminal} {
+		if kinds[k] == 0 {
+			t.Fatalf("the turn's entries %v have no %s", kinds, k)
+		}
+	}
+	if kinds[client.JournalKindSteerDelivered]+kinds[client.JournalKindSteerRejected] != 1 {
+		t.Fatalf("the turn's entries %v: want its steer delivered or rejected", kinds)
+	}
+	// The stream decoded the same bodies, entry by entry.
+	if len(f.bodies) == 0 {
+		t.Fatal("the stream delivered nothing")
+	}
+	for _, e := range f.bodies {
+		if got := kindOf(e.Body); got != e.Kind {
+			t.Fatalf("streamed entry %d (%s) has a body of type %T (%+v)", e.Seq, e.Kind, e.Body, e.Body)
+		}
 	}
 }

@@ -88,10 +88,18 @@ func turnApprovals(ctx context.Context, turns *turn.Service, turnID uuid.UUID, w
 	now := time.Now()
 	out := make([]*model.Approval, len(as))
 	for i, a := range as {
-		out[i] = toEntApproval(a, now)
-		if withheld {
-			out[i].Arguments = model.JSON("{}")
-		}
+		out[i] = approvalFor(a, now, withheld)
 	}
 	return out, nil
+}
+
+// approvalFor is a stored approval as a viewer reads it: without its
+// arguments ("{}") when its turn is withheld from them, as its journal
+// entry shows it.
+func approvalFor(a *ent.Approval, now time.Time, withheld bool) *model.Approval {
+	out := toEntApproval(a, now)
+	if withheld {
+		out.Arguments = model.JSON("{}")
+	}
+	return out
 }

@@ -21,6 +21,13 @@ func toEntMember(m *ent.Member) *model.Member {
 	return &model.Member{ID: m.ID.String(), Email: m.Email, DisplayName: m.DisplayName}
 }
 
+// toRoomMember is a member's place in room (its members loaded with
+// their member edge).
+func toRoomMember(room string, rm *ent.RoomMember) *model.RoomMember {
+	return &model.RoomMember{ID: room + ":" + rm.MemberID.String(), Member: toEntMember(rm.Edges.Member),
+		Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt, ConversationID: room}
+}
+
 func toConversation(c *ent.Conversation) *model.Conversation {
 	out := &model.Conversation{
 		ID:              c.ID.String(),

@@ -58,10 +58,13 @@ func rawJSON(s string) model.JSON {
 	return model.JSON(b)
 }
 
-// typed fills the field of out named for e's kind from its payload (the
-// payload as the viewer may read it: the feed has projected it). A payload
-// that does not decode leaves the typed field null; the raw payload still
-// carries it.
+// typed fills out's body, and the deprecated field named for e's kind,
+// from its payload (the payload as the viewer may read it: the feed has
+// projected it, keeping its shape). The body is never null: a payload
+// that does not decode — only a bug writes one — gives the kind's type
+// with what did decode, so __typename still tells the kind and the raw
+// payload still carries the bytes; the deprecated field stays null then,
+// as it always has.
 func typed(out *model.JournalEntry, e journal.Entry) {
 	turnID := ""
 	if e.TurnID.Valid {
@@ -71,78 +74,120 @@ func typed(out *model.JournalEntry, e journal.Entry) {
 	switch e.Kind {
 	case journal.KindTurnAccepted:
 		var p journal.AcceptedPayload
-		if decode(&p) {
-			out.Accepted = &model.TurnAccepted{AuthorID: p.AuthorID.String(), AuthorName: p.AuthorName}
+		ok := decode(&p)
+		body := &model.TurnAccepted{AuthorID: p.AuthorID.String(), AuthorName: p.AuthorName}
+		out.Body = body
+		if ok {
+			out.Accepted = body
 		}
 	case journal.KindTurnStarted:
 		var p journal.RecoveredPayload
-		if decode(&p) {
-			out.Started = &model.TurnStart{Attempt: int64(p.Attempt), AgentVersion: int64(p.AgentVersion), Recovered: p.Recovered}
+		ok := decode(&p)
+		body := &model.TurnStart{Attempt: int64(p.Attempt), AgentVersion: int64(p.AgentVersion), Recovered: p.Recovered}
+		out.Body = body
+		if ok {
+			out.Started = body
 		}
 	case journal.KindAnswerDelta:
 		out.Delta = toDelta(e)
+		out.Body = out.Delta
 	case journal.KindToolRequested:
 		var p journal.ToolRequestedPayload
-		if decode(&p) {
+		ok := decode(&p)
+		out.Body = &model.ToolRequested{CallID: p.CallID, Name: p.Name, Arguments: rawJSON(p.Arguments)}
+		if ok {
 			out.Tool = &model.ToolActivity{CallID: p.CallID, Name: p.Name, Arguments: rawJSON(p.Arguments)}
 		}
 	case journal.KindToolCompleted:
 		var p journal.ToolCompletedPayload
-		if decode(&p) {
-			bytes := int64(p.Bytes)
+		ok := decode(&p)
+		bytes := int64(p.Bytes)
+		out.Body = &model.ToolCompleted{CallID: p.CallID, Name: p.Name, Status: p.Status, Bytes: bytes, CitationRefs: nonNil(p.Citations)}
+		if ok {
 			out.Tool = &model.ToolActivity{CallID: p.CallID, Name: p.Name, Status: &p.Status, Bytes: &bytes, Citations: nonNil(p.Citations)}
 		}
 	case journal.KindApprovalRequested:
 		var p journal.ApprovalRequestedPayload
-		if decode(&p) {
-			out.ApprovalRequest = &model.ApprovalRequest{ApprovalID: p.ApprovalID.String(), Tool: p.Tool, Arguments: rawJSON(p.Arguments), ExpiresAt: p.ExpiresAt}
+		ok := decode(&p)
+		body := &model.ApprovalRequest{ApprovalID: p.ApprovalID.String(), Tool: p.Tool, Arguments: rawJSON(p.Arguments), ExpiresAt: p.ExpiresAt}
+		out.Body = body
+		if ok {
+			out.ApprovalRequest = body
 		}
 	case journal.KindApprovalDecided:
 		var p journal.ApprovalDecidedPayload
-		if decode(&p) {
-			d := &model.ApprovalDecisionRecord{ApprovalID: p.ApprovalID.String(), State: model.ApprovalState(strings.ToUpper(p.Decision))}
-			if p.DecidedBy != uuid.Nil {
-				s := p.DecidedBy.String()
-				d.DecidedBy = &s
-			}
-			out.ApprovalDecision = d
+		ok := decode(&p)
+		body := &model.ApprovalDecisionRecord{ApprovalID: p.ApprovalID.String(), State: model.ApprovalState(strings.ToUpper(p.Decision))}
+		if p.DecidedBy != uuid.Nil {
+			s := p.DecidedBy.String()
+			body.DecidedBy = &s
+		}
+		out.Body = body
+		if ok {
+			out.ApprovalDecision = body
 		}
 	case journal.KindSteerDelivered:
 		var p journal.SteerDeliveredPayload
-		if decode(&p) {
+		ok := decode(&p)
+		out.Body = &model.SteerDelivered{CommandID: p.CommandID.String(), ActorID: p.ActorID.String(), Text: p.Text}
+		if ok {
 			out.Steer = &model.SteerRecord{CommandID: p.CommandID.String(), ActorID: p.ActorID.String(), Text: p.Text, State: model.CommandStateDelivered}
 		}
 	case journal.KindSteerRejected:
 		var p journal.SteerRejectedPayload
-		if decode(&p) {
+		ok := decode(&p)
+		out.Body = &model.SteerRejected{CommandID: p.CommandID.String(), ActorID: p.ActorID.String(), Text: p.Text,
+			Terminal: toTerminal(p.Outcome, p.TerminalReason)}
+		if ok {
 			out.Steer = &model.SteerRecord{CommandID: p.CommandID.String(), ActorID: p.ActorID.String(), Text: p.Text, State: model.CommandStateRejected}
 		}
 	case journal.KindCheckpoint:
 		var p journal.CheckpointPayload
-		if decode(&p) {
-			out.Checkpoint = &model.CheckpointRecord{Steps: int64(p.Steps), ToolCalls: int64(p.ToolCalls), Messages: int64(p.Messages)}
+		ok := decode(&p)
+		body := &model.CheckpointRecord{Steps: int64(p.Steps), ToolCalls: int64(p.ToolCalls), Messages: int64(p.Messages)}
+		out.Body = body
+		if ok {
+			out.Checkpoint = body
 		}
 	case journal.KindCompaction:
 		var p journal.CompactionPayload
-		if decode(&p) {
-			out.Compaction = &model.CompactionRecord{Summarised: int64(p.Summarised), TokensBefore: int64(p.TokensBefore), TokensAfter: int64(p.TokensAfter), Reused: p.Reused}
-			if p.Through > 0 {
-				out.Compaction.Through, out.Compaction.Turns = &p.Through, &p.Turns
-			}
+		ok := decode(&p)
+		body := &model.CompactionRecord{Summarised: int64(p.Summarised), TokensBefore: int64(p.TokensBefore), TokensAfter: int64(p.TokensAfter), Reused: p.Reused}
+		if p.Through > 0 {
+			body.Through, body.Turns = &p.Through, &p.Turns
+		}
+		out.Body = body
+		if ok {
+			out.Compaction = body
 		}
 	case journal.KindTurnAnswer:
 		var p journal.AnswerPayload
-		if decode(&p) {
-			out.Answer = &model.TurnAnswer{Text: p.Text, Citations: toCitations(turnID, p.Citations), Artifacts: toAnswerArtifacts(turnID, p.Artifacts)}
+		ok := decode(&p)
+		body := &model.TurnAnswer{Text: p.Text, Citations: toCitations(turnID, p.Citations), Artifacts: toAnswerArtifacts(turnID, p.Artifacts)}
+		out.Body = body
+		if ok {
+			out.Answer = body
 		}
 	case journal.KindTurnTerminal:
 		var p journal.TerminalPayload
-		if decode(&p) {
-			out.Terminal = toTerminal(p.Outcome, p.Reason)
+		ok := decode(&p)
+		body := toTerminal(p.Outcome, p.Reason)
+		out.Body = body
+		if ok {
+			out.Terminal = body
 		}
-	case journal.KindMemberJoined, journal.KindMemberLeft:
+	case journal.KindMemberJoined:
 		var p room.MemberPayload
-		if decode(&p) {
+		ok := decode(&p)
+		out.Body = &model.MemberJoined{MemberID: p.MemberID.String(), AudienceVersion: p.AudienceVersion}
+		if ok {
+			out.Membership = &model.MembershipChange{MemberID: p.MemberID.String(), AudienceVersion: p.AudienceVersion}
+		}
+	case journal.KindMemberLeft:
+		var p room.MemberPayload
+		ok := decode(&p)
+		out.Body = &model.MemberLeft{MemberID: p.MemberID.String(), AudienceVersion: p.AudienceVersion}
+		if ok {
 			out.Membership = &model.MembershipChange{MemberID: p.MemberID.String(), AudienceVersion: p.AudienceVersion}
 		}
 	}

@@ -73,7 +73,7 @@ func (r *conversationResolver) Members(ctx context.Context, obj *model.Conversat
 	}
 	out := make([]*model.RoomMember, len(rms))
 	for i, rm := range rms {
-		out[i] = &model.RoomMember{ID: obj.ID + ":" + rm.MemberID.String(), Member: toEntMember(rm.Edges.Member), Role: model.RoomRole(strings.ToUpper(string(rm.Role))), JoinedAt: rm.CreatedAt, ConversationID: obj.ID}
+		out[i] = toRoomMember(obj.ID, rm)
 	}
 	return out, nil
 }
@@ -136,8 +136,7 @@ func (r *mutationResolver) SubmitMessage(ctx context.Context, input model.Submit
 	if err != nil {
 		return nil, err
 	}
-	in := submitInput{ConversationID: input.ConversationID, Text: input.Text, IdempotencyKey: input.IdempotencyKey,
-		Specialist: input.Specialist, DocumentIDs: input.DocumentIds, ArtifactIDs: input.ArtifactIds}
+	in := submitInputOf(input)
 	if err := check(in); err != nil {
 		return nil, err
 	}
@@ -412,6 +411,21 @@ func (r *queryResolver) Me(ctx context.Context) (*model.Member, error) {
 		return nil, err
 	}
 	return toMember(m), nil
+}
+
+// Node is the resolver for the node field.
+func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.node(ctx, m, id)
+	if errors.Is(err, errcode.ErrNotFound) {
+		// Nothing the caller may read has this id: null, whether it does
+		// not exist or they may not read it.
+		return nil, nil
+	}
+	return n, err
 }
 
 // Conversation is the resolver for the conversation field.

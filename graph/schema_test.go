@@ -86,6 +86,8 @@ func TestEveryEntityHasAnID(t *testing.T) {
 		"ApprovalDecisionRecord": true, "SteerRecord": true, "CheckpointRecord": true, "CompactionRecord": true,
 		"TurnAnswer": true, "MembershipChange": true, "AdminDocumentConnection": true, "AdminMemberConnection": true, "AdminEventConnection": true,
 		"ModelMessage": true, "ModelToolCall": true,
+		"ToolRequested": true, "ToolCompleted": true, "SteerDelivered": true, "SteerRejected": true,
+		"MemberJoined": true, "MemberLeft": true,
 	}
 	for name, def := range loadSchema(t).Types {
 		if def.Kind != ast.Object || def.BuiltIn || strings.HasPrefix(name, "__") || values[name] {
@@ -94,5 +96,30 @@ func TestEveryEntityHasAnID(t *testing.T) {
 		if f := def.Fields.ForName("id"); f == nil || f.Type.Name() != "ID" || !f.Type.NonNull {
 			t.Errorf("object %s has no id: ID!", name)
 		}
+	}
+}
+
+// TestJournalPayloadSelectsAsOne: no two members of JournalPayload have
+// a field of the same name with another type, so one selection may ask
+// for every member's fields without aliases (GraphQL refuses fields of
+// one response name and two shapes, even on different members).
+func TestJournalPayloadSelectsAsOne(t *testing.T) {
+	s := loadSchema(t)
+	u := s.Types["JournalPayload"]
+	if u == nil || u.Kind != ast.Union {
+		t.Fatal("JournalPayload is not a union")
+	}
+	seen := map[string]string{} // field → "Member: type"
+	for _, m := range u.Types {
+		for _, f := range s.Types[m].Fields {
+			typ := f.Type.String()
+			if prev, ok := seen[f.Name]; ok && !strings.HasSuffix(prev, ": "+typ) {
+				t.Errorf("%s.%s is %s, but %s.%s is not", m, f.Name, typ, strings.Split(prev, ":")[0], f.Name)
+			}
+			seen[f.Name] = m + ": " + typ
+		}
+	}
+	if len(u.Types) != len(s.Types["JournalKind"].EnumValues) {
+		t.Fatalf("%d payload types for %d kinds", len(u.Types), len(s.Types["JournalKind"].EnumValues))
 	}
 }

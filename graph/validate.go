@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/graph/extension"
+	"github.com/turngate/turngate/graph/model"
 	"github.com/turngate/turngate/turn"
 )
 
@@ -63,6 +64,18 @@ type submitInput struct {
 	Specialist     *string  `json:"specialist" validate:"omitnil,specialist"`
 	DocumentIDs    []string `json:"documentIds" validate:"max=20,dive,uuid"`
 	ArtifactIDs    []string `json:"artifactIds" validate:"max=20,dive,uuid"`
+}
+
+// submitInputOf is input as check validates it. An empty specialist is
+// no specialist: genqlient, and other clients that send an unset optional
+// string as "", send it for every message not routed to one.
+func submitInputOf(input model.SubmitMessageInput) submitInput {
+	in := submitInput{ConversationID: input.ConversationID, Text: input.Text, IdempotencyKey: input.IdempotencyKey,
+		Specialist: input.Specialist, DocumentIDs: input.DocumentIds, ArtifactIDs: input.ArtifactIds}
+	if in.Specialist != nil && *in.Specialist == "" {
+		in.Specialist = nil
+	}
+	return in
 }
 
 // parseIDs parses ids that check has validated as UUIDs.

@@ -79,11 +79,13 @@ func TestToUsage(t *testing.T) {
 
 // TestSubmitInputValidation: submitMessage's optional routing and
 // manifest are checked at the edge — a specialist is 1 to 64 characters
-// of a-z 0-9 _ -, document and artifact ids are UUIDs, at most 20 each.
+// of a-z 0-9 _ -, or empty, which is none (genqlient sends "" for an
+// unset optional string); document and artifact ids are UUIDs, at most
+// 20 each.
 func TestSubmitInputValidation(t *testing.T) {
 	const id = "7d9c8a63-9a43-4c2f-8e55-3c1a2b9f0e11"
-	base := func() submitInput {
-		return submitInput{ConversationID: "room", Text: "hi", IdempotencyKey: "k-1"}
+	base := func() model.SubmitMessageInput {
+		return model.SubmitMessageInput{ConversationID: "room", Text: "hi", IdempotencyKey: "k-1"}
 	}
 	str := func(s string) *string { return &s }
 	ids := func(n int) []string {
@@ -95,27 +97,28 @@ func TestSubmitInputValidation(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		edit  func(*submitInput)
+		edit  func(*model.SubmitMessageInput)
 		field string // "" when valid
 	}{
-		{"no routing, no manifest", func(*submitInput) {}, ""},
-		{"specialist", func(in *submitInput) { in.Specialist = str("research_2-b") }, ""},
-		{"specialist at the limit", func(in *submitInput) { in.Specialist = str(strings.Repeat("a", 64)) }, ""},
-		{"20 documents and artifacts", func(in *submitInput) { in.DocumentIDs, in.ArtifactIDs = ids(20), ids(20) }, ""},
-		{"empty lists", func(in *submitInput) { in.DocumentIDs, in.ArtifactIDs = []string{}, []string{} }, ""},
-		{"empty specialist", func(in *submitInput) { in.Specialist = str("") }, "specialist"},
-		{"specialist too long", func(in *submitInput) { in.Specialist = str(strings.Repeat("a", 65)) }, "specialist"},
-		{"upper-case specialist", func(in *submitInput) { in.Specialist = str("Lawyer") }, "specialist"},
-		{"specialist with a space", func(in *submitInput) { in.Specialist = str("the lawyer") }, "specialist"},
-		{"21 documents", func(in *submitInput) { in.DocumentIDs = ids(21) }, "documentIds"},
-		{"21 artifacts", func(in *submitInput) { in.ArtifactIDs = ids(21) }, "artifactIds"},
-		{"bad document id", func(in *submitInput) { in.DocumentIDs = []string{id, "doc-1"} }, "documentIds[1]"},
-		{"bad artifact id", func(in *submitInput) { in.ArtifactIDs = []string{"not-a-uuid"} }, "artifactIds[0]"},
+		{"no routing, no manifest", func(*model.SubmitMessageInput) {}, ""},
+		{"specialist", func(in *model.SubmitMessageInput) { in.Specialist = str("research_2-b") }, ""},
+		{"specialist at the limit", func(in *model.SubmitMessageInput) { in.Specialist = str(strings.Repeat("a", 64)) }, ""},
+		{"20 documents and artifacts", func(in *model.SubmitMessageInput) { in.DocumentIds, in.ArtifactIds = ids(20), ids(20) }, ""},
+		{"empty lists", func(in *model.SubmitMessageInput) { in.DocumentIds, in.ArtifactIds = []string{}, []string{} }, ""},
+		{"empty specialist, read as none", func(in *model.SubmitMessageInput) { in.Specialist = str("") }, ""},
+		{"blank specialist", func(in *model.SubmitMessageInput) { in.Specialist = str(" ") }, "specialist"},
+		{"specialist too long", func(in *model.SubmitMessageInput) { in.Specialist = str(strings.Repeat("a", 65)) }, "specialist"},
+		{"upper-case specialist", func(in *model.SubmitMessageInput) { in.Specialist = str("Lawyer") }, "specialist"},
+		{"specialist with a space", func(in *model.SubmitMessageInput) { in.Specialist = str("the lawyer") }, "specialist"},
+		{"21 documents", func(in *model.SubmitMessageInput) { in.DocumentIds = ids(21) }, "documentIds"},
+		{"21 artifacts", func(in *model.SubmitMessageInput) { in.ArtifactIds = ids(21) }, "artifactIds"},
+		{"bad document id", func(in *model.SubmitMessageInput) { in.DocumentIds = []string{id, "doc-1"} }, "documentIds[1]"},
+		{"bad artifact id", func(in *model.SubmitMessageInput) { in.ArtifactIds = []string{"not-a-uuid"} }, "artifactIds[0]"},
 	}
 	for _, tt := range tests {
 		in := base()
 		tt.edit(&in)
-		err := check(in)
+		err := check(submitInputOf(in))
 		if tt.field == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tt.name, err)

@@ -140,7 +140,8 @@ func TestCitationsOfTheAnswer(t *testing.T) {
 // or the demo's researcher for bob, whose roster is empty — while alice
 // (her roster holds the researcher) is routed to it; a selected document
 // the caller cannot read is NOT_FOUND, like one that does not exist;
-// malformed routes and ids are BAD_USER_INPUT. Refusals write nothing. A
+// malformed routes and ids are BAD_USER_INPUT (an empty specialist is
+// none: TestSubmitEmptySpecialistIsAbsent). Refusals write nothing. A
 // turn given documents sees only those: asked about the launch with only
 // the Security policy selected, it cannot cite the Launch plan.
 func TestCitationInputsRouteAndManifest(t *testing.T) {
@@ -173,7 +174,7 @@ func TestCitationInputsRouteAndManifest(t *testing.T) {
 		{"an artifact that does not exist", a, nil, nil, []string{uuid.NewString()}, "NOT_FOUND"},
 		{"a bad artifact id", a, nil, nil, []string{"not-a-uuid"}, "BAD_USER_INPUT"},
 		{"a bad document id", a, nil, []string{security, "doc:1"}, nil, "BAD_USER_INPUT"},
-		{"an empty specialist", a, "", nil, nil, "BAD_USER_INPUT"},
+		{"a blank specialist", a, " ", nil, nil, "BAD_USER_INPUT"},
 		{"a malformed specialist", a, "Researcher!", nil, nil, "BAD_USER_INPUT"},
 		{"too many documents", a, nil, func() []string {
 			ids := make([]string, 21)

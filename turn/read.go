@@ -3,13 +3,16 @@ package turn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/ent"
 	"github.com/turngate/turngate/ent/approval"
+	"github.com/turngate/turngate/errcode"
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/journal"
 )
@@ -25,6 +28,27 @@ func (s *Service) Approvals(ctx context.Context, turnID uuid.UUID) ([]*ent.Appro
 		return nil, fmt.Errorf("approvals of turn %s: %w", turnID, err)
 	}
 	return as, nil
+}
+
+// VisibleApproval returns an approval when viewer may see its turn (a
+// current member of its room, Visible), with that turn; anyone else gets
+// the NOT_FOUND an approval that does not exist gets.
+func (s *Service) VisibleApproval(ctx context.Context, viewer authority.Member, id uuid.UUID) (*ent.Approval, *ent.Turn, error) {
+	a, err := s.Client.Approval.Get(ctx, id)
+	if ent.IsNotFound(err) {
+		return nil, nil, errcode.New(errcode.NotFound, "approval not found")
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	t, err := s.Visible(ctx, viewer, a.TurnID)
+	if errors.Is(err, errcode.ErrNotFound) {
+		return nil, nil, errcode.New(errcode.NotFound, "approval not found")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, t, nil
 }
 
 // Answer reads the payload of a turn's turn_answer entry: its text,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/Khan/genqlient/graphql"
@@ -2339,12 +2340,8 @@ type DeleteDocumentResponse struct {
 // GetDeleteDocument returns DeleteDocumentResponse.DeleteDocument, and is useful for accessing the field via an interface.
 func (v *DeleteDocumentResponse) GetDeleteDocument() string { return v.DeleteDocument }
 
-// EntryFields includes the GraphQL fields of JournalEntry requested by the fragment EntryFields.
-// The GraphQL type's documentation follows.
-//
-// One entry of a conversation's journal, as the caller may read it. The
-// field named for the entry's kind (see JournalKind) is set; the others are
-// null.
+// The per-kind fields after body are deprecated (use body); they stay
+// selected while the clients' folds read them.
 type EntryFields struct {
 	// Stable and unique: <conversation id>:<seq>.
 	Id string `json:"id"`
@@ -2364,6 +2361,10 @@ type EntryFields struct {
 	Text *string `json:"text"`
 	// When it was written.
 	CreatedAt time.Time `json:"createdAt"`
+	// What the entry records, as the caller may read it: one type per kind
+	// (see JournalKind), so __typename tells the kind and a typed client
+	// narrows on it. Never null.
+	Body JournalPayloadFields `json:"-"`
 	// TURN_ACCEPTED: who sent the message.
 	Accepted *EntryFieldsAcceptedTurnAccepted `json:"accepted"`
 	// TURN_STARTED: the run.
@@ -2413,6 +2414,9 @@ func (v *EntryFields) GetText() *string { return v.Text }
 // GetCreatedAt returns EntryFields.CreatedAt, and is useful for accessing the field via an interface.
 func (v *EntryFields) GetCreatedAt() time.Time { return v.CreatedAt }
 
+// GetBody returns EntryFields.Body, and is useful for accessing the field via an interface.
+func (v *EntryFields) GetBody() JournalPayloadFields { return v.Body }
+
 // GetAccepted returns EntryFields.Accepted, and is useful for accessing the field via an interface.
 func (v *EntryFields) GetAccepted() *EntryFieldsAcceptedTurnAccepted { return v.Accepted }
 
@@ -2444,6 +2448,126 @@ func (v *EntryFields) GetTerminal() *EntryFieldsTerminalTurnTerminal { return v.
 
 // GetMembership returns EntryFields.Membership, and is useful for accessing the field via an interface.
 func (v *EntryFields) GetMembership() *EntryFieldsMembershipMembershipChange { return v.Membership }
+
+func (v *EntryFields) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*EntryFields
+		Body json.RawMessage `json:"body"`
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.EntryFields = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	{
+		dst := &v.Body
+		src := firstPass.Body
+		if len(src) != 0 && string(src) != "null" {
+			err = __unmarshalJournalPayloadFields(
+				src, dst)
+			if err != nil {
+				return fmt.Errorf(
+					"unable to unmarshal EntryFields.Body: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+type __premarshalEntryFields struct {
+	Id string `json:"id"`
+
+	ConversationId string `json:"conversationId"`
+
+	Seq int `json:"seq"`
+
+	Kind JournalKind `json:"kind"`
+
+	TurnId *string `json:"turnId"`
+
+	Attempt int `json:"attempt"`
+
+	ActorId *string `json:"actorId"`
+
+	Text *string `json:"text"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	Body json.RawMessage `json:"body"`
+
+	Accepted *EntryFieldsAcceptedTurnAccepted `json:"accepted"`
+
+	Started *EntryFieldsStartedTurnStart `json:"started"`
+
+	Delta *EntryFieldsDeltaAnswerDelta `json:"delta"`
+
+	Tool *EntryFieldsToolToolActivity `json:"tool"`
+
+	ApprovalRequest *EntryFieldsApprovalRequest `json:"approvalRequest"`
+
+	ApprovalDecision *EntryFieldsApprovalDecisionApprovalDecisionRecord `json:"approvalDecision"`
+
+	Steer *EntryFieldsSteerSteerRecord `json:"steer"`
+
+	Answer *EntryFieldsAnswerTurnAnswer `json:"answer"`
+
+	Terminal *EntryFieldsTerminalTurnTerminal `json:"terminal"`
+
+	Membership *EntryFieldsMembershipMembershipChange `json:"membership"`
+}
+
+func (v *EntryFields) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *EntryFields) __premarshalJSON() (*__premarshalEntryFields, error) {
+	var retval __premarshalEntryFields
+
+	retval.Id = v.Id
+	retval.ConversationId = v.ConversationId
+	retval.Seq = v.Seq
+	retval.Kind = v.Kind
+	retval.TurnId = v.TurnId
+	retval.Attempt = v.Attempt
+	retval.ActorId = v.ActorId
+	retval.Text = v.Text
+	retval.CreatedAt = v.CreatedAt
+	{
+
+		dst := &retval.Body
+		src := v.Body
+		var err error
+		*dst, err = __marshalJournalPayloadFields(
+			&src)
+		if err != nil {
+			return nil, fmt.Errorf(
+				"unable to marshal EntryFields.Body: %w", err)
+		}
+	}
+	retval.Accepted = v.Accepted
+	retval.Started = v.Started
+	retval.Delta = v.Delta
+	retval.Tool = v.Tool
+	retval.ApprovalRequest = v.ApprovalRequest
+	retval.ApprovalDecision = v.ApprovalDecision
+	retval.Steer = v.Steer
+	retval.Answer = v.Answer
+	retval.Terminal = v.Terminal
+	retval.Membership = v.Membership
+	return &retval, nil
+}
 
 // EntryFieldsAcceptedTurnAccepted includes the requested fields of the GraphQL type TurnAccepted.
 // The GraphQL type's documentation follows.
@@ -3043,9 +3167,9 @@ func (v *JournalJournalJournalPage) GetHasMore() bool { return v.HasMore }
 // JournalJournalJournalPageEntriesJournalEntry includes the requested fields of the GraphQL type JournalEntry.
 // The GraphQL type's documentation follows.
 //
-// One entry of a conversation's journal, as the caller may read it. The
-// field named for the entry's kind (see JournalKind) is set; the others are
-// null.
+// One entry of a conversation's journal, as the caller may read it. Its
+// body is what it records, typed by its kind (see JournalKind): switch on
+// body.__typename.
 type JournalJournalJournalPageEntriesJournalEntry struct {
 	EntryFields `json:"-"`
 }
@@ -3085,6 +3209,11 @@ func (v *JournalJournalJournalPageEntriesJournalEntry) GetText() *string { retur
 // GetCreatedAt returns JournalJournalJournalPageEntriesJournalEntry.CreatedAt, and is useful for accessing the field via an interface.
 func (v *JournalJournalJournalPageEntriesJournalEntry) GetCreatedAt() time.Time {
 	return v.EntryFields.CreatedAt
+}
+
+// GetBody returns JournalJournalJournalPageEntriesJournalEntry.Body, and is useful for accessing the field via an interface.
+func (v *JournalJournalJournalPageEntriesJournalEntry) GetBody() JournalPayloadFields {
+	return v.EntryFields.Body
 }
 
 // GetAccepted returns JournalJournalJournalPageEntriesJournalEntry.Accepted, and is useful for accessing the field via an interface.
@@ -3181,6 +3310,8 @@ type __premarshalJournalJournalJournalPageEntriesJournalEntry struct {
 
 	CreatedAt time.Time `json:"createdAt"`
 
+	Body json.RawMessage `json:"body"`
+
 	Accepted *EntryFieldsAcceptedTurnAccepted `json:"accepted"`
 
 	Started *EntryFieldsStartedTurnStart `json:"started"`
@@ -3222,6 +3353,18 @@ func (v *JournalJournalJournalPageEntriesJournalEntry) __premarshalJSON() (*__pr
 	retval.ActorId = v.EntryFields.ActorId
 	retval.Text = v.EntryFields.Text
 	retval.CreatedAt = v.EntryFields.CreatedAt
+	{
+
+		dst := &retval.Body
+		src := v.EntryFields.Body
+		var err error
+		*dst, err = __marshalJournalPayloadFields(
+			&src)
+		if err != nil {
+			return nil, fmt.Errorf(
+				"unable to marshal JournalJournalJournalPageEntriesJournalEntry.EntryFields.Body: %w", err)
+		}
+	}
 	retval.Accepted = v.EntryFields.Accepted
 	retval.Started = v.EntryFields.Started
 	retval.Delta = v.EntryFields.Delta
@@ -3235,39 +3378,39 @@ func (v *JournalJournalJournalPageEntriesJournalEntry) __premarshalJSON() (*__pr
 	return &retval, nil
 }
 
-// What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it.
+// What a journal entry records. Each kind has its own type of JournalEntry.body, named beside it.
 type JournalKind string
 
 const (
-	// A member's message was accepted as a turn (accepted).
+	// A member's message was accepted as a turn (body: TurnAccepted).
 	JournalKindTurnAccepted JournalKind = "TURN_ACCEPTED"
-	// A run of the turn started, or a recovery took a lost one over (started).
+	// A run of the turn started, or a recovery took a lost one over (body: TurnStart).
 	JournalKindTurnStarted JournalKind = "TURN_STARTED"
-	// Answer text as it streams (delta).
+	// Answer text as it streams (body: AnswerDelta).
 	JournalKindAnswerDelta JournalKind = "ANSWER_DELTA"
-	// The assistant asked the backend to run a tool (tool).
+	// The assistant asked the backend to run a tool (body: ToolRequested).
 	JournalKindToolRequested JournalKind = "TOOL_REQUESTED"
-	// The backend ran it, or refused (tool).
+	// The backend ran it, or refused (body: ToolCompleted).
 	JournalKindToolCompleted JournalKind = "TOOL_COMPLETED"
-	// An external effect waits for a member's decision (approvalRequest).
+	// An external effect waits for a member's decision (body: ApprovalRequest).
 	JournalKindApprovalRequested JournalKind = "APPROVAL_REQUESTED"
-	// The approval was decided or expired (approvalDecision).
+	// The approval was decided or expired (body: ApprovalDecisionRecord).
 	JournalKindApprovalDecided JournalKind = "APPROVAL_DECIDED"
-	// A steering instruction reached the run (steer).
+	// A steering instruction reached the run (body: SteerDelivered).
 	JournalKindSteerDelivered JournalKind = "STEER_DELIVERED"
-	// A steering instruction the turn ended before delivering (steer).
+	// A steering instruction the turn ended before delivering (body: SteerRejected).
 	JournalKindSteerRejected JournalKind = "STEER_REJECTED"
-	// The run saved its progress (checkpoint).
+	// The run saved its progress (body: CheckpointRecord).
 	JournalKindCheckpoint JournalKind = "CHECKPOINT"
-	// The run summarised older context to stay within its window (compaction).
+	// The run summarised older context to stay within its window (body: CompactionRecord).
 	JournalKindCompaction JournalKind = "COMPACTION"
-	// The final answer with its citations and artifacts (answer).
+	// The final answer with its citations and artifacts (body: TurnAnswer).
 	JournalKindTurnAnswer JournalKind = "TURN_ANSWER"
-	// The turn ended: exactly one per turn (terminal).
+	// The turn ended: exactly one per turn (body: TurnTerminal).
 	JournalKindTurnTerminal JournalKind = "TURN_TERMINAL"
-	// A member joined the room (membership).
+	// A member joined the room (body: MemberJoined).
 	JournalKindMemberJoined JournalKind = "MEMBER_JOINED"
-	// A member left or was removed (membership).
+	// A member left or was removed (body: MemberLeft).
 	JournalKindMemberLeft JournalKind = "MEMBER_LEFT"
 )
 
@@ -3288,6 +3431,893 @@ var AllJournalKind = []JournalKind{
 	JournalKindMemberJoined,
 	JournalKindMemberLeft,
 }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+//
+// JournalPayloadFields is implemented by the following types:
+// JournalPayloadFieldsAnswerDelta
+// JournalPayloadFieldsApprovalDecisionRecord
+// JournalPayloadFieldsApprovalRequest
+// JournalPayloadFieldsCheckpointRecord
+// JournalPayloadFieldsCompactionRecord
+// JournalPayloadFieldsMemberJoined
+// JournalPayloadFieldsMemberLeft
+// JournalPayloadFieldsSteerDelivered
+// JournalPayloadFieldsSteerRejected
+// JournalPayloadFieldsToolCompleted
+// JournalPayloadFieldsToolRequested
+// JournalPayloadFieldsTurnAccepted
+// JournalPayloadFieldsTurnAnswer
+// JournalPayloadFieldsTurnStart
+// JournalPayloadFieldsTurnTerminal
+type JournalPayloadFields interface {
+	implementsGraphQLInterfaceJournalPayloadFields()
+	// GetTypename returns the receiver's concrete GraphQL type-name (see interface doc for possible values).
+	GetTypename() *string
+}
+
+func (v *JournalPayloadFieldsAnswerDelta) implementsGraphQLInterfaceJournalPayloadFields() {}
+func (v *JournalPayloadFieldsApprovalDecisionRecord) implementsGraphQLInterfaceJournalPayloadFields() {
+}
+func (v *JournalPayloadFieldsApprovalRequest) implementsGraphQLInterfaceJournalPayloadFields()  {}
+func (v *JournalPayloadFieldsCheckpointRecord) implementsGraphQLInterfaceJournalPayloadFields() {}
+func (v *JournalPayloadFieldsCompactionRecord) implementsGraphQLInterfaceJournalPayloadFields() {}
+func (v *JournalPayloadFieldsMemberJoined) implementsGraphQLInterfaceJournalPayloadFields()     {}
+func (v *JournalPayloadFieldsMemberLeft) implementsGraphQLInterfaceJournalPayloadFields()       {}
+func (v *JournalPayloadFieldsSteerDelivered) implementsGraphQLInterfaceJournalPayloadFields()   {}
+func (v *JournalPayloadFieldsSteerRejected) implementsGraphQLInterfaceJournalPayloadFields()    {}
+func (v *JournalPayloadFieldsToolCompleted) implementsGraphQLInterfaceJournalPayloadFields()    {}
+func (v *JournalPayloadFieldsToolRequested) implementsGraphQLInterfaceJournalPayloadFields()    {}
+func (v *JournalPayloadFieldsTurnAccepted) implementsGraphQLInterfaceJournalPayloadFields()     {}
+func (v *JournalPayloadFieldsTurnAnswer) implementsGraphQLInterfaceJournalPayloadFields()       {}
+func (v *JournalPayloadFieldsTurnStart) implementsGraphQLInterfaceJournalPayloadFields()        {}
+func (v *JournalPayloadFieldsTurnTerminal) implementsGraphQLInterfaceJournalPayloadFields()     {}
+
+func __unmarshalJournalPayloadFields(b []byte, v *JournalPayloadFields) error {
+	if string(b) == "null" {
+		return nil
+	}
+
+	var tn struct {
+		TypeName string `json:"__typename"`
+	}
+	err := json.Unmarshal(b, &tn)
+	if err != nil {
+		return err
+	}
+
+	switch tn.TypeName {
+	case "AnswerDelta":
+		*v = new(JournalPayloadFieldsAnswerDelta)
+		return json.Unmarshal(b, *v)
+	case "ApprovalDecisionRecord":
+		*v = new(JournalPayloadFieldsApprovalDecisionRecord)
+		return json.Unmarshal(b, *v)
+	case "ApprovalRequest":
+		*v = new(JournalPayloadFieldsApprovalRequest)
+		return json.Unmarshal(b, *v)
+	case "CheckpointRecord":
+		*v = new(JournalPayloadFieldsCheckpointRecord)
+		return json.Unmarshal(b, *v)
+	case "CompactionRecord":
+		*v = new(JournalPayloadFieldsCompactionRecord)
+		return json.Unmarshal(b, *v)
+	case "MemberJoined":
+		*v = new(JournalPayloadFieldsMemberJoined)
+		return json.Unmarshal(b, *v)
+	case "MemberLeft":
+		*v = new(JournalPayloadFieldsMemberLeft)
+		return json.Unmarshal(b, *v)
+	case "SteerDelivered":
+		*v = new(JournalPayloadFieldsSteerDelivered)
+		return json.Unmarshal(b, *v)
+	case "SteerRejected":
+		*v = new(JournalPayloadFieldsSteerRejected)
+		return json.Unmarshal(b, *v)
+	case "ToolCompleted":
+		*v = new(JournalPayloadFieldsToolCompleted)
+		return json.Unmarshal(b, *v)
+	case "ToolRequested":
+		*v = new(JournalPayloadFieldsToolRequested)
+		return json.Unmarshal(b, *v)
+	case "TurnAccepted":
+		*v = new(JournalPayloadFieldsTurnAccepted)
+		return json.Unmarshal(b, *v)
+	case "TurnAnswer":
+		*v = new(JournalPayloadFieldsTurnAnswer)
+		return json.Unmarshal(b, *v)
+	case "TurnStart":
+		*v = new(JournalPayloadFieldsTurnStart)
+		return json.Unmarshal(b, *v)
+	case "TurnTerminal":
+		*v = new(JournalPayloadFieldsTurnTerminal)
+		return json.Unmarshal(b, *v)
+	case "":
+		return fmt.Errorf(
+			"response was missing JournalPayload.__typename")
+	default:
+		return fmt.Errorf(
+			`unexpected concrete type for JournalPayloadFields: "%v"`, tn.TypeName)
+	}
+}
+
+func __marshalJournalPayloadFields(v *JournalPayloadFields) ([]byte, error) {
+
+	var typename string
+	switch v := (*v).(type) {
+	case *JournalPayloadFieldsAnswerDelta:
+		typename = "AnswerDelta"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsAnswerDelta
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsApprovalDecisionRecord:
+		typename = "ApprovalDecisionRecord"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsApprovalDecisionRecord
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsApprovalRequest:
+		typename = "ApprovalRequest"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsApprovalRequest
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsCheckpointRecord:
+		typename = "CheckpointRecord"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsCheckpointRecord
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsCompactionRecord:
+		typename = "CompactionRecord"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsCompactionRecord
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsMemberJoined:
+		typename = "MemberJoined"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsMemberJoined
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsMemberLeft:
+		typename = "MemberLeft"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsMemberLeft
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsSteerDelivered:
+		typename = "SteerDelivered"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsSteerDelivered
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsSteerRejected:
+		typename = "SteerRejected"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsSteerRejected
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsToolCompleted:
+		typename = "ToolCompleted"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsToolCompleted
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsToolRequested:
+		typename = "ToolRequested"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsToolRequested
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsTurnAccepted:
+		typename = "TurnAccepted"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsTurnAccepted
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsTurnAnswer:
+		typename = "TurnAnswer"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsTurnAnswer
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsTurnStart:
+		typename = "TurnStart"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsTurnStart
+		}{typename, v}
+		return json.Marshal(result)
+	case *JournalPayloadFieldsTurnTerminal:
+		typename = "TurnTerminal"
+
+		result := struct {
+			TypeName string `json:"__typename"`
+			*JournalPayloadFieldsTurnTerminal
+		}{typename, v}
+		return json.Marshal(result)
+	case nil:
+		return []byte("null"), nil
+	default:
+		return nil, fmt.Errorf(
+			`unexpected concrete type for JournalPayloadFields: "%T"`, v)
+	}
+}
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsAnswerDelta struct {
+	Typename *string `json:"__typename"`
+	// Stable and unique: <conversation id>:<seq>, the id of its journal entry.
+	Id string `json:"id"`
+	// The turn.
+	TurnId string `json:"turnId"`
+	// Its journal position.
+	Seq int `json:"seq"`
+	// The run attempt that produced it; a new attempt starts its answer again at offset 0.
+	Attempt int `json:"attempt"`
+	// Where text starts in the attempt's answer.
+	Offset int `json:"offset"`
+	// The text.
+	Text string `json:"text"`
+}
+
+// GetTypename returns JournalPayloadFieldsAnswerDelta.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetTypename() *string { return v.Typename }
+
+// GetId returns JournalPayloadFieldsAnswerDelta.Id, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetId() string { return v.Id }
+
+// GetTurnId returns JournalPayloadFieldsAnswerDelta.TurnId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetTurnId() string { return v.TurnId }
+
+// GetSeq returns JournalPayloadFieldsAnswerDelta.Seq, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetSeq() int { return v.Seq }
+
+// GetAttempt returns JournalPayloadFieldsAnswerDelta.Attempt, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetAttempt() int { return v.Attempt }
+
+// GetOffset returns JournalPayloadFieldsAnswerDelta.Offset, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetOffset() int { return v.Offset }
+
+// GetText returns JournalPayloadFieldsAnswerDelta.Text, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsAnswerDelta) GetText() string { return v.Text }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsApprovalDecisionRecord struct {
+	Typename *string `json:"__typename"`
+	// The approval.
+	ApprovalId string `json:"approvalId"`
+	// APPROVED, REJECTED or EXPIRED.
+	State ApprovalState `json:"state"`
+	// The member who decided; null when it expired.
+	DecidedBy *string `json:"decidedBy"`
+}
+
+// GetTypename returns JournalPayloadFieldsApprovalDecisionRecord.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalDecisionRecord) GetTypename() *string { return v.Typename }
+
+// GetApprovalId returns JournalPayloadFieldsApprovalDecisionRecord.ApprovalId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalDecisionRecord) GetApprovalId() string { return v.ApprovalId }
+
+// GetState returns JournalPayloadFieldsApprovalDecisionRecord.State, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalDecisionRecord) GetState() ApprovalState { return v.State }
+
+// GetDecidedBy returns JournalPayloadFieldsApprovalDecisionRecord.DecidedBy, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalDecisionRecord) GetDecidedBy() *string { return v.DecidedBy }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsApprovalRequest struct {
+	Typename *string `json:"__typename"`
+	// The approval to decide with decideApproval.
+	ApprovalId string `json:"approvalId"`
+	// The proposed tool.
+	Tool string `json:"tool"`
+	// The proposed call's arguments (secrets and personal data redacted).
+	Arguments json.RawMessage `json:"arguments"`
+	// When it expires undecided.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// GetTypename returns JournalPayloadFieldsApprovalRequest.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalRequest) GetTypename() *string { return v.Typename }
+
+// GetApprovalId returns JournalPayloadFieldsApprovalRequest.ApprovalId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalRequest) GetApprovalId() string { return v.ApprovalId }
+
+// GetTool returns JournalPayloadFieldsApprovalRequest.Tool, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalRequest) GetTool() string { return v.Tool }
+
+// GetArguments returns JournalPayloadFieldsApprovalRequest.Arguments, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalRequest) GetArguments() json.RawMessage { return v.Arguments }
+
+// GetExpiresAt returns JournalPayloadFieldsApprovalRequest.ExpiresAt, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsApprovalRequest) GetExpiresAt() time.Time { return v.ExpiresAt }
+
+// JournalPayloadFieldsArtifactsAnswerArtifact includes the requested fields of the GraphQL type AnswerArtifact.
+// The GraphQL type's documentation follows.
+//
+// An artifact an answer references.
+type JournalPayloadFieldsArtifactsAnswerArtifact struct {
+	AnswerArtifactFields `json:"-"`
+}
+
+// GetId returns JournalPayloadFieldsArtifactsAnswerArtifact.Id, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetId() string {
+	return v.AnswerArtifactFields.Id
+}
+
+// GetArtifactId returns JournalPayloadFieldsArtifactsAnswerArtifact.ArtifactId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetArtifactId() string {
+	return v.AnswerArtifactFields.ArtifactId
+}
+
+// GetResourceId returns JournalPayloadFieldsArtifactsAnswerArtifact.ResourceId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetResourceId() *string {
+	return v.AnswerArtifactFields.ResourceId
+}
+
+// GetName returns JournalPayloadFieldsArtifactsAnswerArtifact.Name, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetName() string {
+	return v.AnswerArtifactFields.Name
+}
+
+// GetMediaType returns JournalPayloadFieldsArtifactsAnswerArtifact.MediaType, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetMediaType() string {
+	return v.AnswerArtifactFields.MediaType
+}
+
+// GetSize returns JournalPayloadFieldsArtifactsAnswerArtifact.Size, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetSize() int {
+	return v.AnswerArtifactFields.Size
+}
+
+// GetSha256 returns JournalPayloadFieldsArtifactsAnswerArtifact.Sha256, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetSha256() string {
+	return v.AnswerArtifactFields.Sha256
+}
+
+// GetDownloadUrl returns JournalPayloadFieldsArtifactsAnswerArtifact.DownloadUrl, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) GetDownloadUrl() string {
+	return v.AnswerArtifactFields.DownloadUrl
+}
+
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*JournalPayloadFieldsArtifactsAnswerArtifact
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.JournalPayloadFieldsArtifactsAnswerArtifact = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.AnswerArtifactFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalJournalPayloadFieldsArtifactsAnswerArtifact struct {
+	Id string `json:"id"`
+
+	ArtifactId string `json:"artifactId"`
+
+	ResourceId *string `json:"resourceId"`
+
+	Name string `json:"name"`
+
+	MediaType string `json:"mediaType"`
+
+	Size int `json:"size"`
+
+	Sha256 string `json:"sha256"`
+
+	DownloadUrl string `json:"downloadUrl"`
+}
+
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *JournalPayloadFieldsArtifactsAnswerArtifact) __premarshalJSON() (*__premarshalJournalPayloadFieldsArtifactsAnswerArtifact, error) {
+	var retval __premarshalJournalPayloadFieldsArtifactsAnswerArtifact
+
+	retval.Id = v.AnswerArtifactFields.Id
+	retval.ArtifactId = v.AnswerArtifactFields.ArtifactId
+	retval.ResourceId = v.AnswerArtifactFields.ResourceId
+	retval.Name = v.AnswerArtifactFields.Name
+	retval.MediaType = v.AnswerArtifactFields.MediaType
+	retval.Size = v.AnswerArtifactFields.Size
+	retval.Sha256 = v.AnswerArtifactFields.Sha256
+	retval.DownloadUrl = v.AnswerArtifactFields.DownloadUrl
+	return &retval, nil
+}
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsCheckpointRecord struct {
+	Typename *string `json:"__typename"`
+	// Model steps taken.
+	Steps int `json:"steps"`
+	// Tool calls made.
+	ToolCalls int `json:"toolCalls"`
+	// Messages in the run's context.
+	Messages int `json:"messages"`
+}
+
+// GetTypename returns JournalPayloadFieldsCheckpointRecord.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCheckpointRecord) GetTypename() *string { return v.Typename }
+
+// GetSteps returns JournalPayloadFieldsCheckpointRecord.Steps, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCheckpointRecord) GetSteps() int { return v.Steps }
+
+// GetToolCalls returns JournalPayloadFieldsCheckpointRecord.ToolCalls, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCheckpointRecord) GetToolCalls() int { return v.ToolCalls }
+
+// GetMessages returns JournalPayloadFieldsCheckpointRecord.Messages, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCheckpointRecord) GetMessages() int { return v.Messages }
+
+// JournalPayloadFieldsCitationsCitation includes the requested fields of the GraphQL type Citation.
+// The GraphQL type's documentation follows.
+//
+// A source an answer cites, with its lineage.
+type JournalPayloadFieldsCitationsCitation struct {
+	CitationFields `json:"-"`
+}
+
+// GetId returns JournalPayloadFieldsCitationsCitation.Id, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetId() string { return v.CitationFields.Id }
+
+// GetRef returns JournalPayloadFieldsCitationsCitation.Ref, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetRef() string { return v.CitationFields.Ref }
+
+// GetDocumentId returns JournalPayloadFieldsCitationsCitation.DocumentId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetDocumentId() *string {
+	return v.CitationFields.DocumentId
+}
+
+// GetSource returns JournalPayloadFieldsCitationsCitation.Source, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetSource() string { return v.CitationFields.Source }
+
+// GetPassage returns JournalPayloadFieldsCitationsCitation.Passage, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetPassage() string { return v.CitationFields.Passage }
+
+// GetDigest returns JournalPayloadFieldsCitationsCitation.Digest, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCitationsCitation) GetDigest() *string { return v.CitationFields.Digest }
+
+func (v *JournalPayloadFieldsCitationsCitation) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*JournalPayloadFieldsCitationsCitation
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.JournalPayloadFieldsCitationsCitation = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.CitationFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalJournalPayloadFieldsCitationsCitation struct {
+	Id string `json:"id"`
+
+	Ref string `json:"ref"`
+
+	DocumentId *string `json:"documentId"`
+
+	Source string `json:"source"`
+
+	Passage string `json:"passage"`
+
+	Digest *string `json:"digest"`
+}
+
+func (v *JournalPayloadFieldsCitationsCitation) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *JournalPayloadFieldsCitationsCitation) __premarshalJSON() (*__premarshalJournalPayloadFieldsCitationsCitation, error) {
+	var retval __premarshalJournalPayloadFieldsCitationsCitation
+
+	retval.Id = v.CitationFields.Id
+	retval.Ref = v.CitationFields.Ref
+	retval.DocumentId = v.CitationFields.DocumentId
+	retval.Source = v.CitationFields.Source
+	retval.Passage = v.CitationFields.Passage
+	retval.Digest = v.CitationFields.Digest
+	return &retval, nil
+}
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsCompactionRecord struct {
+	Typename *string `json:"__typename"`
+	// Messages replaced by the summary.
+	Summarised int `json:"summarised"`
+	// Context tokens before.
+	TokensBefore int `json:"tokensBefore"`
+	// Context tokens after.
+	TokensAfter int `json:"tokensAfter"`
+	// Set when the summary is the room's: the journal position of the last turn it covers. Later turns read it in place of those turns and extend it from there.
+	Through *int `json:"through"`
+	// How many of the room's turns the room's summary covers (with through).
+	Turns *int `json:"turns"`
+	// True on the entry that records a run starting from the room's stored summary (nothing was summarised).
+	Reused bool `json:"reused"`
+}
+
+// GetTypename returns JournalPayloadFieldsCompactionRecord.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetTypename() *string { return v.Typename }
+
+// GetSummarised returns JournalPayloadFieldsCompactionRecord.Summarised, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetSummarised() int { return v.Summarised }
+
+// GetTokensBefore returns JournalPayloadFieldsCompactionRecord.TokensBefore, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetTokensBefore() int { return v.TokensBefore }
+
+// GetTokensAfter returns JournalPayloadFieldsCompactionRecord.TokensAfter, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetTokensAfter() int { return v.TokensAfter }
+
+// GetThrough returns JournalPayloadFieldsCompactionRecord.Through, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetThrough() *int { return v.Through }
+
+// GetTurns returns JournalPayloadFieldsCompactionRecord.Turns, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetTurns() *int { return v.Turns }
+
+// GetReused returns JournalPayloadFieldsCompactionRecord.Reused, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsCompactionRecord) GetReused() bool { return v.Reused }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsMemberJoined struct {
+	Typename *string `json:"__typename"`
+	// The member who joined.
+	MemberId string `json:"memberId"`
+	// The room's audience version after the change.
+	AudienceVersion int `json:"audienceVersion"`
+}
+
+// GetTypename returns JournalPayloadFieldsMemberJoined.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberJoined) GetTypename() *string { return v.Typename }
+
+// GetMemberId returns JournalPayloadFieldsMemberJoined.MemberId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberJoined) GetMemberId() string { return v.MemberId }
+
+// GetAudienceVersion returns JournalPayloadFieldsMemberJoined.AudienceVersion, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberJoined) GetAudienceVersion() int { return v.AudienceVersion }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsMemberLeft struct {
+	Typename *string `json:"__typename"`
+	// The member who left.
+	MemberId string `json:"memberId"`
+	// The room's audience version after the change.
+	AudienceVersion int `json:"audienceVersion"`
+}
+
+// GetTypename returns JournalPayloadFieldsMemberLeft.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberLeft) GetTypename() *string { return v.Typename }
+
+// GetMemberId returns JournalPayloadFieldsMemberLeft.MemberId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberLeft) GetMemberId() string { return v.MemberId }
+
+// GetAudienceVersion returns JournalPayloadFieldsMemberLeft.AudienceVersion, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsMemberLeft) GetAudienceVersion() int { return v.AudienceVersion }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsSteerDelivered struct {
+	Typename *string `json:"__typename"`
+	// The client's command id.
+	CommandId string `json:"commandId"`
+	// The member who steered.
+	ActorId string `json:"actorId"`
+	// The instruction.
+	Text string `json:"text"`
+}
+
+// GetTypename returns JournalPayloadFieldsSteerDelivered.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerDelivered) GetTypename() *string { return v.Typename }
+
+// GetCommandId returns JournalPayloadFieldsSteerDelivered.CommandId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerDelivered) GetCommandId() string { return v.CommandId }
+
+// GetActorId returns JournalPayloadFieldsSteerDelivered.ActorId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerDelivered) GetActorId() string { return v.ActorId }
+
+// GetText returns JournalPayloadFieldsSteerDelivered.Text, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerDelivered) GetText() string { return v.Text }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsSteerRejected struct {
+	Typename *string `json:"__typename"`
+	// The client's command id.
+	CommandId string `json:"commandId"`
+	// The member who steered.
+	ActorId string `json:"actorId"`
+	// The instruction.
+	Text string `json:"text"`
+	// How the turn ended, which left the instruction undelivered.
+	Terminal *JournalPayloadFieldsTerminalTurnTerminal `json:"terminal"`
+}
+
+// GetTypename returns JournalPayloadFieldsSteerRejected.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerRejected) GetTypename() *string { return v.Typename }
+
+// GetCommandId returns JournalPayloadFieldsSteerRejected.CommandId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerRejected) GetCommandId() string { return v.CommandId }
+
+// GetActorId returns JournalPayloadFieldsSteerRejected.ActorId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerRejected) GetActorId() string { return v.ActorId }
+
+// GetText returns JournalPayloadFieldsSteerRejected.Text, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerRejected) GetText() string { return v.Text }
+
+// GetTerminal returns JournalPayloadFieldsSteerRejected.Terminal, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsSteerRejected) GetTerminal() *JournalPayloadFieldsTerminalTurnTerminal {
+	return v.Terminal
+}
+
+// JournalPayloadFieldsTerminalTurnTerminal includes the requested fields of the GraphQL type TurnTerminal.
+// The GraphQL type's documentation follows.
+//
+// How a turn ended: its outcome and why.
+type JournalPayloadFieldsTerminalTurnTerminal struct {
+	// COMPLETED, FAILED or CANCELLED.
+	Outcome TurnState `json:"outcome"`
+	// Why.
+	Reason TerminalReason `json:"reason"`
+}
+
+// GetOutcome returns JournalPayloadFieldsTerminalTurnTerminal.Outcome, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTerminalTurnTerminal) GetOutcome() TurnState { return v.Outcome }
+
+// GetReason returns JournalPayloadFieldsTerminalTurnTerminal.Reason, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTerminalTurnTerminal) GetReason() TerminalReason { return v.Reason }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsToolCompleted struct {
+	Typename *string `json:"__typename"`
+	// The call's id, shared with its ToolRequested.
+	CallId string `json:"callId"`
+	// The tool's name.
+	Name string `json:"name"`
+	// ok, or why not (forbidden, refused, bad_arguments, failed, not_found, ...).
+	Status string `json:"status"`
+	// The size of the result the assistant received.
+	Bytes int `json:"bytes"`
+	// The citation references the result offered, as the caller may read them (the answer cites some of them).
+	CitationRefs []string `json:"citationRefs"`
+}
+
+// GetTypename returns JournalPayloadFieldsToolCompleted.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetTypename() *string { return v.Typename }
+
+// GetCallId returns JournalPayloadFieldsToolCompleted.CallId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetCallId() string { return v.CallId }
+
+// GetName returns JournalPayloadFieldsToolCompleted.Name, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetName() string { return v.Name }
+
+// GetStatus returns JournalPayloadFieldsToolCompleted.Status, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetStatus() string { return v.Status }
+
+// GetBytes returns JournalPayloadFieldsToolCompleted.Bytes, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetBytes() int { return v.Bytes }
+
+// GetCitationRefs returns JournalPayloadFieldsToolCompleted.CitationRefs, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolCompleted) GetCitationRefs() []string { return v.CitationRefs }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsToolRequested struct {
+	Typename *string `json:"__typename"`
+	// The call's id, shared with its ToolCompleted.
+	CallId string `json:"callId"`
+	// The tool's name.
+	Name string `json:"name"`
+	// The call's arguments (secrets and personal data redacted): a JSON value, a string when the model wrote no valid JSON.
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// GetTypename returns JournalPayloadFieldsToolRequested.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolRequested) GetTypename() *string { return v.Typename }
+
+// GetCallId returns JournalPayloadFieldsToolRequested.CallId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolRequested) GetCallId() string { return v.CallId }
+
+// GetName returns JournalPayloadFieldsToolRequested.Name, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolRequested) GetName() string { return v.Name }
+
+// GetArguments returns JournalPayloadFieldsToolRequested.Arguments, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsToolRequested) GetArguments() json.RawMessage { return v.Arguments }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsTurnAccepted struct {
+	Typename *string `json:"__typename"`
+	// The author's member id.
+	AuthorId string `json:"authorId"`
+	// The author's display name when the message was accepted.
+	AuthorName string `json:"authorName"`
+}
+
+// GetTypename returns JournalPayloadFieldsTurnAccepted.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAccepted) GetTypename() *string { return v.Typename }
+
+// GetAuthorId returns JournalPayloadFieldsTurnAccepted.AuthorId, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAccepted) GetAuthorId() string { return v.AuthorId }
+
+// GetAuthorName returns JournalPayloadFieldsTurnAccepted.AuthorName, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAccepted) GetAuthorName() string { return v.AuthorName }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsTurnAnswer struct {
+	Typename *string `json:"__typename"`
+	// The answer text (Markdown).
+	Text string `json:"text"`
+	// The sources it cites that the caller may read now.
+	Citations []*JournalPayloadFieldsCitationsCitation `json:"citations"`
+	// The artifacts it references.
+	Artifacts []*JournalPayloadFieldsArtifactsAnswerArtifact `json:"artifacts"`
+}
+
+// GetTypename returns JournalPayloadFieldsTurnAnswer.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAnswer) GetTypename() *string { return v.Typename }
+
+// GetText returns JournalPayloadFieldsTurnAnswer.Text, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAnswer) GetText() string { return v.Text }
+
+// GetCitations returns JournalPayloadFieldsTurnAnswer.Citations, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAnswer) GetCitations() []*JournalPayloadFieldsCitationsCitation {
+	return v.Citations
+}
+
+// GetArtifacts returns JournalPayloadFieldsTurnAnswer.Artifacts, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnAnswer) GetArtifacts() []*JournalPayloadFieldsArtifactsAnswerArtifact {
+	return v.Artifacts
+}
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsTurnStart struct {
+	Typename *string `json:"__typename"`
+	// The attempt this run is: 1, more after a recovery.
+	Attempt int `json:"attempt"`
+	// The version of the agent the turn runs.
+	AgentVersion int `json:"agentVersion"`
+	// Whether this run took over one that was lost.
+	Recovered bool `json:"recovered"`
+}
+
+// GetTypename returns JournalPayloadFieldsTurnStart.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnStart) GetTypename() *string { return v.Typename }
+
+// GetAttempt returns JournalPayloadFieldsTurnStart.Attempt, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnStart) GetAttempt() int { return v.Attempt }
+
+// GetAgentVersion returns JournalPayloadFieldsTurnStart.AgentVersion, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnStart) GetAgentVersion() int { return v.AgentVersion }
+
+// GetRecovered returns JournalPayloadFieldsTurnStart.Recovered, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnStart) GetRecovered() bool { return v.Recovered }
+
+// What a journal entry records, one type per kind: switch on __typename
+// (TypeScript narrows each case to its member; Go gets the interface
+// JournalPayloadFields with one type per member). Every member's fields
+// are selected, so a case reads all its kind has.
+type JournalPayloadFieldsTurnTerminal struct {
+	Typename *string `json:"__typename"`
+	// COMPLETED, FAILED or CANCELLED.
+	Outcome TurnState `json:"outcome"`
+	// Why.
+	Reason TerminalReason `json:"reason"`
+}
+
+// GetTypename returns JournalPayloadFieldsTurnTerminal.Typename, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnTerminal) GetTypename() *string { return v.Typename }
+
+// GetOutcome returns JournalPayloadFieldsTurnTerminal.Outcome, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnTerminal) GetOutcome() TurnState { return v.Outcome }
+
+// GetReason returns JournalPayloadFieldsTurnTerminal.Reason, and is useful for accessing the field via an interface.
+func (v *JournalPayloadFieldsTurnTerminal) GetReason() TerminalReason { return v.Reason }
 
 // JournalResponse is returned by Journal on success.
 type JournalResponse struct {
@@ -3753,9 +4783,9 @@ func (v *RevokePermissionRevokePermissionAdminMember) __premarshalJSON() (*__pre
 // RoomJournalJournalJournalEntry includes the requested fields of the GraphQL type JournalEntry.
 // The GraphQL type's documentation follows.
 //
-// One entry of a conversation's journal, as the caller may read it. The
-// field named for the entry's kind (see JournalKind) is set; the others are
-// null.
+// One entry of a conversation's journal, as the caller may read it. Its
+// body is what it records, typed by its kind (see JournalKind): switch on
+// body.__typename.
 type RoomJournalJournalJournalEntry struct {
 	EntryFields `json:"-"`
 }
@@ -3788,6 +4818,9 @@ func (v *RoomJournalJournalJournalEntry) GetText() *string { return v.EntryField
 
 // GetCreatedAt returns RoomJournalJournalJournalEntry.CreatedAt, and is useful for accessing the field via an interface.
 func (v *RoomJournalJournalJournalEntry) GetCreatedAt() time.Time { return v.EntryFields.CreatedAt }
+
+// GetBody returns RoomJournalJournalJournalEntry.Body, and is useful for accessing the field via an interface.
+func (v *RoomJournalJournalJournalEntry) GetBody() JournalPayloadFields { return v.EntryFields.Body }
 
 // GetAccepted returns RoomJournalJournalJournalEntry.Accepted, and is useful for accessing the field via an interface.
 func (v *RoomJournalJournalJournalEntry) GetAccepted() *EntryFieldsAcceptedTurnAccepted {
@@ -3883,6 +4916,8 @@ type __premarshalRoomJournalJournalJournalEntry struct {
 
 	CreatedAt time.Time `json:"createdAt"`
 
+	Body json.RawMessage `json:"body"`
+
 	Accepted *EntryFieldsAcceptedTurnAccepted `json:"accepted"`
 
 	Started *EntryFieldsStartedTurnStart `json:"started"`
@@ -3924,6 +4959,18 @@ func (v *RoomJournalJournalJournalEntry) __premarshalJSON() (*__premarshalRoomJo
 	retval.ActorId = v.EntryFields.ActorId
 	retval.Text = v.EntryFields.Text
 	retval.CreatedAt = v.EntryFields.CreatedAt
+	{
+
+		dst := &retval.Body
+		src := v.EntryFields.Body
+		var err error
+		*dst, err = __marshalJournalPayloadFields(
+			&src)
+		if err != nil {
+			return nil, fmt.Errorf(
+				"unable to marshal RoomJournalJournalJournalEntry.EntryFields.Body: %w", err)
+		}
+	}
 	retval.Accepted = v.EntryFields.Accepted
 	retval.Started = v.EntryFields.Started
 	retval.Delta = v.EntryFields.Delta
@@ -4394,7 +5441,8 @@ type SubmitMessageInput struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 	// Route this one turn to a specialist of the caller's effective roster
 	// (the agent's roster that the caller configured): 1 to 64 characters of
-	// a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+	// a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+	// omitted (clients that send unset optional strings as "" route nowhere).
 	Specialist *string `json:"specialist,omitempty"`
 	// When given, exactly the documents the turn may see: at most 20, each one
 	// the caller may read now (otherwise NOT_FOUND). Omitted, the turn may see
@@ -6521,6 +7569,10 @@ fragment EntryFields on JournalEntry {
 	actorId
 	text
 	createdAt
+	body {
+		__typename
+		... JournalPayloadFields
+	}
 	accepted {
 		authorId
 		authorName
@@ -6577,6 +7629,97 @@ fragment EntryFields on JournalEntry {
 		reason
 	}
 	membership {
+		memberId
+		audienceVersion
+	}
+}
+fragment JournalPayloadFields on JournalPayload {
+	__typename
+	... on TurnAccepted {
+		authorId
+		authorName
+	}
+	... on TurnStart {
+		attempt
+		agentVersion
+		recovered
+	}
+	... on AnswerDelta {
+		id
+		turnId
+		seq
+		attempt
+		offset
+		text
+	}
+	... on ToolRequested {
+		callId
+		name
+		arguments
+	}
+	... on ToolCompleted {
+		callId
+		name
+		status
+		bytes
+		citationRefs
+	}
+	... on ApprovalRequest {
+		approvalId
+		tool
+		arguments
+		expiresAt
+	}
+	... on ApprovalDecisionRecord {
+		approvalId
+		state
+		decidedBy
+	}
+	... on SteerDelivered {
+		commandId
+		actorId
+		text
+	}
+	... on SteerRejected {
+		commandId
+		actorId
+		text
+		terminal {
+			outcome
+			reason
+		}
+	}
+	... on CheckpointRecord {
+		steps
+		toolCalls
+		messages
+	}
+	... on CompactionRecord {
+		summarised
+		tokensBefore
+		tokensAfter
+		through
+		turns
+		reused
+	}
+	... on TurnAnswer {
+		text
+		citations {
+			... CitationFields
+		}
+		artifacts {
+			... AnswerArtifactFields
+		}
+	}
+	... on TurnTerminal {
+		outcome
+		reason
+	}
+	... on MemberJoined {
+		memberId
+		audienceVersion
+	}
+	... on MemberLeft {
 		memberId
 		audienceVersion
 	}
@@ -6806,6 +7949,10 @@ fragment EntryFields on JournalEntry {
 	actorId
 	text
 	createdAt
+	body {
+		__typename
+		... JournalPayloadFields
+	}
 	accepted {
 		authorId
 		authorName
@@ -6862,6 +8009,97 @@ fragment EntryFields on JournalEntry {
 		reason
 	}
 	membership {
+		memberId
+		audienceVersion
+	}
+}
+fragment JournalPayloadFields on JournalPayload {
+	__typename
+	... on TurnAccepted {
+		authorId
+		authorName
+	}
+	... on TurnStart {
+		attempt
+		agentVersion
+		recovered
+	}
+	... on AnswerDelta {
+		id
+		turnId
+		seq
+		attempt
+		offset
+		text
+	}
+	... on ToolRequested {
+		callId
+		name
+		arguments
+	}
+	... on ToolCompleted {
+		callId
+		name
+		status
+		bytes
+		citationRefs
+	}
+	... on ApprovalRequest {
+		approvalId
+		tool
+		arguments
+		expiresAt
+	}
+	... on ApprovalDecisionRecord {
+		approvalId
+		state
+		decidedBy
+	}
+	... on SteerDelivered {
+		commandId
+		actorId
+		text
+	}
+	... on SteerRejected {
+		commandId
+		actorId
+		text
+		terminal {
+			outcome
+			reason
+		}
+	}
+	... on CheckpointRecord {
+		steps
+		toolCalls
+		messages
+	}
+	... on CompactionRecord {
+		summarised
+		tokensBefore
+		tokensAfter
+		through
+		turns
+		reused
+	}
+	... on TurnAnswer {
+		text
+		citations {
+			... CitationFields
+		}
+		artifacts {
+			... AnswerArtifactFields
+		}
+	}
+	... on TurnTerminal {
+		outcome
+		reason
+	}
+	... on MemberJoined {
+		memberId
+		audienceVersion
+	}
+	... on MemberLeft {
 		memberId
 		audienceVersion
 	}

@@ -228,6 +228,7 @@ type ComplexityRoot struct {
 		ApprovalDecision func(childComplexity int) int
 		ApprovalRequest  func(childComplexity int) int
 		Attempt          func(childComplexity int) int
+		Body             func(childComplexity int) int
 		Checkpoint       func(childComplexity int) int
 		Compaction       func(childComplexity int) int
 		ConversationID   func(childComplexity int) int
@@ -256,6 +257,16 @@ type ComplexityRoot struct {
 		DisplayName func(childComplexity int) int
 		Email       func(childComplexity int) int
 		ID          func(childComplexity int) int
+	}
+
+	MemberJoined struct {
+		AudienceVersion func(childComplexity int) int
+		MemberID        func(childComplexity int) int
+	}
+
+	MemberLeft struct {
+		AudienceVersion func(childComplexity int) int
+		MemberID        func(childComplexity int) int
 	}
 
 	MembershipChange struct {
@@ -338,6 +349,7 @@ type ComplexityRoot struct {
 		DocumentsConnection func(childComplexity int, first *int64, after *string, query *string) int
 		Journal             func(childComplexity int, conversationID string, after *int64, first *int64) int
 		Me                  func(childComplexity int) int
+		Node                func(childComplexity int, id string) int
 		Turn                func(childComplexity int, id string) int
 	}
 
@@ -349,10 +361,23 @@ type ComplexityRoot struct {
 		WithheldTurns func(childComplexity int) int
 	}
 
+	SteerDelivered struct {
+		ActorID   func(childComplexity int) int
+		CommandID func(childComplexity int) int
+		Text      func(childComplexity int) int
+	}
+
 	SteerRecord struct {
 		ActorID   func(childComplexity int) int
 		CommandID func(childComplexity int) int
 		State     func(childComplexity int) int
+		Text      func(childComplexity int) int
+	}
+
+	SteerRejected struct {
+		ActorID   func(childComplexity int) int
+		CommandID func(childComplexity int) int
+		Terminal  func(childComplexity int) int
 		Text      func(childComplexity int) int
 	}
 
@@ -374,6 +399,20 @@ type ComplexityRoot struct {
 		Citations func(childComplexity int) int
 		Name      func(childComplexity int) int
 		Status    func(childComplexity int) int
+	}
+
+	ToolCompleted struct {
+		Bytes        func(childComplexity int) int
+		CallID       func(childComplexity int) int
+		CitationRefs func(childComplexity int) int
+		Name         func(childComplexity int) int
+		Status       func(childComplexity int) int
+	}
+
+	ToolRequested struct {
+		Arguments func(childComplexity int) int
+		CallID    func(childComplexity int) int
+		Name      func(childComplexity int) int
 	}
 
 	Turn struct {
@@ -467,6 +506,7 @@ type MutationResolver interface {
 }
 type QueryResolver interface {
 	Me(ctx context.Context) (*model.Member, error)
+	Node(ctx context.Context, id string) (model.Node, error)
 	Conversation(ctx context.Context, id string) (*model.Conversation, error)
 	Conversations(ctx context.Context, first *int64, after *string) (*model.ConversationConnection, error)
 	Turn(ctx context.Context, id string) (*model.Turn, error)
@@ -1227,6 +1267,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.JournalEntry.Attempt(childComplexity), true
+	case "JournalEntry.body":
+		if e.ComplexityRoot.JournalEntry.Body == nil {
+			break
+		}
+
+		return e.ComplexityRoot.JournalEntry.Body(childComplexity), true
 	case "JournalEntry.checkpoint":
 		if e.ComplexityRoot.JournalEntry.Checkpoint == nil {
 			break
@@ -1361,6 +1407,32 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Member.ID(childComplexity), true
+
+	case "MemberJoined.audienceVersion":
+		if e.ComplexityRoot.MemberJoined.AudienceVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberJoined.AudienceVersion(childComplexity), true
+	case "MemberJoined.memberId":
+		if e.ComplexityRoot.MemberJoined.MemberID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberJoined.MemberID(childComplexity), true
+
+	case "MemberLeft.audienceVersion":
+		if e.ComplexityRoot.MemberLeft.AudienceVersion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberLeft.AudienceVersion(childComplexity), true
+	case "MemberLeft.memberId":
+		if e.ComplexityRoot.MemberLeft.MemberID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MemberLeft.MemberID(childComplexity), true
 
 	case "MembershipChange.audienceVersion":
 		if e.ComplexityRoot.MembershipChange.AudienceVersion == nil {
@@ -1875,6 +1947,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.node":
+		if e.ComplexityRoot.Query.Node == nil {
+			break
+		}
+
+		args, err := ec.field_Query_node_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Node(childComplexity, args["id"].(string)), true
 	case "Query.turn":
 		if e.ComplexityRoot.Query.Turn == nil {
 			break
@@ -1918,6 +2001,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RoomMember.WithheldTurns(childComplexity), true
 
+	case "SteerDelivered.actorId":
+		if e.ComplexityRoot.SteerDelivered.ActorID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerDelivered.ActorID(childComplexity), true
+	case "SteerDelivered.commandId":
+		if e.ComplexityRoot.SteerDelivered.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerDelivered.CommandID(childComplexity), true
+	case "SteerDelivered.text":
+		if e.ComplexityRoot.SteerDelivered.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerDelivered.Text(childComplexity), true
+
 	case "SteerRecord.actorId":
 		if e.ComplexityRoot.SteerRecord.ActorID == nil {
 			break
@@ -1942,6 +2044,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.SteerRecord.Text(childComplexity), true
+
+	case "SteerRejected.actorId":
+		if e.ComplexityRoot.SteerRejected.ActorID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRejected.ActorID(childComplexity), true
+	case "SteerRejected.commandId":
+		if e.ComplexityRoot.SteerRejected.CommandID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRejected.CommandID(childComplexity), true
+	case "SteerRejected.terminal":
+		if e.ComplexityRoot.SteerRejected.Terminal == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRejected.Terminal(childComplexity), true
+	case "SteerRejected.text":
+		if e.ComplexityRoot.SteerRejected.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SteerRejected.Text(childComplexity), true
 
 	case "SteerResult.commandId":
 		if e.ComplexityRoot.SteerResult.CommandID == nil {
@@ -2021,6 +2148,56 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ToolActivity.Status(childComplexity), true
+
+	case "ToolCompleted.bytes":
+		if e.ComplexityRoot.ToolCompleted.Bytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCompleted.Bytes(childComplexity), true
+	case "ToolCompleted.callId":
+		if e.ComplexityRoot.ToolCompleted.CallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCompleted.CallID(childComplexity), true
+	case "ToolCompleted.citationRefs":
+		if e.ComplexityRoot.ToolCompleted.CitationRefs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCompleted.CitationRefs(childComplexity), true
+	case "ToolCompleted.name":
+		if e.ComplexityRoot.ToolCompleted.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCompleted.Name(childComplexity), true
+	case "ToolCompleted.status":
+		if e.ComplexityRoot.ToolCompleted.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolCompleted.Status(childComplexity), true
+
+	case "ToolRequested.arguments":
+		if e.ComplexityRoot.ToolRequested.Arguments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolRequested.Arguments(childComplexity), true
+	case "ToolRequested.callId":
+		if e.ComplexityRoot.ToolRequested.CallID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolRequested.CallID(childComplexity), true
+	case "ToolRequested.name":
+		if e.ComplexityRoot.ToolRequested.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ToolRequested.Name(childComplexity), true
 
 	case "Turn.answer":
 		if e.ComplexityRoot.Turn.Answer == nil {
@@ -2366,6 +2543,17 @@ type Query {
   "The member the identity envelope names."
   me: Member!
   """
+  Any object with a global id (Relay's refetch, normalised caches), as
+  the caller may read it now: a conversation, a turn, an approval, a
+  journal entry, an artifact or a room member, each authorised as its own
+  read is. Null when nothing with that id exists or the caller may not
+  read it: the two are indistinguishable.
+  """
+  node(
+    "The object's id, as its id field gave it."
+    id: ID!
+  ): Node
+  """
   A conversation the caller is a member of, by any of its server-owned
   names: the room UUID, its WEB_ channel or its public key. Only complete
   names match.
@@ -2541,6 +2729,18 @@ type Subscription {
   ): AnswerDelta!
 }
 
+"""
+An object with a global id: Query.node(id) reads it again. Ids are the
+ones each type has always had (a conversation's, a turn's, an approval's
+and an artifact's are bare UUIDs, unique across those tables; a journal
+entry's is <conversation id>:<seq>; a room member's is <conversation
+id>:<member id>), so no id a client holds changes.
+"""
+interface Node {
+  "Unique among every object that implements Node."
+  id: ID!
+}
+
 "A person of the organisation, as the identity provider names them."
 type Member {
   "The member's id."
@@ -2568,7 +2768,7 @@ enum RoomRole {
 }
 
 "A room: a conversation of one member or several with the assistant."
-type Conversation {
+type Conversation implements Node {
   "The room UUID."
   id: ID!
   "A server-owned public name of the room, usable wherever a conversation id is."
@@ -2594,7 +2794,7 @@ type Conversation {
 }
 
 "A member's place in a conversation."
-type RoomMember {
+type RoomMember implements Node {
   "Stable and unique: <conversation id>:<member id>."
   id: ID!
   "The member."
@@ -2722,7 +2922,7 @@ type TurnTerminal {
 }
 
 "One accepted input and everything the assistant did with it."
-type Turn {
+type Turn implements Node {
   "The turn's id."
   id: ID!
   "The room UUID."
@@ -2865,7 +3065,7 @@ enum ApprovalDecision {
 An external effect the assistant proposed in a turn (a tool call that
 needs a member's approval), and where its decision stands.
 """
-type Approval {
+type Approval implements Node {
   "The approval's id: the effect's idempotency key."
   id: ID!
   "The turn whose assistant proposed it."
@@ -2954,46 +3154,46 @@ type SteerResult {
   turn: Turn!
 }
 
-"What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it."
+"What a journal entry records. Each kind has its own type of JournalEntry.body, named beside it."
 enum JournalKind {
-  "A member's message was accepted as a turn (accepted)."
+  "A member's message was accepted as a turn (body: TurnAccepted)."
   TURN_ACCEPTED
-  "A run of the turn started, or a recovery took a lost one over (started)."
+  "A run of the turn started, or a recovery took a lost one over (body: TurnStart)."
   TURN_STARTED
-  "Answer text as it streams (delta)."
+  "Answer text as it streams (body: AnswerDelta)."
   ANSWER_DELTA
-  "The assistant asked the backend to run a tool (tool)."
+  "The assistant asked the backend to run a tool (body: ToolRequested)."
   TOOL_REQUESTED
-  "The backend ran it, or refused (tool)."
+  "The backend ran it, or refused (body: ToolCompleted)."
   TOOL_COMPLETED
-  "An external effect waits for a member's decision (approvalRequest)."
+  "An external effect waits for a member's decision (body: ApprovalRequest)."
   APPROVAL_REQUESTED
-  "The approval was decided or expired (approvalDecision)."
+  "The approval was decided or expired (body: ApprovalDecisionRecord)."
   APPROVAL_DECIDED
-  "A steering instruction reached the run (steer)."
+  "A steering instruction reached the run (body: SteerDelivered)."
   STEER_DELIVERED
-  "A steering instruction the turn ended before delivering (steer)."
+  "A steering instruction the turn ended before delivering (body: SteerRejected)."
   STEER_REJECTED
-  "The run saved its progress (checkpoint)."
+  "The run saved its progress (body: CheckpointRecord)."
   CHECKPOINT
-  "The run summarised older context to stay within its window (compaction)."
+  "The run summarised older context to stay within its window (body: CompactionRecord)."
   COMPACTION
-  "The final answer with its citations and artifacts (answer)."
+  "The final answer with its citations and artifacts (body: TurnAnswer)."
   TURN_ANSWER
-  "The turn ended: exactly one per turn (terminal)."
+  "The turn ended: exactly one per turn (body: TurnTerminal)."
   TURN_TERMINAL
-  "A member joined the room (membership)."
+  "A member joined the room (body: MemberJoined)."
   MEMBER_JOINED
-  "A member left or was removed (membership)."
+  "A member left or was removed (body: MemberLeft)."
   MEMBER_LEFT
 }
 
 """
-One entry of a conversation's journal, as the caller may read it. The
-field named for the entry's kind (see JournalKind) is set; the others are
-null.
+One entry of a conversation's journal, as the caller may read it. Its
+body is what it records, typed by its kind (see JournalKind): switch on
+body.__typename.
 """
-type JournalEntry {
+type JournalEntry implements Node {
   "Stable and unique: <conversation id>:<seq>."
   id: ID!
   "The room UUID."
@@ -3011,33 +3211,39 @@ type JournalEntry {
   "The entry's text, for kinds that carry one (accepted input, answer deltas, the answer, steering)."
   text: String
   "The entry's raw payload."
-  payload: JSON! @deprecated(reason: "Use the typed field of the entry's kind.")
+  payload: JSON! @deprecated(reason: "Use body.")
   "When it was written."
   createdAt: Time!
+  """
+  What the entry records, as the caller may read it: one type per kind
+  (see JournalKind), so __typename tells the kind and a typed client
+  narrows on it. Never null.
+  """
+  body: JournalPayload!
   "TURN_ACCEPTED: who sent the message."
-  accepted: TurnAccepted
+  accepted: TurnAccepted @deprecated(reason: "Use body.")
   "TURN_STARTED: the run."
-  started: TurnStart
+  started: TurnStart @deprecated(reason: "Use body.")
   "ANSWER_DELTA: the text and where it goes."
-  delta: AnswerDelta
+  delta: AnswerDelta @deprecated(reason: "Use body.")
   "TOOL_REQUESTED and TOOL_COMPLETED: the call."
-  tool: ToolActivity
+  tool: ToolActivity @deprecated(reason: "Use body.")
   "APPROVAL_REQUESTED: the proposed effect."
-  approvalRequest: ApprovalRequest
+  approvalRequest: ApprovalRequest @deprecated(reason: "Use body.")
   "APPROVAL_DECIDED: how it was decided."
-  approvalDecision: ApprovalDecisionRecord
+  approvalDecision: ApprovalDecisionRecord @deprecated(reason: "Use body.")
   "STEER_DELIVERED and STEER_REJECTED: the instruction."
-  steer: SteerRecord
+  steer: SteerRecord @deprecated(reason: "Use body.")
   "CHECKPOINT: how far the run had come."
-  checkpoint: CheckpointRecord
+  checkpoint: CheckpointRecord @deprecated(reason: "Use body.")
   "COMPACTION: what was summarised."
-  compaction: CompactionRecord
+  compaction: CompactionRecord @deprecated(reason: "Use body.")
   "TURN_ANSWER: the answer, its citations and artifacts, as the caller may read them."
-  answer: TurnAnswer
+  answer: TurnAnswer @deprecated(reason: "Use body.")
   "TURN_TERMINAL: how the turn ended."
-  terminal: TurnTerminal
+  terminal: TurnTerminal @deprecated(reason: "Use body.")
   "MEMBER_JOINED and MEMBER_LEFT: who."
-  membership: MembershipChange
+  membership: MembershipChange @deprecated(reason: "Use body.")
 }
 
 "Who sent a turn's message."
@@ -3152,6 +3358,92 @@ type MembershipChange {
   audienceVersion: Int!
 }
 
+"""
+What a journal entry records: one member per JournalKind, so
+JournalEntry.body.__typename tells the kind (TypeScript narrows a switch
+on it; Go's generated clients get an interface with one type per member).
+No two members have a field of the same name with another type, so one
+selection may ask for every member's fields.
+"""
+union JournalPayload =
+  | TurnAccepted
+  | TurnStart
+  | AnswerDelta
+  | ToolRequested
+  | ToolCompleted
+  | ApprovalRequest
+  | ApprovalDecisionRecord
+  | SteerDelivered
+  | SteerRejected
+  | CheckpointRecord
+  | CompactionRecord
+  | TurnAnswer
+  | TurnTerminal
+  | MemberJoined
+  | MemberLeft
+
+"TOOL_REQUESTED: the assistant asked the backend to run a tool."
+type ToolRequested {
+  "The call's id, shared with its ToolCompleted."
+  callId: String!
+  "The tool's name."
+  name: String!
+  "The call's arguments (secrets and personal data redacted): a JSON value, a string when the model wrote no valid JSON."
+  arguments: JSON!
+}
+
+"TOOL_COMPLETED: the backend ran a tool call, or refused it."
+type ToolCompleted {
+  "The call's id, shared with its ToolRequested."
+  callId: String!
+  "The tool's name."
+  name: String!
+  "ok, or why not (forbidden, refused, bad_arguments, failed, not_found, ...)."
+  status: String!
+  "The size of the result the assistant received."
+  bytes: Int!
+  "The citation references the result offered, as the caller may read them (the answer cites some of them)."
+  citationRefs: [String!]!
+}
+
+"STEER_DELIVERED: a steering instruction reached the run at a step boundary."
+type SteerDelivered {
+  "The client's command id."
+  commandId: ID!
+  "The member who steered."
+  actorId: ID!
+  "The instruction."
+  text: String!
+}
+
+"STEER_REJECTED: a steering instruction the turn ended before delivering."
+type SteerRejected {
+  "The client's command id."
+  commandId: ID!
+  "The member who steered."
+  actorId: ID!
+  "The instruction."
+  text: String!
+  "How the turn ended, which left the instruction undelivered."
+  terminal: TurnTerminal!
+}
+
+"MEMBER_JOINED: a member joined the room."
+type MemberJoined {
+  "The member who joined."
+  memberId: ID!
+  "The room's audience version after the change."
+  audienceVersion: Int!
+}
+
+"MEMBER_LEFT: a member left the room or was removed."
+type MemberLeft {
+  "The member who left."
+  memberId: ID!
+  "The room's audience version after the change."
+  audienceVersion: Int!
+}
+
 "A page of a conversation's journal."
 type JournalPage {
   "The entries, in position order."
@@ -3182,7 +3474,7 @@ type AnswerDelta {
 A file a member owns, made by a tool in one of their turns. Immutable: its
 content is checked against its sha256 before any read returns it.
 """
-type Artifact {
+type Artifact implements Node {
   "The artifact's id."
   id: ID!
   "A plain file name: A-Z a-z 0-9 . _ -"
@@ -3277,7 +3569,8 @@ input SubmitMessageInput {
   """
   Route this one turn to a specialist of the caller's effective roster
   (the agent's roster that the caller configured): 1 to 64 characters of
-  a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+  a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+  omitted (clients that send unset optional strings as "" route nowhere).
   """
   specialist: String
   """
@@ -3989,6 +4282,8 @@ func (ec *executionContext) childFields_JournalEntry(ctx context.Context, field 
 		return ec.fieldContext_JournalEntry_payload(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_JournalEntry_createdAt(ctx, field)
+	case "body":
+		return ec.fieldContext_JournalEntry_body(ctx, field)
 	case "accepted":
 		return ec.fieldContext_JournalEntry_accepted(ctx, field)
 	case "started":
@@ -4886,6 +5181,20 @@ func (ec *executionContext) field_Query_journal_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["first"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_node_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -7925,6 +8234,29 @@ func (ec *executionContext) fieldContext_JournalEntry_createdAt(_ context.Contex
 	return graphql.NewScalarFieldContext("JournalEntry", field, false, false, "Time")
 }
 
+func (ec *executionContext) _JournalEntry_body(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_JournalEntry_body(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Body, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JournalPayload) graphql.Marshaler {
+			return ec.marshalNJournalPayload2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJournalPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_JournalEntry_body(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("JournalEntry", field, false, false, "JournalPayload")
+}
+
 func (ec *executionContext) _JournalEntry_accepted(ctx context.Context, field graphql.CollectedField, obj *model.JournalEntry) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -8454,6 +8786,98 @@ func (ec *executionContext) _Member_displayName(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_Member_displayName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Member", field, false, false, "String")
+}
+
+func (ec *executionContext) _MemberJoined_memberId(ctx context.Context, field graphql.CollectedField, obj *model.MemberJoined) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberJoined_memberId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemberID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberJoined_memberId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberJoined", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MemberJoined_audienceVersion(ctx context.Context, field graphql.CollectedField, obj *model.MemberJoined) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberJoined_audienceVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AudienceVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberJoined_audienceVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberJoined", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MemberLeft_memberId(ctx context.Context, field graphql.CollectedField, obj *model.MemberLeft) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberLeft_memberId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemberID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberLeft_memberId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberLeft", field, false, false, "ID")
+}
+
+func (ec *executionContext) _MemberLeft_audienceVersion(ctx context.Context, field graphql.CollectedField, obj *model.MemberLeft) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MemberLeft_audienceVersion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AudienceVersion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MemberLeft_audienceVersion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MemberLeft", field, false, false, "Int")
 }
 
 func (ec *executionContext) _MembershipChange_memberId(ctx context.Context, field graphql.CollectedField, obj *model.MembershipChange) (ret graphql.Marshaler) {
@@ -10064,6 +10488,50 @@ func (ec *executionContext) fieldContext_Query_me(_ context.Context, field graph
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_node(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Node(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Node) graphql.Marshaler {
+			return ec.marshalONode2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐNode(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_node(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("FieldContext.Child cannot be called on type INTERFACE")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_node_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_conversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10736,6 +11204,75 @@ func (ec *executionContext) fieldContext_RoomMember_withheldTurns(_ context.Cont
 	return graphql.NewScalarFieldContext("RoomMember", field, true, true, "Int")
 }
 
+func (ec *executionContext) _SteerDelivered_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerDelivered) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerDelivered_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerDelivered_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerDelivered", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerDelivered_actorId(ctx context.Context, field graphql.CollectedField, obj *model.SteerDelivered) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerDelivered_actorId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerDelivered_actorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerDelivered", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerDelivered_text(ctx context.Context, field graphql.CollectedField, obj *model.SteerDelivered) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerDelivered_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerDelivered_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerDelivered", field, false, false, "String")
+}
+
 func (ec *executionContext) _SteerRecord_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRecord) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10826,6 +11363,107 @@ func (ec *executionContext) _SteerRecord_state(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_SteerRecord_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("SteerRecord", field, false, false, "CommandState")
+}
+
+func (ec *executionContext) _SteerRejected_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRejected) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRejected_commandId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CommandID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRejected_commandId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRejected", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerRejected_actorId(ctx context.Context, field graphql.CollectedField, obj *model.SteerRejected) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRejected_actorId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ActorID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRejected_actorId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRejected", field, false, false, "ID")
+}
+
+func (ec *executionContext) _SteerRejected_text(ctx context.Context, field graphql.CollectedField, obj *model.SteerRejected) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRejected_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRejected_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SteerRejected", field, false, false, "String")
+}
+
+func (ec *executionContext) _SteerRejected_terminal(ctx context.Context, field graphql.CollectedField, obj *model.SteerRejected) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SteerRejected_terminal(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Terminal, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.TurnTerminal) graphql.Marshaler {
+			return ec.marshalNTurnTerminal2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnTerminal(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SteerRejected_terminal(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SteerRejected",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TurnTerminal(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _SteerResult_commandId(ctx context.Context, field graphql.CollectedField, obj *model.SteerResult) (ret graphql.Marshaler) {
@@ -11130,6 +11768,190 @@ func (ec *executionContext) _ToolActivity_citations(ctx context.Context, field g
 }
 func (ec *executionContext) fieldContext_ToolActivity_citations(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ToolActivity", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolCompleted_callId(ctx context.Context, field graphql.CollectedField, obj *model.ToolCompleted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCompleted_callId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCompleted_callId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCompleted", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolCompleted_name(ctx context.Context, field graphql.CollectedField, obj *model.ToolCompleted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCompleted_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCompleted_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCompleted", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolCompleted_status(ctx context.Context, field graphql.CollectedField, obj *model.ToolCompleted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCompleted_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCompleted_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCompleted", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolCompleted_bytes(ctx context.Context, field graphql.CollectedField, obj *model.ToolCompleted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCompleted_bytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Bytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCompleted_bytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCompleted", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ToolCompleted_citationRefs(ctx context.Context, field graphql.CollectedField, obj *model.ToolCompleted) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolCompleted_citationRefs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CitationRefs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolCompleted_citationRefs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolCompleted", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolRequested_callId(ctx context.Context, field graphql.CollectedField, obj *model.ToolRequested) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolRequested_callId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CallID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolRequested_callId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolRequested", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolRequested_name(ctx context.Context, field graphql.CollectedField, obj *model.ToolRequested) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolRequested_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolRequested_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolRequested", field, false, false, "String")
+}
+
+func (ec *executionContext) _ToolRequested_arguments(ctx context.Context, field graphql.CollectedField, obj *model.ToolRequested) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ToolRequested_arguments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Arguments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.JSON) graphql.Marshaler {
+			return ec.marshalNJSON2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJSON(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ToolRequested_arguments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ToolRequested", field, false, false, "JSON")
 }
 
 func (ec *executionContext) _Turn_id(ctx context.Context, field graphql.CollectedField, obj *model.Turn) (ret graphql.Marshaler) {
@@ -13985,6 +14807,179 @@ func UnmarshalSubmitMessageInput(ctx context.Context, raw any) (model.SubmitMess
 
 // region    ************************** interface.gotpl ***************************
 
+func (ec *executionContext) _JournalPayload(ctx context.Context, sel ast.SelectionSet, obj model.JournalPayload) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.TurnTerminal:
+		return ec._TurnTerminal(ctx, sel, &obj)
+	case *model.TurnTerminal:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._TurnTerminal(ctx, sel, obj)
+	case model.TurnStart:
+		return ec._TurnStart(ctx, sel, &obj)
+	case *model.TurnStart:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._TurnStart(ctx, sel, obj)
+	case model.TurnAnswer:
+		return ec._TurnAnswer(ctx, sel, &obj)
+	case *model.TurnAnswer:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._TurnAnswer(ctx, sel, obj)
+	case model.TurnAccepted:
+		return ec._TurnAccepted(ctx, sel, &obj)
+	case *model.TurnAccepted:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._TurnAccepted(ctx, sel, obj)
+	case model.ToolRequested:
+		return ec._ToolRequested(ctx, sel, &obj)
+	case *model.ToolRequested:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ToolRequested(ctx, sel, obj)
+	case model.ToolCompleted:
+		return ec._ToolCompleted(ctx, sel, &obj)
+	case *model.ToolCompleted:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ToolCompleted(ctx, sel, obj)
+	case model.SteerRejected:
+		return ec._SteerRejected(ctx, sel, &obj)
+	case *model.SteerRejected:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._SteerRejected(ctx, sel, obj)
+	case model.SteerDelivered:
+		return ec._SteerDelivered(ctx, sel, &obj)
+	case *model.SteerDelivered:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._SteerDelivered(ctx, sel, obj)
+	case model.MemberLeft:
+		return ec._MemberLeft(ctx, sel, &obj)
+	case *model.MemberLeft:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._MemberLeft(ctx, sel, obj)
+	case model.MemberJoined:
+		return ec._MemberJoined(ctx, sel, &obj)
+	case *model.MemberJoined:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._MemberJoined(ctx, sel, obj)
+	case model.CompactionRecord:
+		return ec._CompactionRecord(ctx, sel, &obj)
+	case *model.CompactionRecord:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._CompactionRecord(ctx, sel, obj)
+	case model.CheckpointRecord:
+		return ec._CheckpointRecord(ctx, sel, &obj)
+	case *model.CheckpointRecord:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._CheckpointRecord(ctx, sel, obj)
+	case model.ApprovalRequest:
+		return ec._ApprovalRequest(ctx, sel, &obj)
+	case *model.ApprovalRequest:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ApprovalRequest(ctx, sel, obj)
+	case model.ApprovalDecisionRecord:
+		return ec._ApprovalDecisionRecord(ctx, sel, &obj)
+	case *model.ApprovalDecisionRecord:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ApprovalDecisionRecord(ctx, sel, obj)
+	case model.AnswerDelta:
+		return ec._AnswerDelta(ctx, sel, &obj)
+	case *model.AnswerDelta:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AnswerDelta(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of JournalPayload must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
+func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj model.Node) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case model.Turn:
+		return ec._Turn(ctx, sel, &obj)
+	case *model.Turn:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Turn(ctx, sel, obj)
+	case model.RoomMember:
+		return ec._RoomMember(ctx, sel, &obj)
+	case *model.RoomMember:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._RoomMember(ctx, sel, obj)
+	case model.JournalEntry:
+		return ec._JournalEntry(ctx, sel, &obj)
+	case *model.JournalEntry:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._JournalEntry(ctx, sel, obj)
+	case model.Conversation:
+		return ec._Conversation(ctx, sel, &obj)
+	case *model.Conversation:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Conversation(ctx, sel, obj)
+	case model.Artifact:
+		return ec._Artifact(ctx, sel, &obj)
+	case *model.Artifact:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Artifact(ctx, sel, obj)
+	case model.Approval:
+		return ec._Approval(ctx, sel, &obj)
+	case *model.Approval:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Approval(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of Node must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
@@ -14467,7 +15462,7 @@ func (ec *executionContext) _AnswerArtifact(ctx context.Context, sel ast.Selecti
 	return out
 }
 
-var answerDeltaImplementors = []string{"AnswerDelta"}
+var answerDeltaImplementors = []string{"AnswerDelta", "JournalPayload"}
 
 func (ec *executionContext) _AnswerDelta(ctx context.Context, sel ast.SelectionSet, obj *model.AnswerDelta) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, answerDeltaImplementors)
@@ -14525,7 +15520,7 @@ func (ec *executionContext) _AnswerDelta(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
-var approvalImplementors = []string{"Approval"}
+var approvalImplementors = []string{"Approval", "Node"}
 
 func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet, obj *model.Approval) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, approvalImplementors)
@@ -14588,7 +15583,7 @@ func (ec *executionContext) _Approval(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
-var approvalDecisionRecordImplementors = []string{"ApprovalDecisionRecord"}
+var approvalDecisionRecordImplementors = []string{"ApprovalDecisionRecord", "JournalPayload"}
 
 func (ec *executionContext) _ApprovalDecisionRecord(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalDecisionRecord) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, approvalDecisionRecordImplementors)
@@ -14631,7 +15626,7 @@ func (ec *executionContext) _ApprovalDecisionRecord(ctx context.Context, sel ast
 	return out
 }
 
-var approvalRequestImplementors = []string{"ApprovalRequest"}
+var approvalRequestImplementors = []string{"ApprovalRequest", "JournalPayload"}
 
 func (ec *executionContext) _ApprovalRequest(ctx context.Context, sel ast.SelectionSet, obj *model.ApprovalRequest) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, approvalRequestImplementors)
@@ -14679,7 +15674,7 @@ func (ec *executionContext) _ApprovalRequest(ctx context.Context, sel ast.Select
 	return out
 }
 
-var artifactImplementors = []string{"Artifact"}
+var artifactImplementors = []string{"Artifact", "Node"}
 
 func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet, obj *model.Artifact) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, artifactImplementors)
@@ -14743,7 +15738,7 @@ func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
-var checkpointRecordImplementors = []string{"CheckpointRecord"}
+var checkpointRecordImplementors = []string{"CheckpointRecord", "JournalPayload"}
 
 func (ec *executionContext) _CheckpointRecord(ctx context.Context, sel ast.SelectionSet, obj *model.CheckpointRecord) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, checkpointRecordImplementors)
@@ -14844,7 +15839,7 @@ func (ec *executionContext) _Citation(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
-var compactionRecordImplementors = []string{"CompactionRecord"}
+var compactionRecordImplementors = []string{"CompactionRecord", "JournalPayload"}
 
 func (ec *executionContext) _CompactionRecord(ctx context.Context, sel ast.SelectionSet, obj *model.CompactionRecord) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, compactionRecordImplementors)
@@ -14902,7 +15897,7 @@ func (ec *executionContext) _CompactionRecord(ctx context.Context, sel ast.Selec
 	return out
 }
 
-var conversationImplementors = []string{"Conversation"}
+var conversationImplementors = []string{"Conversation", "Node"}
 
 func (ec *executionContext) _Conversation(ctx context.Context, sel ast.SelectionSet, obj *model.Conversation) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, conversationImplementors)
@@ -15183,7 +16178,7 @@ func (ec *executionContext) _DocumentEdge(ctx context.Context, sel ast.Selection
 	return out
 }
 
-var journalEntryImplementors = []string{"JournalEntry"}
+var journalEntryImplementors = []string{"JournalEntry", "Node"}
 
 func (ec *executionContext) _JournalEntry(ctx context.Context, sel ast.SelectionSet, obj *model.JournalEntry) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, journalEntryImplementors)
@@ -15241,6 +16236,11 @@ func (ec *executionContext) _JournalEntry(ctx context.Context, sel ast.Selection
 			}
 		case "createdAt":
 			out.Values[i] = ec._JournalEntry_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "body":
+			out.Values[i] = ec._JournalEntry_body(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -15387,6 +16387,82 @@ func (ec *executionContext) _Member(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "displayName":
 			out.Values[i] = ec._Member_displayName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var memberJoinedImplementors = []string{"MemberJoined", "JournalPayload"}
+
+func (ec *executionContext) _MemberJoined(ctx context.Context, sel ast.SelectionSet, obj *model.MemberJoined) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memberJoinedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemberJoined")
+		case "memberId":
+			out.Values[i] = ec._MemberJoined_memberId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "audienceVersion":
+			out.Values[i] = ec._MemberJoined_audienceVersion(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var memberLeftImplementors = []string{"MemberLeft", "JournalPayload"}
+
+func (ec *executionContext) _MemberLeft(ctx context.Context, sel ast.SelectionSet, obj *model.MemberLeft) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, memberLeftImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MemberLeft")
+		case "memberId":
+			out.Values[i] = ec._MemberLeft_memberId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "audienceVersion":
+			out.Values[i] = ec._MemberLeft_audienceVersion(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -15896,6 +16972,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_me(ctx, field)
 				})
+		case "node":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_node(ctx, field)
+				})
 		case "conversation":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, false,
@@ -15993,7 +17075,7 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	return out
 }
 
-var roomMemberImplementors = []string{"RoomMember"}
+var roomMemberImplementors = []string{"RoomMember", "Node"}
 
 func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSet, obj *model.RoomMember) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, roomMemberImplementors)
@@ -16047,6 +17129,49 @@ func (ec *executionContext) _RoomMember(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var steerDeliveredImplementors = []string{"SteerDelivered", "JournalPayload"}
+
+func (ec *executionContext) _SteerDelivered(ctx context.Context, sel ast.SelectionSet, obj *model.SteerDelivered) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, steerDeliveredImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SteerDelivered")
+		case "commandId":
+			out.Values[i] = ec._SteerDelivered_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actorId":
+			out.Values[i] = ec._SteerDelivered_actorId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._SteerDelivered_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var steerRecordImplementors = []string{"SteerRecord"}
 
 func (ec *executionContext) _SteerRecord(ctx context.Context, sel ast.SelectionSet, obj *model.SteerRecord) graphql.Marshaler {
@@ -16075,6 +17200,54 @@ func (ec *executionContext) _SteerRecord(ctx context.Context, sel ast.SelectionS
 			}
 		case "state":
 			out.Values[i] = ec._SteerRecord_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var steerRejectedImplementors = []string{"SteerRejected", "JournalPayload"}
+
+func (ec *executionContext) _SteerRejected(ctx context.Context, sel ast.SelectionSet, obj *model.SteerRejected) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, steerRejectedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SteerRejected")
+		case "commandId":
+			out.Values[i] = ec._SteerRejected_commandId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "actorId":
+			out.Values[i] = ec._SteerRejected_actorId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "text":
+			out.Values[i] = ec._SteerRejected_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "terminal":
+			out.Values[i] = ec._SteerRejected_terminal(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -16218,7 +17391,103 @@ func (ec *executionContext) _ToolActivity(ctx context.Context, sel ast.Selection
 	return out
 }
 
-var turnImplementors = []string{"Turn"}
+var toolCompletedImplementors = []string{"ToolCompleted", "JournalPayload"}
+
+func (ec *executionContext) _ToolCompleted(ctx context.Context, sel ast.SelectionSet, obj *model.ToolCompleted) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolCompletedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolCompleted")
+		case "callId":
+			out.Values[i] = ec._ToolCompleted_callId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ToolCompleted_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "status":
+			out.Values[i] = ec._ToolCompleted_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "bytes":
+			out.Values[i] = ec._ToolCompleted_bytes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "citationRefs":
+			out.Values[i] = ec._ToolCompleted_citationRefs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var toolRequestedImplementors = []string{"ToolRequested", "JournalPayload"}
+
+func (ec *executionContext) _ToolRequested(ctx context.Context, sel ast.SelectionSet, obj *model.ToolRequested) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, toolRequestedImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ToolRequested")
+		case "callId":
+			out.Values[i] = ec._ToolRequested_callId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ToolRequested_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "arguments":
+			out.Values[i] = ec._ToolRequested_arguments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var turnImplementors = []string{"Turn", "Node"}
 
 func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj *model.Turn) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, turnImplementors)
@@ -16347,7 +17616,7 @@ func (ec *executionContext) _Turn(ctx context.Context, sel ast.SelectionSet, obj
 	return out
 }
 
-var turnAcceptedImplementors = []string{"TurnAccepted"}
+var turnAcceptedImplementors = []string{"TurnAccepted", "JournalPayload"}
 
 func (ec *executionContext) _TurnAccepted(ctx context.Context, sel ast.SelectionSet, obj *model.TurnAccepted) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, turnAcceptedImplementors)
@@ -16385,7 +17654,7 @@ func (ec *executionContext) _TurnAccepted(ctx context.Context, sel ast.Selection
 	return out
 }
 
-var turnAnswerImplementors = []string{"TurnAnswer"}
+var turnAnswerImplementors = []string{"TurnAnswer", "JournalPayload"}
 
 func (ec *executionContext) _TurnAnswer(ctx context.Context, sel ast.SelectionSet, obj *model.TurnAnswer) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, turnAnswerImplementors)
@@ -16428,7 +17697,7 @@ func (ec *executionContext) _TurnAnswer(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
-var turnStartImplementors = []string{"TurnStart"}
+var turnStartImplementors = []string{"TurnStart", "JournalPayload"}
 
 func (ec *executionContext) _TurnStart(ctx context.Context, sel ast.SelectionSet, obj *model.TurnStart) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, turnStartImplementors)
@@ -16471,7 +17740,7 @@ func (ec *executionContext) _TurnStart(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
-var turnTerminalImplementors = []string{"TurnTerminal"}
+var turnTerminalImplementors = []string{"TurnTerminal", "JournalPayload"}
 
 func (ec *executionContext) _TurnTerminal(ctx context.Context, sel ast.SelectionSet, obj *model.TurnTerminal) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, turnTerminalImplementors)
@@ -17432,6 +18701,14 @@ func (ec *executionContext) marshalNJournalPage2ᚖgithubᚗcomᚋturngateᚋtur
 	return ec._JournalPage(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNJournalPayload2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐJournalPayload(ctx context.Context, sel ast.SelectionSet, v model.JournalPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "JournalPayload!")
+		return graphql.Null
+	}
+	return ec._JournalPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNMember2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐMember(ctx context.Context, sel ast.SelectionSet, v *model.Member) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Member!")
@@ -17685,6 +18962,14 @@ func (ec *executionContext) unmarshalNTurnState2githubᚗcomᚋturngateᚋturnga
 
 func (ec *executionContext) marshalNTurnState2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnState(ctx context.Context, sel ast.SelectionSet, v model.TurnState) graphql.Marshaler {
 	return v
+}
+
+func (ec *executionContext) marshalNTurnTerminal2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐTurnTerminal(ctx context.Context, sel ast.SelectionSet, v *model.TurnTerminal) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TurnTerminal!")
+		return graphql.Null
+	}
+	return ec._TurnTerminal(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -18000,6 +19285,13 @@ func (ec *executionContext) marshalOMembershipChange2ᚖgithubᚗcomᚋturngate�
 		return graphql.Null
 	}
 	return ec._MembershipChange(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalONode2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v model.Node) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Node(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOSteerRecord2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐSteerRecord(ctx context.Context, sel ast.SelectionSet, v *model.SteerRecord) graphql.Marshaler {

@@ -10,6 +10,24 @@ import (
 	"time"
 )
 
+// What a journal entry records: one member per JournalKind, so
+// JournalEntry.body.__typename tells the kind (TypeScript narrows a switch
+// on it; Go's generated clients get an interface with one type per member).
+// No two members have a field of the same name with another type, so one
+// selection may ask for every member's fields.
+type JournalPayload interface {
+	IsJournalPayload()
+}
+
+// An object with a global id: Query.node(id) reads it again. Ids are the
+// ones each type has always had (a conversation's, a turn's, an approval's
+// and an artifact's are bare UUIDs, unique across those tables; a journal
+// entry's is <conversation id>:<seq>; a room member's is <conversation
+// id>:<member id>), so no id a client holds changes.
+type Node interface {
+	IsNode()
+}
+
 // An agent's next version.
 type AddAgentVersionInput struct {
 	// The agent's slug.
@@ -172,6 +190,8 @@ type AnswerDelta struct {
 	Text string `json:"text"`
 }
 
+func (AnswerDelta) IsJournalPayload() {}
+
 // An external effect the assistant proposed in a turn (a tool call that
 // needs a member's approval), and where its decision stands.
 type Approval struct {
@@ -191,6 +211,8 @@ type Approval struct {
 	Executed bool `json:"executed"`
 }
 
+func (Approval) IsNode() {}
+
 // How an approval was decided.
 type ApprovalDecisionRecord struct {
 	// The approval.
@@ -200,6 +222,8 @@ type ApprovalDecisionRecord struct {
 	// The member who decided; null when it expired.
 	DecidedBy *string `json:"decidedBy,omitempty"`
 }
+
+func (ApprovalDecisionRecord) IsJournalPayload() {}
 
 // An external effect proposed for a member's decision.
 type ApprovalRequest struct {
@@ -212,6 +236,8 @@ type ApprovalRequest struct {
 	// When it expires undecided.
 	ExpiresAt time.Time `json:"expiresAt"`
 }
+
+func (ApprovalRequest) IsJournalPayload() {}
 
 // A cancel command.
 type CancelTurnInput struct {
@@ -230,6 +256,8 @@ type CheckpointRecord struct {
 	// Messages in the run's context.
 	Messages int64 `json:"messages"`
 }
+
+func (CheckpointRecord) IsJournalPayload() {}
 
 // A source an answer cites, with its lineage.
 type Citation struct {
@@ -262,6 +290,8 @@ type CompactionRecord struct {
 	// True on the entry that records a run starting from the room's stored summary (nothing was summarised).
 	Reused bool `json:"reused"`
 }
+
+func (CompactionRecord) IsJournalPayload() {}
 
 // A page of conversations (a Relay connection).
 type ConversationConnection struct {
@@ -347,9 +377,9 @@ type GroupMemberInput struct {
 	Group string `json:"group"`
 }
 
-// One entry of a conversation's journal, as the caller may read it. The
-// field named for the entry's kind (see JournalKind) is set; the others are
-// null.
+// One entry of a conversation's journal, as the caller may read it. Its
+// body is what it records, typed by its kind (see JournalKind): switch on
+// body.__typename.
 type JournalEntry struct {
 	// Stable and unique: <conversation id>:<seq>.
 	ID string `json:"id"`
@@ -371,6 +401,10 @@ type JournalEntry struct {
 	Payload JSON `json:"payload"`
 	// When it was written.
 	CreatedAt time.Time `json:"createdAt"`
+	// What the entry records, as the caller may read it: one type per kind
+	// (see JournalKind), so __typename tells the kind and a typed client
+	// narrows on it. Never null.
+	Body JournalPayload `json:"body"`
 	// TURN_ACCEPTED: who sent the message.
 	Accepted *TurnAccepted `json:"accepted,omitempty"`
 	// TURN_STARTED: the run.
@@ -397,6 +431,8 @@ type JournalEntry struct {
 	Membership *MembershipChange `json:"membership,omitempty"`
 }
 
+func (JournalEntry) IsNode() {}
+
 // A page of a conversation's journal.
 type JournalPage struct {
 	// The entries, in position order.
@@ -416,6 +452,26 @@ type Member struct {
 	// The name to show.
 	DisplayName string `json:"displayName"`
 }
+
+// MEMBER_JOINED: a member joined the room.
+type MemberJoined struct {
+	// The member who joined.
+	MemberID string `json:"memberId"`
+	// The room's audience version after the change.
+	AudienceVersion int64 `json:"audienceVersion"`
+}
+
+func (MemberJoined) IsJournalPayload() {}
+
+// MEMBER_LEFT: a member left the room or was removed.
+type MemberLeft struct {
+	// The member who left.
+	MemberID string `json:"memberId"`
+	// The room's audience version after the change.
+	AudienceVersion int64 `json:"audienceVersion"`
+}
+
+func (MemberLeft) IsJournalPayload() {}
 
 // A member's roster of an agent.
 type MemberRosterInput struct {
@@ -559,6 +615,18 @@ type SetDocumentReadersInput struct {
 	Readers []string `json:"readers"`
 }
 
+// STEER_DELIVERED: a steering instruction reached the run at a step boundary.
+type SteerDelivered struct {
+	// The client's command id.
+	CommandID string `json:"commandId"`
+	// The member who steered.
+	ActorID string `json:"actorId"`
+	// The instruction.
+	Text string `json:"text"`
+}
+
+func (SteerDelivered) IsJournalPayload() {}
+
 // A steering instruction and what became of it.
 type SteerRecord struct {
 	// The client's command id.
@@ -570,6 +638,20 @@ type SteerRecord struct {
 	// DELIVERED, or REJECTED when the turn ended first.
 	State CommandState `json:"state"`
 }
+
+// STEER_REJECTED: a steering instruction the turn ended before delivering.
+type SteerRejected struct {
+	// The client's command id.
+	CommandID string `json:"commandId"`
+	// The member who steered.
+	ActorID string `json:"actorId"`
+	// The instruction.
+	Text string `json:"text"`
+	// How the turn ended, which left the instruction undelivered.
+	Terminal *TurnTerminal `json:"terminal"`
+}
+
+func (SteerRejected) IsJournalPayload() {}
 
 // The steer command as it stands after steerTurn.
 type SteerResult struct {
@@ -601,7 +683,8 @@ type SubmitMessageInput struct {
 	IdempotencyKey string `json:"idempotencyKey"`
 	// Route this one turn to a specialist of the caller's effective roster
 	// (the agent's roster that the caller configured): 1 to 64 characters of
-	// a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+	// a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+	// omitted (clients that send unset optional strings as "" route nowhere).
 	Specialist *string `json:"specialist,omitempty"`
 	// When given, exactly the documents the turn may see: at most 20, each one
 	// the caller may read now (otherwise NOT_FOUND). Omitted, the turn may see
@@ -634,6 +717,34 @@ type ToolActivity struct {
 	Citations []string `json:"citations,omitempty"`
 }
 
+// TOOL_COMPLETED: the backend ran a tool call, or refused it.
+type ToolCompleted struct {
+	// The call's id, shared with its ToolRequested.
+	CallID string `json:"callId"`
+	// The tool's name.
+	Name string `json:"name"`
+	// ok, or why not (forbidden, refused, bad_arguments, failed, not_found, ...).
+	Status string `json:"status"`
+	// The size of the result the assistant received.
+	Bytes int64 `json:"bytes"`
+	// The citation references the result offered, as the caller may read them (the answer cites some of them).
+	CitationRefs []string `json:"citationRefs"`
+}
+
+func (ToolCompleted) IsJournalPayload() {}
+
+// TOOL_REQUESTED: the assistant asked the backend to run a tool.
+type ToolRequested struct {
+	// The call's id, shared with its ToolCompleted.
+	CallID string `json:"callId"`
+	// The tool's name.
+	Name string `json:"name"`
+	// The call's arguments (secrets and personal data redacted): a JSON value, a string when the model wrote no valid JSON.
+	Arguments JSON `json:"arguments"`
+}
+
+func (ToolRequested) IsJournalPayload() {}
+
 // Who sent a turn's message.
 type TurnAccepted struct {
 	// The author's member id.
@@ -641,6 +752,8 @@ type TurnAccepted struct {
 	// The author's display name when the message was accepted.
 	AuthorName string `json:"authorName"`
 }
+
+func (TurnAccepted) IsJournalPayload() {}
 
 // A turn's final answer.
 type TurnAnswer struct {
@@ -652,6 +765,8 @@ type TurnAnswer struct {
 	Artifacts []*AnswerArtifact `json:"artifacts"`
 }
 
+func (TurnAnswer) IsJournalPayload() {}
+
 // A run of a turn.
 type TurnStart struct {
 	// The attempt this run is: 1, more after a recovery.
@@ -662,6 +777,8 @@ type TurnStart struct {
 	Recovered bool `json:"recovered"`
 }
 
+func (TurnStart) IsJournalPayload() {}
+
 // How a turn ended: its outcome and why.
 type TurnTerminal struct {
 	// COMPLETED, FAILED or CANCELLED.
@@ -669,6 +786,8 @@ type TurnTerminal struct {
 	// Why.
 	Reason TerminalReason `json:"reason"`
 }
+
+func (TurnTerminal) IsJournalPayload() {}
 
 // What a turn's recorded work spent.
 type Usage struct {
@@ -984,39 +1103,39 @@ func (e ConversationKind) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it.
+// What a journal entry records. Each kind has its own type of JournalEntry.body, named beside it.
 type JournalKind string
 
 const (
-	// A member's message was accepted as a turn (accepted).
+	// A member's message was accepted as a turn (body: TurnAccepted).
 	JournalKindTurnAccepted JournalKind = "TURN_ACCEPTED"
-	// A run of the turn started, or a recovery took a lost one over (started).
+	// A run of the turn started, or a recovery took a lost one over (body: TurnStart).
 	JournalKindTurnStarted JournalKind = "TURN_STARTED"
-	// Answer text as it streams (delta).
+	// Answer text as it streams (body: AnswerDelta).
 	JournalKindAnswerDelta JournalKind = "ANSWER_DELTA"
-	// The assistant asked the backend to run a tool (tool).
+	// The assistant asked the backend to run a tool (body: ToolRequested).
 	JournalKindToolRequested JournalKind = "TOOL_REQUESTED"
-	// The backend ran it, or refused (tool).
+	// The backend ran it, or refused (body: ToolCompleted).
 	JournalKindToolCompleted JournalKind = "TOOL_COMPLETED"
-	// An external effect waits for a member's decision (approvalRequest).
+	// An external effect waits for a member's decision (body: ApprovalRequest).
 	JournalKindApprovalRequested JournalKind = "APPROVAL_REQUESTED"
-	// The approval was decided or expired (approvalDecision).
+	// The approval was decided or expired (body: ApprovalDecisionRecord).
 	JournalKindApprovalDecided JournalKind = "APPROVAL_DECIDED"
-	// A steering instruction reached the run (steer).
+	// A steering instruction reached the run (body: SteerDelivered).
 	JournalKindSteerDelivered JournalKind = "STEER_DELIVERED"
-	// A steering instruction the turn ended before delivering (steer).
+	// A steering instruction the turn ended before delivering (body: SteerRejected).
 	JournalKindSteerRejected JournalKind = "STEER_REJECTED"
-	// The run saved its progress (checkpoint).
+	// The run saved its progress (body: CheckpointRecord).
 	JournalKindCheckpoint JournalKind = "CHECKPOINT"
-	// The run summarised older context to stay within its window (compaction).
+	// The run summarised older context to stay within its window (body: CompactionRecord).
 	JournalKindCompaction JournalKind = "COMPACTION"
-	// The final answer with its citations and artifacts (answer).
+	// The final answer with its citations and artifacts (body: TurnAnswer).
 	JournalKindTurnAnswer JournalKind = "TURN_ANSWER"
-	// The turn ended: exactly one per turn (terminal).
+	// The turn ended: exactly one per turn (body: TurnTerminal).
 	JournalKindTurnTerminal JournalKind = "TURN_TERMINAL"
-	// A member joined the room (membership).
+	// A member joined the room (body: MemberJoined).
 	JournalKindMemberJoined JournalKind = "MEMBER_JOINED"
-	// A member left or was removed (membership).
+	// A member left or was removed (body: MemberLeft).
 	JournalKindMemberLeft JournalKind = "MEMBER_LEFT"
 )
 

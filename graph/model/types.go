@@ -77,3 +77,11 @@ type Artifact struct {
 	SHA256      string `json:"sha256"`
 	DownloadURL string `json:"downloadUrl"`
 }
+
+// The hand-written models that implement the contract's Node interface
+// (gqlgen writes these markers for the models it generates).
+
+func (Conversation) IsNode() {}
+func (Turn) IsNode()         {}
+func (RoomMember) IsNode()   {}
+func (Artifact) IsNode()     {}

@@ -13,6 +13,8 @@ import {
   TurnDocument,
   TurnReplayDocument,
   type ApprovalDecision,
+  type ApprovalState,
+  type CommandState,
   type ConversationFieldsFragment,
   type ConversationKind,
   type MemberFieldsFragment,
@@ -88,11 +90,11 @@ export interface TurngateClient {
    */
   submit(roomId: string, text: string, opts?: SubmitOptions): Promise<TurnFieldsFragment>;
   /** Steers a running turn; a retry reuses the command id. */
-  steer(turnId: string, text: string, opts?: CommandOptions): Promise<CommandResult<{ state: string }>>;
+  steer(turnId: string, text: string, opts?: CommandOptions): Promise<CommandResult<{ state: CommandState }>>;
   /** Cancels a turn; a retry reuses the command id. */
   cancel(turnId: string, opts?: CommandOptions): Promise<CommandResult<TurnFieldsFragment>>;
   /** Decides an approval; a retry of the same decision converges on it. */
-  decideApproval(approvalId: string, decision: ApprovalDecision, signal?: AbortSignal): Promise<{ id: string; state: string; executed: boolean }>;
+  decideApproval(approvalId: string, decision: ApprovalDecision, signal?: AbortSignal): Promise<{ id: string; state: ApprovalState; executed: boolean }>;
   /** A turn as the server has it now. */
   turn(id: string, signal?: AbortSignal): Promise<TurnFieldsFragment | null>;
   /** A turn's model calls in order (its replay for audit), as this member may read them. */

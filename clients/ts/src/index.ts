@@ -23,4 +23,12 @@ export type { IdentityProvider, Operation, StreamTransport, TransportOptions } f
 export { TurnFolder } from './turns.js';
 export type { ApprovalView, Entry, SteerView, ToolView, TurnView } from './turns.js';
 export type { JsonValue } from './json.js';
+export type {
+  ApprovalState,
+  CommandState,
+  JournalKind,
+  JournalPayloadFieldsFragment as EntryBody,
+  TerminalReason,
+  TurnState,
+} from './generated/graphql.js';
 export * as operations from './generated/graphql.js';

@@ -8,7 +8,9 @@ function entry(seq: number, kind: Entry['kind'], extra: Partial<Entry> = {}): En
   return {
     id: `r:${seq}`, conversationId: 'r', seq, kind, turnId: 't', attempt: 1, actorId: null, text: null,
     createdAt: '', accepted: null, started: null, delta: null, tool: null, approvalRequest: null, approvalDecision: null, steer: null,
-    answer: null, terminal: null, membership: null, ...extra,
+    answer: null, terminal: null, membership: null,
+    // The fold reads the deprecated per-kind fields; body is a placeholder.
+    body: { __typename: 'CheckpointRecord', steps: 0, toolCalls: 0, messages: 0 }, ...extra,
   };
 }
 const delta = (seq: number, offset: number, text: string, attempt = 1) =>

@@ -65,37 +65,37 @@ export type DecideApprovalInput = {
   decision: ApprovalDecision;
 };
 
-/** What a journal entry records. Each kind fills one typed field of JournalEntry, named beside it. */
+/** What a journal entry records. Each kind has its own type of JournalEntry.body, named beside it. */
 export type JournalKind =
-  /** Answer text as it streams (delta). */
+  /** Answer text as it streams (body: AnswerDelta). */
   | 'ANSWER_DELTA'
-  /** The approval was decided or expired (approvalDecision). */
+  /** The approval was decided or expired (body: ApprovalDecisionRecord). */
   | 'APPROVAL_DECIDED'
-  /** An external effect waits for a member's decision (approvalRequest). */
+  /** An external effect waits for a member's decision (body: ApprovalRequest). */
   | 'APPROVAL_REQUESTED'
-  /** The run saved its progress (checkpoint). */
+  /** The run saved its progress (body: CheckpointRecord). */
   | 'CHECKPOINT'
-  /** The run summarised older context to stay within its window (compaction). */
+  /** The run summarised older context to stay within its window (body: CompactionRecord). */
   | 'COMPACTION'
-  /** A member joined the room (membership). */
+  /** A member joined the room (body: MemberJoined). */
   | 'MEMBER_JOINED'
-  /** A member left or was removed (membership). */
+  /** A member left or was removed (body: MemberLeft). */
   | 'MEMBER_LEFT'
-  /** A steering instruction reached the run (steer). */
+  /** A steering instruction reached the run (body: SteerDelivered). */
   | 'STEER_DELIVERED'
-  /** A steering instruction the turn ended before delivering (steer). */
+  /** A steering instruction the turn ended before delivering (body: SteerRejected). */
   | 'STEER_REJECTED'
-  /** The backend ran it, or refused (tool). */
+  /** The backend ran it, or refused (body: ToolCompleted). */
   | 'TOOL_COMPLETED'
-  /** The assistant asked the backend to run a tool (tool). */
+  /** The assistant asked the backend to run a tool (body: ToolRequested). */
   | 'TOOL_REQUESTED'
-  /** A member's message was accepted as a turn (accepted). */
+  /** A member's message was accepted as a turn (body: TurnAccepted). */
   | 'TURN_ACCEPTED'
-  /** The final answer with its citations and artifacts (answer). */
+  /** The final answer with its citations and artifacts (body: TurnAnswer). */
   | 'TURN_ANSWER'
-  /** A run of the turn started, or a recovery took a lost one over (started). */
+  /** A run of the turn started, or a recovery took a lost one over (body: TurnStart). */
   | 'TURN_STARTED'
-  /** The turn ended: exactly one per turn (terminal). */
+  /** The turn ended: exactly one per turn (body: TurnTerminal). */
   | 'TURN_TERMINAL';
 
 /** A member of a shared conversation. */
@@ -143,7 +143,8 @@ export type SubmitMessageInput = {
   /**
    * Route this one turn to a specialist of the caller's effective roster
    * (the agent's roster that the caller configured): 1 to 64 characters of
-   * a-z 0-9 _ -. Any other specialist is FORBIDDEN.
+   * a-z 0-9 _ -. Any other specialist is FORBIDDEN. Empty is the same as
+   * omitted (clients that send unset optional strings as "" route nowhere).
    */
   specialist?: string | null | undefined;
   /** The message: not blank, at most 16,000 characters by default (TURNGATE_MAX_TEXT). */
@@ -210,7 +211,71 @@ export type CitationFieldsFragment = { id: string, ref: string, documentId: stri
 
 export type AnswerArtifactFieldsFragment = { id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string };
 
-export type EntryFieldsFragment = { id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null };
+type JournalPayloadFields_AnswerDelta_Fragment = { __typename: 'AnswerDelta', id: string, turnId: string, seq: number, attempt: number, offset: number, text: string };
+
+type JournalPayloadFields_ApprovalDecisionRecord_Fragment = { __typename: 'ApprovalDecisionRecord', approvalId: string, state: ApprovalState, decidedBy: string | null };
+
+type JournalPayloadFields_ApprovalRequest_Fragment = { __typename: 'ApprovalRequest', approvalId: string, tool: string, arguments: JsonValue, expiresAt: string };
+
+type JournalPayloadFields_CheckpointRecord_Fragment = { __typename: 'CheckpointRecord', steps: number, toolCalls: number, messages: number };
+
+type JournalPayloadFields_CompactionRecord_Fragment = { __typename: 'CompactionRecord', summarised: number, tokensBefore: number, tokensAfter: number, through: number | null, turns: number | null, reused: boolean };
+
+type JournalPayloadFields_MemberJoined_Fragment = { __typename: 'MemberJoined', memberId: string, audienceVersion: number };
+
+type JournalPayloadFields_MemberLeft_Fragment = { __typename: 'MemberLeft', memberId: string, audienceVersion: number };
+
+type JournalPayloadFields_SteerDelivered_Fragment = { __typename: 'SteerDelivered', commandId: string, actorId: string, text: string };
+
+type JournalPayloadFields_SteerRejected_Fragment = { __typename: 'SteerRejected', commandId: string, actorId: string, text: string, terminal: { outcome: TurnState, reason: TerminalReason } };
+
+type JournalPayloadFields_ToolCompleted_Fragment = { __typename: 'ToolCompleted', callId: string, name: string, status: string, bytes: number, citationRefs: Array<string> };
+
+type JournalPayloadFields_ToolRequested_Fragment = { __typename: 'ToolRequested', callId: string, name: string, arguments: JsonValue };
+
+type JournalPayloadFields_TurnAccepted_Fragment = { __typename: 'TurnAccepted', authorId: string, authorName: string };
+
+type JournalPayloadFields_TurnAnswer_Fragment = { __typename: 'TurnAnswer', text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> };
+
+type JournalPayloadFields_TurnStart_Fragment = { __typename: 'TurnStart', attempt: number, agentVersion: number, recovered: boolean };
+
+type JournalPayloadFields_TurnTerminal_Fragment = { __typename: 'TurnTerminal', outcome: TurnState, reason: TerminalReason };
+
+export type JournalPayloadFieldsFragment =
+  | JournalPayloadFields_AnswerDelta_Fragment
+  | JournalPayloadFields_ApprovalDecisionRecord_Fragment
+  | JournalPayloadFields_ApprovalRequest_Fragment
+  | JournalPayloadFields_CheckpointRecord_Fragment
+  | JournalPayloadFields_CompactionRecord_Fragment
+  | JournalPayloadFields_MemberJoined_Fragment
+  | JournalPayloadFields_MemberLeft_Fragment
+  | JournalPayloadFields_SteerDelivered_Fragment
+  | JournalPayloadFields_SteerRejected_Fragment
+  | JournalPayloadFields_ToolCompleted_Fragment
+  | JournalPayloadFields_ToolRequested_Fragment
+  | JournalPayloadFields_TurnAccepted_Fragment
+  | JournalPayloadFields_TurnAnswer_Fragment
+  | JournalPayloadFields_TurnStart_Fragment
+  | JournalPayloadFields_TurnTerminal_Fragment
+;
+
+export type EntryFieldsFragment = { id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, body:
+    | { __typename: 'AnswerDelta', id: string, turnId: string, seq: number, attempt: number, offset: number, text: string }
+    | { __typename: 'ApprovalDecisionRecord', approvalId: string, state: ApprovalState, decidedBy: string | null }
+    | { __typename: 'ApprovalRequest', approvalId: string, tool: string, arguments: JsonValue, expiresAt: string }
+    | { __typename: 'CheckpointRecord', steps: number, toolCalls: number, messages: number }
+    | { __typename: 'CompactionRecord', summarised: number, tokensBefore: number, tokensAfter: number, through: number | null, turns: number | null, reused: boolean }
+    | { __typename: 'MemberJoined', memberId: string, audienceVersion: number }
+    | { __typename: 'MemberLeft', memberId: string, audienceVersion: number }
+    | { __typename: 'SteerDelivered', commandId: string, actorId: string, text: string }
+    | { __typename: 'SteerRejected', commandId: string, actorId: string, text: string, terminal: { outcome: TurnState, reason: TerminalReason } }
+    | { __typename: 'ToolCompleted', callId: string, name: string, status: string, bytes: number, citationRefs: Array<string> }
+    | { __typename: 'ToolRequested', callId: string, name: string, arguments: JsonValue }
+    | { __typename: 'TurnAccepted', authorId: string, authorName: string }
+    | { __typename: 'TurnAnswer', text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> }
+    | { __typename: 'TurnStart', attempt: number, agentVersion: number, recovered: boolean }
+    | { __typename: 'TurnTerminal', outcome: TurnState, reason: TerminalReason }
+  , accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null };
 
 export type TurnFieldsFragment = { id: string, conversationId: string, idempotencyKey: string, position: number, state: TurnState, input: string, answer: string | null, attempt: number, createdAt: string, finishedAt: string | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, author: { id: string, email: string, displayName: string } };
 
@@ -241,7 +306,23 @@ export type JournalQueryVariables = Exact<{
 }>;
 
 
-export type JournalQuery = { journal: { head: number, hasMore: boolean, entries: Array<{ id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null }> } };
+export type JournalQuery = { journal: { head: number, hasMore: boolean, entries: Array<{ id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, body:
+        | { __typename: 'AnswerDelta', id: string, turnId: string, seq: number, attempt: number, offset: number, text: string }
+        | { __typename: 'ApprovalDecisionRecord', approvalId: string, state: ApprovalState, decidedBy: string | null }
+        | { __typename: 'ApprovalRequest', approvalId: string, tool: string, arguments: JsonValue, expiresAt: string }
+        | { __typename: 'CheckpointRecord', steps: number, toolCalls: number, messages: number }
+        | { __typename: 'CompactionRecord', summarised: number, tokensBefore: number, tokensAfter: number, through: number | null, turns: number | null, reused: boolean }
+        | { __typename: 'MemberJoined', memberId: string, audienceVersion: number }
+        | { __typename: 'MemberLeft', memberId: string, audienceVersion: number }
+        | { __typename: 'SteerDelivered', commandId: string, actorId: string, text: string }
+        | { __typename: 'SteerRejected', commandId: string, actorId: string, text: string, terminal: { outcome: TurnState, reason: TerminalReason } }
+        | { __typename: 'ToolCompleted', callId: string, name: string, status: string, bytes: number, citationRefs: Array<string> }
+        | { __typename: 'ToolRequested', callId: string, name: string, arguments: JsonValue }
+        | { __typename: 'TurnAccepted', authorId: string, authorName: string }
+        | { __typename: 'TurnAnswer', text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> }
+        | { __typename: 'TurnStart', attempt: number, agentVersion: number, recovered: boolean }
+        | { __typename: 'TurnTerminal', outcome: TurnState, reason: TerminalReason }
+      , accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null }> } };
 
 export type TurnQueryVariables = Exact<{
   id: string;
@@ -306,7 +387,23 @@ export type RoomJournalSubscriptionVariables = Exact<{
 }>;
 
 
-export type RoomJournalSubscription = { journal: { id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null } };
+export type RoomJournalSubscription = { journal: { id: string, conversationId: string, seq: number, kind: JournalKind, turnId: string | null, attempt: number, actorId: string | null, text: string | null, createdAt: string, body:
+      | { __typename: 'AnswerDelta', id: string, turnId: string, seq: number, attempt: number, offset: number, text: string }
+      | { __typename: 'ApprovalDecisionRecord', approvalId: string, state: ApprovalState, decidedBy: string | null }
+      | { __typename: 'ApprovalRequest', approvalId: string, tool: string, arguments: JsonValue, expiresAt: string }
+      | { __typename: 'CheckpointRecord', steps: number, toolCalls: number, messages: number }
+      | { __typename: 'CompactionRecord', summarised: number, tokensBefore: number, tokensAfter: number, through: number | null, turns: number | null, reused: boolean }
+      | { __typename: 'MemberJoined', memberId: string, audienceVersion: number }
+      | { __typename: 'MemberLeft', memberId: string, audienceVersion: number }
+      | { __typename: 'SteerDelivered', commandId: string, actorId: string, text: string }
+      | { __typename: 'SteerRejected', commandId: string, actorId: string, text: string, terminal: { outcome: TurnState, reason: TerminalReason } }
+      | { __typename: 'ToolCompleted', callId: string, name: string, status: string, bytes: number, citationRefs: Array<string> }
+      | { __typename: 'ToolRequested', callId: string, name: string, arguments: JsonValue }
+      | { __typename: 'TurnAccepted', authorId: string, authorName: string }
+      | { __typename: 'TurnAnswer', text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> }
+      | { __typename: 'TurnStart', attempt: number, agentVersion: number, recovered: boolean }
+      | { __typename: 'TurnTerminal', outcome: TurnState, reason: TerminalReason }
+    , accepted: { authorId: string, authorName: string } | null, started: { attempt: number, agentVersion: number, recovered: boolean } | null, delta: { id: string, turnId: string, seq: number, attempt: number, offset: number, text: string } | null, tool: { callId: string, name: string, arguments: JsonValue | null, status: string | null, bytes: number | null, citations: Array<string> | null } | null, approvalRequest: { approvalId: string, tool: string, arguments: JsonValue, expiresAt: string } | null, approvalDecision: { approvalId: string, state: ApprovalState, decidedBy: string | null } | null, steer: { commandId: string, actorId: string, text: string, state: CommandState } | null, answer: { text: string, citations: Array<{ id: string, ref: string, documentId: string | null, source: string, passage: string, digest: string | null }>, artifacts: Array<{ id: string, artifactId: string, resourceId: string | null, name: string, mediaType: string, size: number, sha256: string, downloadUrl: string }> } | null, terminal: { outcome: TurnState, reason: TerminalReason } | null, membership: { memberId: string, audienceVersion: number } | null } };
 
 export type TokensSubscriptionVariables = Exact<{
   turnId: string;
@@ -388,6 +485,116 @@ export const AnswerArtifactFieldsFragmentDoc = new TypedDocumentString(`
   downloadUrl
 }
     `, {"fragmentName":"AnswerArtifactFields"}) as unknown as TypedDocumentString<AnswerArtifactFieldsFragment, unknown>;
+export const JournalPayloadFieldsFragmentDoc = new TypedDocumentString(`
+    fragment JournalPayloadFields on JournalPayload {
+  __typename
+  ... on TurnAccepted {
+    authorId
+    authorName
+  }
+  ... on TurnStart {
+    attempt
+    agentVersion
+    recovered
+  }
+  ... on AnswerDelta {
+    id
+    turnId
+    seq
+    attempt
+    offset
+    text
+  }
+  ... on ToolRequested {
+    callId
+    name
+    arguments
+  }
+  ... on ToolCompleted {
+    callId
+    name
+    status
+    bytes
+    citationRefs
+  }
+  ... on ApprovalRequest {
+    approvalId
+    tool
+    arguments
+    expiresAt
+  }
+  ... on ApprovalDecisionRecord {
+    approvalId
+    state
+    decidedBy
+  }
+  ... on SteerDelivered {
+    commandId
+    actorId
+    text
+  }
+  ... on SteerRejected {
+    commandId
+    actorId
+    text
+    terminal {
+      outcome
+      reason
+    }
+  }
+  ... on CheckpointRecord {
+    steps
+    toolCalls
+    messages
+  }
+  ... on CompactionRecord {
+    summarised
+    tokensBefore
+    tokensAfter
+    through
+    turns
+    reused
+  }
+  ... on TurnAnswer {
+    text
+    citations {
+      ...CitationFields
+    }
+    artifacts {
+      ...AnswerArtifactFields
+    }
+  }
+  ... on TurnTerminal {
+    outcome
+    reason
+  }
+  ... on MemberJoined {
+    memberId
+    audienceVersion
+  }
+  ... on MemberLeft {
+    memberId
+    audienceVersion
+  }
+}
+    fragment CitationFields on Citation {
+  id
+  ref
+  documentId
+  source
+  passage
+  digest
+}
+fragment AnswerArtifactFields on AnswerArtifact {
+  id
+  artifactId
+  resourceId
+  name
+  mediaType
+  size
+  sha256
+  downloadUrl
+}`, {"fragmentName":"JournalPayloadFields"}) as unknown as TypedDocumentString<JournalPayloadFieldsFragment, unknown>;
 export const EntryFieldsFragmentDoc = new TypedDocumentString(`
     fragment EntryFields on JournalEntry {
   id
@@ -399,6 +606,9 @@ export const EntryFieldsFragmentDoc = new TypedDocumentString(`
   actorId
   text
   createdAt
+  body {
+    ...JournalPayloadFields
+  }
   accepted {
     authorId
     authorName
@@ -476,6 +686,97 @@ fragment AnswerArtifactFields on AnswerArtifact {
   size
   sha256
   downloadUrl
+}
+fragment JournalPayloadFields on JournalPayload {
+  __typename
+  ... on TurnAccepted {
+    authorId
+    authorName
+  }
+  ... on TurnStart {
+    attempt
+    agentVersion
+    recovered
+  }
+  ... on AnswerDelta {
+    id
+    turnId
+    seq
+    attempt
+    offset
+    text
+  }
+  ... on ToolRequested {
+    callId
+    name
+    arguments
+  }
+  ... on ToolCompleted {
+    callId
+    name
+    status
+    bytes
+    citationRefs
+  }
+  ... on ApprovalRequest {
+    approvalId
+    tool
+    arguments
+    expiresAt
+  }
+  ... on ApprovalDecisionRecord {
+    approvalId
+    state
+    decidedBy
+  }
+  ... on SteerDelivered {
+    commandId
+    actorId
+    text
+  }
+  ... on SteerRejected {
+    commandId
+    actorId
+    text
+    terminal {
+      outcome
+      reason
+    }
+  }
+  ... on CheckpointRecord {
+    steps
+    toolCalls
+    messages
+  }
+  ... on CompactionRecord {
+    summarised
+    tokensBefore
+    tokensAfter
+    through
+    turns
+    reused
+  }
+  ... on TurnAnswer {
+    text
+    citations {
+      ...CitationFields
+    }
+    artifacts {
+      ...AnswerArtifactFields
+    }
+  }
+  ... on TurnTerminal {
+    outcome
+    reason
+  }
+  ... on MemberJoined {
+    memberId
+    audienceVersion
+  }
+  ... on MemberLeft {
+    memberId
+    audienceVersion
+  }
 }`, {"fragmentName":"EntryFields"}) as unknown as TypedDocumentString<EntryFieldsFragment, unknown>;
 export const TurnFieldsFragmentDoc = new TypedDocumentString(`
     fragment TurnFields on Turn {
@@ -610,6 +911,97 @@ fragment AnswerArtifactFields on AnswerArtifact {
   sha256
   downloadUrl
 }
+fragment JournalPayloadFields on JournalPayload {
+  __typename
+  ... on TurnAccepted {
+    authorId
+    authorName
+  }
+  ... on TurnStart {
+    attempt
+    agentVersion
+    recovered
+  }
+  ... on AnswerDelta {
+    id
+    turnId
+    seq
+    attempt
+    offset
+    text
+  }
+  ... on ToolRequested {
+    callId
+    name
+    arguments
+  }
+  ... on ToolCompleted {
+    callId
+    name
+    status
+    bytes
+    citationRefs
+  }
+  ... on ApprovalRequest {
+    approvalId
+    tool
+    arguments
+    expiresAt
+  }
+  ... on ApprovalDecisionRecord {
+    approvalId
+    state
+    decidedBy
+  }
+  ... on SteerDelivered {
+    commandId
+    actorId
+    text
+  }
+  ... on SteerRejected {
+    commandId
+    actorId
+    text
+    terminal {
+      outcome
+      reason
+    }
+  }
+  ... on CheckpointRecord {
+    steps
+    toolCalls
+    messages
+  }
+  ... on CompactionRecord {
+    summarised
+    tokensBefore
+    tokensAfter
+    through
+    turns
+    reused
+  }
+  ... on TurnAnswer {
+    text
+    citations {
+      ...CitationFields
+    }
+    artifacts {
+      ...AnswerArtifactFields
+    }
+  }
+  ... on TurnTerminal {
+    outcome
+    reason
+  }
+  ... on MemberJoined {
+    memberId
+    audienceVersion
+  }
+  ... on MemberLeft {
+    memberId
+    audienceVersion
+  }
+}
 fragment EntryFields on JournalEntry {
   id
   conversationId
@@ -620,6 +1012,9 @@ fragment EntryFields on JournalEntry {
   actorId
   text
   createdAt
+  body {
+    ...JournalPayloadFields
+  }
   accepted {
     authorId
     authorName
@@ -978,6 +1373,97 @@ fragment AnswerArtifactFields on AnswerArtifact {
   sha256
   downloadUrl
 }
+fragment JournalPayloadFields on JournalPayload {
+  __typename
+  ... on TurnAccepted {
+    authorId
+    authorName
+  }
+  ... on TurnStart {
+    attempt
+    agentVersion
+    recovered
+  }
+  ... on AnswerDelta {
+    id
+    turnId
+    seq
+    attempt
+    offset
+    text
+  }
+  ... on ToolRequested {
+    callId
+    name
+    arguments
+  }
+  ... on ToolCompleted {
+    callId
+    name
+    status
+    bytes
+    citationRefs
+  }
+  ... on ApprovalRequest {
+    approvalId
+    tool
+    arguments
+    expiresAt
+  }
+  ... on ApprovalDecisionRecord {
+    approvalId
+    state
+    decidedBy
+  }
+  ... on SteerDelivered {
+    commandId
+    actorId
+    text
+  }
+  ... on SteerRejected {
+    commandId
+    actorId
+    text
+    terminal {
+      outcome
+      reason
+    }
+  }
+  ... on CheckpointRecord {
+    steps
+    toolCalls
+    messages
+  }
+  ... on CompactionRecord {
+    summarised
+    tokensBefore
+    tokensAfter
+    through
+    turns
+    reused
+  }
+  ... on TurnAnswer {
+    text
+    citations {
+      ...CitationFields
+    }
+    artifacts {
+      ...AnswerArtifactFields
+    }
+  }
+  ... on TurnTerminal {
+    outcome
+    reason
+  }
+  ... on MemberJoined {
+    memberId
+    audienceVersion
+  }
+  ... on MemberLeft {
+    memberId
+    audienceVersion
+  }
+}
 fragment EntryFields on JournalEntry {
   id
   conversationId
@@ -988,6 +1474,9 @@ fragment EntryFields on JournalEntry {
   actorId
   text
   createdAt
+  body {
+    ...JournalPayloadFields
+  }
   accepted {
     authorId
     authorName
