@@ -163,6 +163,9 @@ func TestChatInATerminal(t *testing.T) {
 	g.f.add()
 	term.waitFor(ctx, "reconnecting")
 	term.waitFor(ctx, "· Team room · live")
+	// Every replica died mid-answer: attempt 2 wrote the answer again from
+	// its start, and the screen marks attempt 1's text interrupted.
+	term.waitFor(ctx, `✗ interrupted (attempt 1): You wrote: "What survives`)
 	term.waitFor(ctx, "the same conversation always streams the same answer.")
 	idle()
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,30 @@ func (f *goFollower) sameAsJournal(t *testing.T, ctx context.Context, c *client.
 	}
 }
 
+// interruptedIn is what the journal says a view of turn id shows as
+// interrupted: the text each attempt before last streamed, when it
+// streamed any (these runs discard no draft: no steers, no text before a
+// tool call).
+func interruptedIn(t *testing.T, ctx context.Context, c *client.Client, room, id string, last int) []client.InterruptedAnswer {
+	t.Helper()
+	all, err := c.Journal(ctx, room, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []client.InterruptedAnswer
+	for _, e := range all {
+		if e.TurnId == nil || *e.TurnId != id || e.Kind != client.JournalKindAnswerDelta || e.Delta.Attempt >= last || e.Delta.Text == "" {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Attempt == e.Delta.Attempt {
+			out[n-1].Text += e.Delta.Text
+		} else {
+			out = append(out, client.InterruptedAnswer{Attempt: e.Delta.Attempt, Text: e.Delta.Text})
+		}
+	}
+	return out
+}
+
 // midAnswer submits text and waits until its answer streams.
 func (f *goFollower) midAnswer(t *testing.T, ctx context.Context, c *client.Client, room, text string) string {
 	t.Helper()
@@ -210,6 +235,14 @@ func TestGoClientStreamResumes(t *testing.T) {
 			t.Fatalf("the stream's answer %q, the server's %v", v.Answer, server.Answer)
 		}
 		f.sameAsJournal(t, ctx, c, team)
+		// An attempt a crash cut off after it had streamed text shows as
+		// interrupted, apart from the answer, which is the last
+		// attempt's alone (checked above).
+		want := interruptedIn(t, ctx, c, team, id, server.Attempt)
+		if !slices.Equal(v.Interrupted, want) {
+			t.Fatalf("the view shows interrupted %v, the journal %v (the turn ended on attempt %d)", v.Interrupted, want, server.Attempt)
+		}
+		t.Logf("the turn ended on attempt %d; interrupted: %d", server.Attempt, len(want))
 	}
 	for _, step := range []struct {
 		name, question string
@@ -587,6 +620,61 @@ func TestGoClientCommandsAndRules(t *testing.T) {
 		cv := p.ended(t, ctx, second.Id)
 		if cv.State != client.TurnStateCancelled || cv.Terminal.Reason != client.TerminalReasonCancelledByMember {
 			t.Fatalf("cancelled turn %+v", cv)
+		}
+	})
+
+	t.Run("a steer in the answer's last step replaces its draft", func(t *testing.T) {
+		// A room of its own: its lane is empty, so the turn runs at once.
+		room, err := a.CreateConversation(ctx, "Drafts "+client.NewID(), client.ConversationKindPrivate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := goFollow(t, ctx, a, room.Id)
+		turn, err := a.Submit(ctx, room.Id, "Tell me about the launch, at length?", client.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The steer comes once the answer streams, after the tool round:
+		// the run takes it at the end of its last step, discards that
+		// draft and writes the answer again.
+		f.until(t, ctx, "the answer streams", func(f *goFollower) bool { v := f.fold.Turn(turn.Id); return v != nil && v.Answer != "" })
+		if _, _, err := a.Steer(ctx, turn.Id, "keep it short", client.NewID()); err != nil {
+			t.Fatal(err)
+		}
+		v := f.ended(t, ctx, turn.Id)
+		server, err := a.Turn(ctx, turn.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if server.Answer == nil || v.Answer != *server.Answer || !strings.Contains(v.Answer, "keep it short") {
+			t.Fatalf("the view's answer %q, the server's %v", v.Answer, server.Answer)
+		}
+		// Replayed entry by entry through a fold, the journal never shows
+		// the discarded draft joined to the new one: from the delivery on,
+		// the answer is always a start of the final one.
+		all, err := a.Journal(ctx, room.Id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replay := client.NewFold(0)
+		delivered, discarded := false, false
+		for _, e := range all {
+			replay.Apply(e)
+			if e.TurnId == nil || *e.TurnId != turn.Id {
+				continue
+			}
+			if e.Kind == client.JournalKindSteerDelivered {
+				delivered = true
+			}
+			if e.Kind == client.JournalKindAnswerDelta && !delivered {
+				discarded = true // text streamed before the delivery: a draft
+			}
+			if answer := replay.Turn(turn.Id).Answer; delivered && !strings.HasPrefix(*server.Answer, answer) {
+				t.Fatalf("after the steer's delivery, at position %d, the fold shows %q, which is not how %q starts", e.Seq, answer, *server.Answer)
+			}
+		}
+		if !delivered || !discarded {
+			t.Fatalf("the steer was delivered %v, after a draft streamed %v: want both", delivered, discarded)
 		}
 	})
 

@@ -185,14 +185,33 @@ func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
 		}
 		return t.Answered
 	})
-	if _, answer := serverAnswer(t, ctx, a, done.ID); !strings.Contains(done.Answer, strings.SplitN(answer, "[", 2)[0]) {
+	_, answer := serverAnswer(t, ctx, a, done.ID)
+	if !strings.Contains(done.Answer, strings.SplitN(answer, "[", 2)[0]) {
 		t.Fatalf("the page's answer %q is not the server's %q", done.Answer, answer)
+	}
+	// The answer shows once, the last attempt's alone: it starts as the
+	// server's starts, that start appears once (the builtin model writes
+	// the same text on every attempt, so a joined partial would repeat
+	// it), and it ends as the server's ends.
+	head, tail := strings.SplitN(answer, "[", 2)[0], answer[strings.LastIndex(answer, "]")+1:]
+	if strings.Count(done.Answer, strings.TrimSpace(head)) != 1 || !strings.HasSuffix(strings.TrimSpace(done.Answer), strings.TrimSpace(tail)) {
+		t.Fatalf("the page's answer %q is not the server's %q, once", done.Answer, answer)
 	}
 	page.waitConnection("Live")
 	page.screenshot("chat-after-kill9")
 	var attempt struct{ Turn struct{ Attempt int } }
 	if err := a.Do(ctx, `query($id: ID!) { turn(id: $id) { attempt } }`, map[string]any{"id": done.ID}, &attempt); err != nil {
 		t.Fatal(err)
+	}
+	// When the killed replica was running the turn, attempt 1 had
+	// streamed what the page showed before the kill: the page marks it
+	// interrupted. When the other replica ran it, nothing was.
+	want := ""
+	if attempt.Turn.Attempt > 1 {
+		want = "1"
+	}
+	if done.Interrupted != want {
+		t.Fatalf("the page marks attempts %q interrupted; the turn ended on attempt %d", done.Interrupted, attempt.Turn.Attempt)
 	}
 	// Attempt 2: the killed replica was running the turn too, and the
 	// figure includes its recovery (a 2 s lease here).

@@ -121,6 +121,8 @@ type pageTurn struct {
 	Sources  int    `json:"sources"`
 	Tools    string `json:"tools"`
 	Steers   string `json:"steers"`
+	// Interrupted lists the attempts shown as interrupted, comma-separated.
+	Interrupted string `json:"interrupted"`
 }
 
 // turns reads the transcript region's turns.
@@ -137,6 +139,7 @@ func (p *chatPage) turns() ([]pageTurn, error) {
     sources: a.querySelectorAll('.citations li').length,
     tools: a.querySelector('.tools')?.innerText ?? '',
     steers: a.querySelector('.steers')?.innerText ?? '',
+    interrupted: [...a.querySelectorAll('.interrupted')].map((d) => d.dataset.attempt).join(','),
   }));
 })()`))
 }

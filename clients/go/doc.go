@@ -12,7 +12,10 @@
 //     resumes from the last position across dropped sockets, restarts and
 //     replicas, with no gap, no repeat and no expiry; Fold turns entries
 //     into turn views, a turn withheld from the viewer into the server's
-//     notice (Withheld).
+//     notice (Withheld). A view's Answer is one attempt's current draft:
+//     the partial answer of an attempt a crash cut off moves to
+//     Interrupted, and a draft the run discarded (a steer delivered or a
+//     tool requested after it) is replaced by the next.
 //   - Reads and subscriptions retry on their own only for network
 //     failures, RATE_LIMITED and UNAVAILABLE, with full-jitter backoff
 //     inside a window (60 s by default), then a stream is Offline until

@@ -23,6 +23,14 @@ type SteerView struct {
 	State           CommandState
 }
 
+// InterruptedAnswer is the partial answer of an attempt a crash cut off:
+// the run's next attempt wrote its answer again from the start, so this
+// text is not part of the answer and is shown, if at all, as interrupted.
+type InterruptedAnswer struct {
+	Attempt int
+	Text    string
+}
+
 // TurnView is a turn as the room's journal tells it so far.
 type TurnView struct {
 	ID       string
@@ -32,10 +40,17 @@ type TurnView struct {
 	Input    string
 	State    TurnState
 	Attempt  int
-	// Answer is the answer so far: the current attempt's streamed text,
-	// then the published answer (Answered).
+	// Answer is the answer so far: the streamed text of the current
+	// attempt's current draft, then the published answer (Answered). Text
+	// a new attempt or draft replaces is never joined to it: a draft the
+	// run discarded (a steer delivered, or a tool requested, after it) is
+	// dropped, and an interrupted attempt's partial answer moves to
+	// Interrupted.
 	Answer   string
 	Answered bool
+	// Interrupted are the partial answers of earlier attempts a crash cut
+	// off, oldest first.
+	Interrupted []InterruptedAnswer
 	// Withheld: the turn drew on a document this viewer may not read now
 	// (they joined later, or lost access), or its answer was withheld
 	// from the whole room. Answer is then the server's withheld notice,
@@ -51,6 +66,34 @@ type TurnView struct {
 	// of it in the room's lane (0: next); -1 otherwise.
 	QueuePosition int
 	Terminal      *EntryFieldsTerminalTurnTerminal
+
+	// draftAt is where the current draft starts in the attempt's answer;
+	// restart: the next delta starts a new draft. The server counts
+	// offsets from the attempt's start, through every step; only the
+	// run's last step is the answer.
+	draftAt int
+	restart bool
+}
+
+// newAttempt starts attempt: the partial answer of the attempt before it,
+// cut off by a crash, is kept apart as interrupted, never joined to the
+// new attempt's text, which starts again at offset 0.
+func (t *TurnView) newAttempt(attempt int) {
+	if !t.Answered {
+		if t.Answer != "" {
+			t.Interrupted = append(t.Interrupted, InterruptedAnswer{Attempt: t.Attempt, Text: t.Answer})
+		}
+		t.Answer = ""
+	}
+	t.Attempt, t.draftAt, t.restart = attempt, 0, false
+}
+
+// discardDraft drops the current draft: the run's next step writes the
+// answer anew.
+func (t *TurnView) discardDraft() {
+	if !t.Answered {
+		t.Answer, t.restart = "", true
+	}
 }
 
 // Ended reports whether the turn has its terminal.
@@ -113,10 +156,9 @@ func (f *Fold) Apply(e *EntryFields) bool {
 		if e.Started != nil {
 			attempt = e.Started.Attempt
 		}
-		if attempt != t.Attempt && !t.Answered {
-			t.Answer = ""
+		if attempt != t.Attempt {
+			t.newAttempt(attempt)
 		}
-		t.Attempt = attempt
 		if !finished(t.State) {
 			t.State = TurnStateRunning
 		}
@@ -127,15 +169,23 @@ func (f *Fold) Apply(e *EntryFields) bool {
 			break
 		}
 		if d.Attempt > t.Attempt {
-			t.Attempt, t.Answer = d.Attempt, ""
+			t.newAttempt(d.Attempt)
 		}
-		// The offset places the text: a repeat overlaps, never doubles.
-		if d.Offset <= len(t.Answer) {
-			t.Answer = t.Answer[:d.Offset] + d.Text
-		} else {
+		if t.restart {
+			t.draftAt, t.restart = d.Offset, false
+		}
+		at := d.Offset - t.draftAt
+		switch {
+		case at < 0:
+			// A discarded draft's text.
+		case at <= len(t.Answer):
+			// The offset places the text: a repeat overlaps, never doubles.
+			t.Answer = t.Answer[:at] + d.Text
+		default:
 			t.Answer += d.Text
 		}
 	case JournalKindToolRequested:
+		t.discardDraft()
 		if e.Tool != nil {
 			v := ToolView{CallID: e.Tool.CallId, Name: e.Tool.Name}
 			if e.Tool.Arguments != nil {
@@ -173,6 +223,11 @@ func (f *Fold) Apply(e *EntryFields) bool {
 			}
 		}
 	case JournalKindSteerDelivered, JournalKindSteerRejected:
+		// A delivered steer gets the run a new step, which writes the
+		// answer again with it.
+		if e.Kind == JournalKindSteerDelivered {
+			t.discardDraft()
+		}
 		if st := e.Steer; st != nil {
 			kept := t.Steers[:0]
 			for _, x := range t.Steers {
@@ -192,7 +247,7 @@ func (f *Fold) Apply(e *EntryFields) bool {
 			if e.Terminal.Reason == TerminalReasonAudienceWithheld {
 				// The published answer is the notice; text streamed before
 				// the turn was withheld from this viewer is not kept.
-				t.Withheld = true
+				t.Withheld, t.Interrupted = true, nil
 				if !t.Answered {
 					t.Answer = ""
 				}

@@ -12,7 +12,8 @@
 // turns the newcomer reads withheld; a turn withheld from the member shows
 // the server's notice in place of its answer. The connection state shows,
 // and a dropped connection resumes without losing or repeating text (the
-// client's room stream).
+// client's room stream). An attempt a crash cut off shows as a dim line
+// marked interrupted, above the answer the next attempt writes again.
 //
 // # What it must not import
 //

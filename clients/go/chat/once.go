@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	client "github.com/turngate/turngate/clients/go"
 )
@@ -30,7 +31,8 @@ func Once(ctx context.Context, c *client.Client, room, text string, out, errOut 
 	s := c.Follow(ctx, room, turn.Position-1)
 	defer s.Close()
 	fold := client.NewFold(turn.Position - 1)
-	printed := ""
+	// printed is what out shows of the answer, written by attempt.
+	printed, attempt := "", 0
 	for u := range s.Updates() {
 		if u.Entry == nil {
 			if u.State == client.Closed {
@@ -47,9 +49,9 @@ func Once(ctx context.Context, c *client.Client, room, text string, out, errOut 
 			continue
 		}
 		switch {
-		case len(v.Answer) >= len(printed) && v.Answer[:len(printed)] == printed:
+		case strings.HasPrefix(v.Answer, printed):
 			io.WriteString(out, v.Answer[len(printed):])
-			printed = v.Answer
+			printed, attempt = v.Answer, v.Attempt
 		case v.Answered && !v.Ended():
 			// A published answer that is not the streamed text: its
 			// terminal, next, says why.
@@ -59,9 +61,17 @@ func Once(ctx context.Context, c *client.Client, room, text string, out, errOut 
 			fmt.Fprintln(errOut, "\n[the answer is withheld from the room]")
 			io.WriteString(out, "\n"+v.Answer)
 			printed = v.Answer
+		case v.Attempt != attempt:
+			// A crash cut the attempt off; the next one writes the
+			// answer again from its start. What out shows cannot be
+			// taken back: say where the new text begins.
+			fmt.Fprintf(errOut, "\n[interrupted: attempt %d was cut off; attempt %d writes the answer again from the start]\n", attempt, v.Attempt)
+			io.WriteString(out, "\n"+v.Answer)
+			printed, attempt = v.Answer, v.Attempt
 		default:
-			// A recovered attempt started its answer again.
-			fmt.Fprintf(errOut, "\n[the answer restarts: attempt %d]\n", v.Attempt)
+			// The run discarded the text above (a steer it took, a tool
+			// it called after it), or published an answer other than it.
+			fmt.Fprintln(errOut, "\n[replaced: the answer is written again]")
 			io.WriteString(out, "\n"+v.Answer)
 			printed = v.Answer
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
@@ -397,6 +398,11 @@ func (m *model) View() string {
 		for _, s := range t.Steers {
 			lines = append(lines, dim.Render(fmt.Sprintf("  ↪ steer %q: %s", s.Text, strings.ToLower(string(s.State)))))
 		}
+		// An attempt a crash cut off: its partial answer, marked, above
+		// the next attempt's, which starts again from the beginning.
+		for _, p := range t.Interrupted {
+			lines = append(lines, strings.Split(dim.Render(wrap.Render(fmt.Sprintf("  ✗ interrupted (attempt %d): %s", p.Attempt, firstWords(p.Text, 120)))), "\n")...)
+		}
 		switch {
 		case t.Withheld && t.Answer != "":
 			// The server's notice, in place of an answer this member may
@@ -446,6 +452,22 @@ func (m *model) View() string {
 		help = warn.Render("This room is not available to you (" + string(m.why.Code) + "). Ctrl-C quits.")
 	}
 	return head + "\n" + strings.Join(lines, "\n") + "\n" + m.input.View() + "\n" + dim.Render(help) + "\n"
+}
+
+// firstWords is s on one line, cut to about n bytes with an ellipsis.
+func firstWords(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s + "…"
+	}
+	cut := strings.LastIndex(s[:n], " ")
+	if cut <= 0 {
+		cut = n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+	}
+	return s[:cut] + "…"
 }
 
 func compact(raw json.RawMessage) string {

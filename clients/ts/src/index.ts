@@ -21,7 +21,7 @@ export type { RetryPolicy } from './retry.js';
 export { Transport } from './transport.js';
 export type { IdentityProvider, Operation, StreamTransport, TransportOptions } from './transport.js';
 export { TurnFolder } from './turns.js';
-export type { ApprovalView, Entry, SteerView, ToolView, TurnView } from './turns.js';
+export type { ApprovalView, Entry, InterruptedAnswer, SteerView, ToolView, TurnView } from './turns.js';
 export type { JsonValue } from './json.js';
 export type {
   ApprovalState,

@@ -37,6 +37,16 @@ export interface SteerView {
   state: 'PENDING' | 'DELIVERED' | 'REJECTED';
 }
 
+/**
+ * The partial answer of an attempt that a crash cut off: the run's next
+ * attempt wrote its answer again from the start, so this text is not part
+ * of the answer and is shown, if at all, as interrupted.
+ */
+export interface InterruptedAnswer {
+  attempt: number;
+  text: string;
+}
+
 /** A turn as the room's journal tells it so far. */
 export interface TurnView {
   id: string;
@@ -47,8 +57,16 @@ export interface TurnView {
   input: string;
   state: TurnState;
   attempt: number;
-  /** The answer so far: the streamed text of the current attempt, then the final answer. */
+  /**
+   * The answer so far: the streamed text of the current attempt's current
+   * draft, then the final answer. Text a new attempt or draft replaces is
+   * never joined to it: a draft the run discarded (a steer delivered, or a
+   * tool requested, after it) is dropped, and an interrupted attempt's
+   * partial answer moves to interrupted.
+   */
   answer: string;
+  /** The partial answers of earlier attempts a crash cut off, oldest first. */
+  interrupted: InterruptedAnswer[];
   /** Whether answer is the final, published answer (a turn_answer entry). */
   answered: boolean;
   /**
@@ -71,6 +89,18 @@ export interface TurnView {
 const finished = (s: TurnState) => s === 'COMPLETED' || s === 'FAILED' || s === 'CANCELLED';
 
 /**
+ * Where a turn's current draft starts in its attempt's answer. The server
+ * counts offsets from the attempt's start; a step that ends in a steer or a
+ * tool request is not the answer (only the run's last step is), and the
+ * next step's text continues the count: its first delta's offset becomes
+ * the new draft's start.
+ */
+interface Draft {
+  base: number;
+  restart: boolean;
+}
+
+/**
  * Folds journal entries, in position order, into turn views. Feeding an
  * entry twice changes nothing (entries at or below the last position
  * applied are ignored), so a resumed stream that overlaps is harmless.
@@ -78,6 +108,7 @@ const finished = (s: TurnState) => s === 'COMPLETED' || s === 'FAILED' || s === 
 export class TurnFolder {
   private readonly byId = new Map<string, TurnView>();
   private readonly order: TurnView[] = [];
+  private readonly drafts = new Map<string, Draft>();
   private last: number;
 
   /** A folder that starts after position after (0: the beginning). */
@@ -107,6 +138,7 @@ export class TurnFolder {
         state: 'QUEUED',
         attempt: 0,
         answer: '',
+        interrupted: [],
         answered: false,
         withheld: false,
         citations: [],
@@ -126,25 +158,29 @@ export class TurnFolder {
     switch (e.kind) {
       case 'TURN_STARTED': {
         const attempt = e.started?.attempt ?? e.attempt;
-        if (attempt !== next.attempt && !next.answered) next.answer = '';
-        next.attempt = attempt;
+        if (attempt !== next.attempt) this.newAttempt(next, attempt);
         if (!finished(next.state)) next.state = 'RUNNING';
         break;
       }
       case 'ANSWER_DELTA': {
         const d = e.delta;
         if (!d || next.answered) break;
-        if (d.attempt > next.attempt) {
-          next.attempt = d.attempt;
-          next.answer = '';
-        }
+        if (d.attempt > next.attempt) this.newAttempt(next, d.attempt);
         if (d.attempt < next.attempt) break; // a superseded attempt's text
+        const draft = this.draft(next.id);
+        if (draft.restart) {
+          draft.base = d.offset;
+          draft.restart = false;
+        }
+        const at = d.offset - draft.base;
+        if (at < 0) break; // a discarded draft's text
         // offset says where the text goes: a repeat overlaps, never duplicates.
-        if (d.offset <= next.answer.length) next.answer = next.answer.slice(0, d.offset) + d.text;
+        if (at <= next.answer.length) next.answer = next.answer.slice(0, at) + d.text;
         else next.answer += d.text;
         break;
       }
       case 'TOOL_REQUESTED':
+        this.discardDraft(next);
         if (e.tool) next.tools = [...next.tools, { callId: e.tool.callId, name: e.tool.name, arguments: e.tool.arguments, status: null }];
         break;
       case 'TOOL_COMPLETED':
@@ -167,6 +203,9 @@ export class TurnFolder {
         break;
       case 'STEER_DELIVERED':
       case 'STEER_REJECTED':
+        // A delivered steer gets the run a new step, which writes the
+        // answer again with it.
+        if (e.kind === 'STEER_DELIVERED') this.discardDraft(next);
         if (e.steer) {
           const s = e.steer;
           next.steers = [...next.steers.filter((x) => x.commandId !== s.commandId), { commandId: s.commandId, text: s.text, state: s.state as SteerView['state'] }];
@@ -188,6 +227,7 @@ export class TurnFolder {
             // The published answer is the notice; text streamed before the
             // turn was withheld from this viewer is not kept.
             next.withheld = true;
+            next.interrupted = [];
             if (!next.answered) next.answer = '';
           }
         }
@@ -196,6 +236,34 @@ export class TurnFolder {
     this.replace(next);
     if (e.kind === 'TURN_STARTED' || e.kind === 'TURN_TERMINAL') this.requeue();
     return true;
+  }
+
+  /**
+   * Starts attempt on t: the partial answer of the attempt before it, cut
+   * off by a crash, is kept apart as interrupted, never joined to the new
+   * attempt's text, which starts again at offset 0.
+   */
+  private newAttempt(t: TurnView, attempt: number): void {
+    if (t.answer && !t.answered) t.interrupted = [...t.interrupted, { attempt: t.attempt, text: t.answer }];
+    if (!t.answered) t.answer = '';
+    t.attempt = attempt;
+    this.drafts.set(t.id, { base: 0, restart: false });
+  }
+
+  /** Drops t's current draft: the run's next step writes the answer anew. */
+  private discardDraft(t: TurnView): void {
+    if (t.answered) return;
+    t.answer = '';
+    this.draft(t.id).restart = true;
+  }
+
+  private draft(id: string): Draft {
+    let d = this.drafts.get(id);
+    if (!d) {
+      d = { base: 0, restart: false };
+      this.drafts.set(id, d);
+    }
+    return d;
   }
 
   /** Notes a steer sent but not yet delivered, so a view can show it pending. */

@@ -353,6 +353,14 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           {a.state === 'PENDING' && !mayDecide && <p>Waiting for the author's decision.</p>}
         </div>
       ))}
+      {/* An attempt a crash cut off: marked, its partial text folded away,
+          never joined to the answer that was written again below it. */}
+      {t.interrupted.map((p) => (
+        <details key={p.attempt} className="interrupted" data-attempt={p.attempt}>
+          <summary>Interrupted: attempt {p.attempt} stopped mid-answer, and the answer was written again from the start.</summary>
+          <p>{p.text}</p>
+        </details>
+      ))}
       {t.answer && (
         <div
           className={t.withheld ? 'answer withheld' : 'answer'}
