@@ -247,6 +247,24 @@ describe('TurngateChatTransport against a server', () => {
     expect((await client.turn(turnId))?.state).toBe('CANCELLED');
   });
 
+  it('does not cancel when an aborted request is handed over to the next of the chat (a resume replacing a resume)', async () => {
+    const { client, room, transport } = await setup();
+    const r = await readUntil(await send(transport, room, user(`m${Date.now()}`, 'Who decided the launch date?')), (cs) => cs.some((c) => c.type === 'text-delta'));
+    const turnId = turnIdOf(r.seen);
+    await r.reader.cancel();
+    const first = new AbortController();
+    const replaced = await transport.reconnectToStream({ chatId: room, abortSignal: first.signal });
+    // useChat aborts a resume right before it makes the one replacing it
+    // (React's StrictMode mounts twice).
+    first.abort();
+    const next = transport.reconnectToStream({ chatId: room });
+    await replaced?.cancel();
+    const cs = await drain((await next)!);
+    expect(turnIdOf(cs)).toBe(turnId);
+    expect(cs.at(-1)).toMatchObject({ type: 'finish' });
+    expect((await client.turn(turnId))?.state).toBe('COMPLETED');
+  });
+
   it('keeps streaming through kill -9 of the serving replica, and the message is the server\'s answer', async () => {
     await ctl('up'); // a second replica behind the front door
     const { client, room, transport } = await setup();
