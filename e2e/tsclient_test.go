@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,13 +35,66 @@ var clientsTS sync.Mutex
 // Callers that may meet another test in dir hold clientsTS.
 func npmInstalled(t *testing.T, dir string) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
-		return
+	if err := npmInstall(nodeTool(t, "npm"), dir); err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command(nodeTool(t, "npm"), "ci", "--no-audit", "--no-fund")
+}
+
+// npmInstall is npmInstalled for code that reports errors rather than
+// failing a test (inside a sync.Once shared by tests).
+func npmInstall(npm, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
+		return nil
+	}
+	cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		return fmt.Errorf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	return nil
+}
+
+// tsClientBuild builds the TypeScript client once per package run, for
+// its own tests and for the examples that depend on it (at once, two
+// builds would write the same dist/).
+var tsClientBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildTSClient installs the client's packages when missing, type-checks
+// it (tests included) and builds it to ESM with its declarations.
+func buildTSClient(t *testing.T) {
+	t.Helper()
+	npm := nodeTool(t, "npm")
+	tsClientBuild.once.Do(func() {
+		clientsTS.Lock()
+		defer clientsTS.Unlock()
+		dir, err := filepath.Abs("../clients/ts")
+		if err != nil {
+			tsClientBuild.err = err
+			return
+		}
+		if tsClientBuild.err = npmInstall(npm, dir); tsClientBuild.err != nil {
+			return
+		}
+		for _, script := range []string{"typecheck", "build"} {
+			cmd := exec.Command(npm, "run", "--silent", script)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				tsClientBuild.err = fmt.Errorf("npm run %s: %v\n%s", script, err, out)
+				return
+			}
+		}
+		for _, f := range []string{"index.js", "index.d.ts", "react.js", "react.d.ts", "ai-sdk.js", "ai-sdk.d.ts"} {
+			if _, err := os.Stat(filepath.Join(dir, "dist", f)); err != nil {
+				tsClientBuild.err = fmt.Errorf("the package build lacks %s: %v", f, err)
+				return
+			}
+		}
+	})
+	if tsClientBuild.err != nil {
+		t.Fatal(tsClientBuild.err)
 	}
 }
 
@@ -55,23 +109,7 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	npx := nodeTool(t, "npx")
-	clientsTS.Lock()
-	npmInstalled(t, dir)
-	// The package type-checks, tests included, and builds to ESM with
-	// its declarations.
-	for _, script := range []string{"typecheck", "build"} {
-		cmd := exec.Command(nodeTool(t, "npm"), "run", "--silent", script)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm run %s: %v\n%s", script, err, out)
-		}
-	}
-	for _, f := range []string{"index.js", "index.d.ts", "react.js", "react.d.ts"} {
-		if _, err := os.Stat(filepath.Join(dir, "dist", f)); err != nil {
-			t.Fatalf("the package build lacks %s: %v", f, err)
-		}
-	}
-	clientsTS.Unlock()
+	buildTSClient(t)
 	// Each test file gets a world of its own (a database, replicas, a
 	// front door): the files run at once, the tests within a file one at
 	// a time, as they share their world.
