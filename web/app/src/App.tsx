@@ -1,6 +1,6 @@
 import { createClient, type TurngateClient, type TurnView, type TurngateError } from '@turngate/client';
 import { useRoom, type UseRoom } from '@turngate/client/react';
-import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent } from 'react';
 
 import { citationAnchor, renderAnswer } from './markdown';
 
@@ -215,6 +215,24 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
   const mayCommand = (t: TurnView) => t.authorId === me.id || (room?.kind === 'SHARED' && owner);
   const active = [...r.turns].reverse().find((t) => (t.state === 'RUNNING' || t.state === 'QUEUED') && mayCommand(t));
   const closed = r.state === 'closed' && r.error;
+  const announcement = useAnnouncement(r.turns);
+  const transcript = useStickToBottom(r.turns);
+  const stop = useCallback(
+    (id: string) => r.cancel(id),
+    [r.cancel],
+  );
+  // Esc stops the streaming turn, as the Stop button does (ChatGPT and
+  // Claude do the same); an open dialog or menu would take Esc first.
+  useEffect(() => {
+    if (!active) return;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape' || e.defaultPrevented) return;
+      e.preventDefault();
+      void stop(active.id).catch(() => {});
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [active, stop]);
   return (
     <div className="room">
       <header className="room-header">
@@ -231,17 +249,77 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
       ) : (
         <>
           {room?.kind === 'SHARED' && owner && <Invite client={client} roomId={roomId} onInvited={onChanged} />}
-          <section className="transcript" aria-label="Transcript" aria-live="polite">
+          {/* Not a live region: a screen reader would read every token.
+              The visually hidden status below says once that an answer
+              finished. */}
+          <section className="transcript" aria-label="Transcript" ref={transcript.ref} onScroll={transcript.onScroll} tabIndex={0}>
             {r.turns.length === 0 && r.state === 'live' && <p className="empty">No messages yet.</p>}
             {r.turns.map((t) => (
-              <Turn key={t.id} turn={t} me={me} mayDecide={mayCommand(t)} onDecide={r.approve} header={header} client={client} />
+              <Turn
+                key={t.id}
+                turn={t}
+                me={me}
+                mayDecide={mayCommand(t)}
+                onDecide={r.approve}
+                onResend={t.authorId === me.id ? () => void r.send(t.input).catch(() => {}) : undefined}
+                header={header}
+                client={client}
+              />
             ))}
           </section>
+          <div className="sr-only" role="status" aria-live="polite" aria-label="Announcements">{announcement}</div>
           <Composer r={r} active={active} />
         </>
       )}
     </div>
   );
+}
+
+const isFinished = (t: TurnView) => t.state === 'COMPLETED' || t.state === 'FAILED' || t.state === 'CANCELLED';
+
+/**
+ * The short notice a screen reader hears once a turn it saw running
+ * finishes: who answered and how it ended, and the answer's first words.
+ * Turns already finished when the room opened are not announced.
+ */
+function useAnnouncement(turns: readonly TurnView[]): string {
+  const pending = useRef(new Set<string>());
+  const [text, setText] = useState('');
+  useEffect(() => {
+    for (const t of turns) {
+      if (!isFinished(t)) {
+        pending.current.add(t.id);
+      } else if (pending.current.delete(t.id)) {
+        setText(notice(t));
+      }
+    }
+  }, [turns]);
+  return text;
+}
+
+function notice(t: TurnView): string {
+  if (t.state !== 'COMPLETED') return `${assistantName}: ${status(t) ?? 'the turn ended.'}`;
+  const plain = t.answer.replace(/\[doc:[^\]]*\]/g, '').replace(/[#*_`>]/g, '').replace(/\s+/g, ' ').trim();
+  const words = plain.length > 140 ? `${plain.slice(0, 140).replace(/\s\S*$/, '')}…` : plain;
+  return `${assistantName} answered: ${words}`;
+}
+
+/**
+ * Keeps the transcript scrolled to its end as answers stream, until the
+ * reader scrolls up; scrolling back to the end sticks again.
+ */
+function useStickToBottom(turns: readonly TurnView[]) {
+  const ref = useRef<HTMLElement>(null);
+  const stuck = useRef(true);
+  const onScroll = useCallback(() => {
+    const el = ref.current;
+    if (el) stuck.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+  }, []);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el && stuck.current) el.scrollTop = el.scrollHeight;
+  }, [turns]);
+  return { ref, onScroll };
 }
 
 function Invite({ client, roomId, onInvited }: { client: TurngateClient; roomId: string; onInvited: () => void }) {
@@ -303,22 +381,31 @@ function status(t: TurnView): string | null {
   }
 }
 
+/**
+ * The name answers are labelled with. The schema does not tell members
+ * which agent ran a turn (only its version), so every answer is the
+ * room's assistant.
+ */
+const assistantName = 'Assistant';
+
 interface TurnProps {
   turn: TurnView;
   me: Me;
   mayDecide: boolean;
   onDecide: UseRoom['approve'];
+  /** Submits the turn's input again (a new turn, a new idempotency key): Retry or Regenerate. */
+  onResend?: () => void;
   header: string;
   client: TurngateClient;
 }
 
-function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
+function Turn({ turn: t, me, mayDecide, onDecide, onResend, header, client }: TurnProps) {
   const html = useMemo(() => renderAnswer(t.answer, t.id, t.citations.map((c) => c.ref)), [t.answer, t.id, t.citations]);
   const line = status(t);
   return (
     <article className={`turn turn-${t.state.toLowerCase()}`} aria-label={`Turn by ${t.authorName || 'a member'}`} data-turn-id={t.id}>
       <div className={`message ${t.authorId === me.id ? 'mine' : ''}`}>
-        <span className="author">{t.authorName || 'Member'}</span>
+        <span className="author">{t.authorId === me.id ? `${t.authorName || 'Member'} (you)` : t.authorName || 'Member'}</span>
         <p>{t.input}</p>
       </div>
       {t.tools.length > 0 && (
@@ -353,6 +440,7 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           {a.state === 'PENDING' && !mayDecide && <p>Waiting for the author's decision.</p>}
         </div>
       ))}
+      {(t.answer || t.state === 'RUNNING') && <span className="author answer-author">{assistantName}</span>}
       {t.answer && (
         <div
           className={t.withheld ? 'answer withheld' : 'answer'}
@@ -382,7 +470,12 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           ))}
         </ul>
       )}
-      {line && <p className="turn-status" role="status">{line}</p>}
+      {line && <p className="turn-status">{line}</p>}
+      {onResend && isFinished(t) && !t.withheld && (
+        <p className="turn-actions">
+          <button type="button" onClick={onResend}>{t.state === 'COMPLETED' ? 'Regenerate' : 'Retry'}</button>
+        </p>
+      )}
     </article>
   );
 }
@@ -430,7 +523,7 @@ function Composer({ r, active }: { r: UseRoom; active: TurnView | undefined }) {
         <form className="steer" onSubmit={doSteer} aria-label="Steer the running turn">
           <input aria-label="Steer" placeholder="Steer the answer…" value={steer} onChange={(e) => setSteer(e.target.value)} />
           <button type="submit">Steer</button>
-          <button type="button" className="stop" onClick={() => void r.cancel(active.id).catch((err) => setError(describe(err as TurngateError)))}>
+          <button type="button" className="stop" aria-keyshortcuts="Escape" title="Stop (Esc)" onClick={() => void r.cancel(active.id).catch((err) => setError(describe(err as TurngateError)))}>
             Stop
           </button>
         </form>
