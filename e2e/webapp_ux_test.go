@@ -2,6 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
@@ -89,8 +95,9 @@ func TestChatAccessibleInEveryLayout(t *testing.T) {
 	page.turnWith(question, "the answer is complete with its sources", func(t pageTurn) bool { return t.Answered && t.Sources > 0 })
 	var said string
 	if err := browserPoll(page.ctx, "the finished answer is announced", 25*time.Millisecond, func() (bool, error) {
-		said = evalIn[string](page, `document.querySelector('[role="status"][aria-label="Announcements"]')?.textContent ?? ''`)
-		return strings.HasPrefix(said, "Assistant answered: You wrote"), nil
+		var err error
+		said, err = chromedp.Run(page.ctx, chromedp.Evaluate[string](`document.querySelector('[role="status"][aria-label="Announcements"]')?.textContent ?? ''`))
+		return strings.HasPrefix(said, "Assistant answered: You wrote"), err
 	}); err != nil {
 		t.Fatalf("%v: the announcement reads %q", err, said)
 	}
@@ -193,4 +200,53 @@ func TestChatFollowsTheAnswer(t *testing.T) {
 	if state, _ := serverAnswer(t, ctx, a, end.ID); state != "CANCELLED" {
 		t.Fatalf("turn %s, want CANCELLED", state)
 	}
+}
+
+// codeAnswer is model output with a fenced code block.
+const codeAnswer = "Build it with:\n\n```sh\nmake npm\nmake web\n```\n\nThen run `make run`."
+
+// TestChatCopiesACodeBlock: a code block in an answer renders as a block
+// with a Copy button; the button puts exactly the code on the clipboard.
+func TestChatCopiesACodeBlock(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		content, _ := json.Marshal(map[string]string{"role": "assistant", "content": codeAnswer})
+		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":%s,\"finish_reason\":null}]}\n\n", content)
+		fmt.Fprint(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer model.Close()
+	h := servertest.New(t, func(c *server.Config) {
+		c.OpenAI = gateway.OpenAIConfig{BaseURL: model.URL, APIKey: "sk-local", Model: "m"}
+		c.AgentRoute = "openai"
+	})
+	a := h.Client(t, alice)
+	private := servertest.Rooms(t, a)["Alice's notes"].ID
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.Base, "/#room="+private)
+	page.waitConnection("Live")
+	question := "how do I build the web app?"
+	page.send(question)
+	page.turnWith(question, "the answer is complete", func(t pageTurn) bool { return t.Answered })
+	// The test reads the clipboard through a stand-in: headless Chromium's
+	// own clipboard needs a permission grant and focus.
+	evalIn[bool](page, `(() => { Object.defineProperty(navigator, 'clipboard', { configurable: true, value: { writeText: async (t) => { window.copied = t; } } }); return true; })()`)
+	page.click("button", "Copy code")
+	var copied string
+	if err := browserPoll(page.ctx, "the code is copied", 25*time.Millisecond, func() (bool, error) {
+		var err error
+		copied, err = chromedp.Run(page.ctx, chromedp.Evaluate[string](`String(window.copied ?? '')`))
+		return copied != "", err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if copied != "make npm\nmake web\n" {
+		t.Fatalf("copied %q, want the code block's text", copied)
+	}
+	if label := evalIn[string](page, `document.querySelector('.code-block .copy').innerText`); label != "Copied" {
+		t.Fatalf("the button reads %q after copying, want Copied", label)
+	}
+	page.screenshot("chat-code-block")
 }

@@ -2,7 +2,7 @@ import { createClient, type TurngateClient, type TurnView, type TurngateError } 
 import { useRoom, type UseRoom } from '@turngate/client/react';
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent } from 'react';
 
-import { citationAnchor, renderAnswer } from './markdown';
+import { citationAnchor, copyCode, renderAnswer } from './markdown';
 
 /** A demo member the dev page may act as. */
 export interface DevMember {
@@ -445,6 +445,7 @@ function Turn({ turn: t, me, mayDecide, onDecide, onResend, header, client }: Tu
         <div
           className={t.withheld ? 'answer withheld' : 'answer'}
           data-answered={t.answered ? 'true' : 'false'}
+          onClick={(e) => copyCode(e.target)}
           dangerouslySetInnerHTML={{ __html: html }}
         />
       )}

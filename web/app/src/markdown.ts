@@ -91,6 +91,41 @@ function decorateLinks(root: DocumentFragment) {
 }
 
 /**
+ * Each code block gets the app's own Copy button, added after sanitizing
+ * (an answer cannot produce a button or a class); the page handles its
+ * clicks by delegation (copyCode).
+ */
+function addCopyButtons(root: DocumentFragment) {
+  for (const pre of [...root.querySelectorAll('pre')]) {
+    const block = document.createElement('div');
+    block.className = 'code-block';
+    const copy = document.createElement('button');
+    copy.type = 'button';
+    copy.className = 'copy';
+    copy.textContent = 'Copy';
+    copy.setAttribute('aria-label', 'Copy code');
+    pre.replaceWith(block);
+    block.append(copy, pre);
+  }
+}
+
+/** Copies the code block whose Copy button was clicked, when the click was on one. */
+export function copyCode(target: EventTarget) {
+  const button = target instanceof Element ? target.closest('button.copy') : null;
+  const code = button?.parentElement?.querySelector('pre')?.textContent;
+  if (!button || code == null) return;
+  void navigator.clipboard?.writeText(code).then(
+    () => {
+      button.textContent = 'Copied';
+      setTimeout(() => (button.textContent = 'Copy'), 1500);
+    },
+    () => {
+      button.textContent = 'Copy failed';
+    },
+  );
+}
+
+/**
  * The answer as sanitized HTML: Markdown as above, each [ref] the answer
  * cites turned into a link to its passage below, then DOMPurify with an
  * allow-list of what that Markdown produces, then the links decorated.
@@ -103,6 +138,7 @@ export function renderAnswer(text: string, turnId: string, refs: readonly string
   const html = md.parse(src) as string;
   const frag = DOMPurify.sanitize(html, allowed);
   decorateLinks(frag);
+  addCopyButtons(frag);
   const out = document.createElement('div');
   out.append(frag);
   return out.innerHTML;
