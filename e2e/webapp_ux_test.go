@@ -250,3 +250,41 @@ func TestChatCopiesACodeBlock(t *testing.T) {
 	}
 	page.screenshot("chat-code-block")
 }
+
+// TestChatShowsCitationChipsWhileStreaming: while an answer streams its
+// citation markers show as the numbered chips the final answer has, never
+// as raw [doc:…] text, and each streamed view is how the final answer
+// starts.
+func TestChatShowsCitationChipsWhileStreaming(t *testing.T) {
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 40 * time.Millisecond })
+	a := h.Client(t, alice)
+	team := servertest.Rooms(t, a)["Team room"].ID
+	b := newBrowser(t, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	page := openChat(t, b, ctx, h.Base, "/#room="+team)
+	page.waitConnection("Live")
+
+	question := "When is the launch?"
+	page.send(question)
+	var streamed []string
+	final := page.turnWith(question, "the answer completes", func(t pageTurn) bool {
+		if !t.Answered && t.Answer != "" {
+			streamed = append(streamed, t.Answer)
+		}
+		return t.Answered && t.Sources > 0
+	})
+	chip := false
+	for _, s := range streamed {
+		if strings.Contains(s, "doc:") {
+			t.Fatalf("a raw citation marker while streaming: %q", s)
+		}
+		if !streamedPrefix(s, final.Answer) {
+			t.Fatalf("streaming showed %q, which is not how %q starts", s, final.Answer)
+		}
+		chip = chip || strings.Contains(s, "[1]")
+	}
+	if !chip {
+		t.Fatalf("no citation chip while streaming in %d views; final %q", len(streamed), final.Answer)
+	}
+}

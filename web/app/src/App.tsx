@@ -400,7 +400,7 @@ interface TurnProps {
 }
 
 function Turn({ turn: t, me, mayDecide, onDecide, onResend, header, client }: TurnProps) {
-  const html = useMemo(() => renderAnswer(t.answer, t.id, t.citations.map((c) => c.ref)), [t.answer, t.id, t.citations]);
+  const html = useMemo(() => renderAnswer(t.answer, t.id, t.citations.map((c) => c.ref), !t.answered), [t.answer, t.id, t.citations, t.answered]);
   const line = status(t);
   return (
     <article className={`turn turn-${t.state.toLowerCase()}`} aria-label={`Turn by ${t.authorName || 'a member'}`} data-turn-id={t.id}>
