@@ -131,7 +131,7 @@ func TestChatAccessibleInEveryLayout(t *testing.T) {
 // while answers stream, and stops following once the reader scrolls up;
 // answers carry an author label and the member's own messages say so;
 // Regenerate submits the same input as a new turn; Esc stops the
-// streaming turn as the Stop button does.
+// streaming turn as the Stop button does, and Retry runs it again.
 func TestChatFollowsTheAnswer(t *testing.T) {
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 20 * time.Millisecond })
 	a := h.Client(t, alice)
@@ -199,6 +199,13 @@ func TestChatFollowsTheAnswer(t *testing.T) {
 	end := page.turnWith(stopped, "Esc stopped the turn", func(t pageTurn) bool { return t.Status == "Stopped." })
 	if state, _ := serverAnswer(t, ctx, a, end.ID); state != "CANCELLED" {
 		t.Fatalf("turn %s, want CANCELLED", state)
+	}
+
+	// Retry on the stopped turn: its input again, as a new turn that completes.
+	evalIn[bool](page, `(() => { [...document.querySelectorAll('section[aria-label="Transcript"] article')].find((a) => a.dataset.turnId === `+jsString(end.ID)+`).querySelector('.turn-actions button').click(); return true; })()`)
+	again := page.turnWith(stopped, "the retried turn completes", func(t pageTurn) bool { return t.ID != end.ID && t.Answered })
+	if again.ID == end.ID {
+		t.Fatal("Retry did not submit a new turn")
 	}
 }
 

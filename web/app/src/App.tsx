@@ -267,7 +267,10 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
               />
             ))}
           </section>
-          <div className="sr-only" role="status" aria-live="polite" aria-label="Announcements">{announcement}</div>
+          <div className="sr-only" role="status" aria-live="polite" aria-label="Announcements">
+            {/* Keyed by turn, so a regenerated answer with the same words is announced again. */}
+            {announcement && <span key={announcement.id}>{announcement.text}</span>}
+          </div>
           <Composer r={r} active={active} />
         </>
       )}
@@ -282,19 +285,19 @@ const isFinished = (t: TurnView) => t.state === 'COMPLETED' || t.state === 'FAIL
  * finishes: who answered and how it ended, and the answer's first words.
  * Turns already finished when the room opened are not announced.
  */
-function useAnnouncement(turns: readonly TurnView[]): string {
+function useAnnouncement(turns: readonly TurnView[]): { id: string; text: string } | null {
   const pending = useRef(new Set<string>());
-  const [text, setText] = useState('');
+  const [said, setSaid] = useState<{ id: string; text: string } | null>(null);
   useEffect(() => {
     for (const t of turns) {
       if (!isFinished(t)) {
         pending.current.add(t.id);
       } else if (pending.current.delete(t.id)) {
-        setText(notice(t));
+        setSaid({ id: t.id, text: notice(t) });
       }
     }
   }, [turns]);
-  return text;
+  return said;
 }
 
 function notice(t: TurnView): string {
