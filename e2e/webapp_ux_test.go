@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/turngate/turngate/gateway"
+	"github.com/turngate/turngate/internal/gqlclient"
 	"github.com/turngate/turngate/internal/servertest"
 	"github.com/turngate/turngate/server"
 )
@@ -293,5 +295,56 @@ func TestChatShowsCitationChipsWhileStreaming(t *testing.T) {
 	}
 	if !chip {
 		t.Fatalf("no citation chip while streaming in %d views; final %q", len(streamed), final.Answer)
+	}
+}
+
+// TestChatRenamesARoom: the owner renames a shared room in its header;
+// the header, her room list and bob's list show the new title; bob, a
+// member but not the owner, is offered no Rename and is FORBIDDEN by the
+// API.
+func TestChatRenamesARoom(t *testing.T) {
+	h := servertest.New(t, nil)
+	a := h.Client(t, alice)
+	bob := h.Client(t, "bob@example.com")
+	team := servertest.Rooms(t, a)["Team room"].ID
+	b := newBrowser(t, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)
+	defer cancel()
+	page := openChat(t, b, ctx, h.Base, "/#room="+team)
+	page.waitConnection("Live")
+
+	page.click("button", "Rename")
+	page.waitRole("textbox", "New title")
+	evalIn[bool](page, `(() => { document.querySelector('form[aria-label="Rename room"] input').select(); return true; })()`)
+	if _, err := chromedp.Call(page.ctx, input.InsertText, input.InsertTextParams{Text: "Launch crew"}); err != nil {
+		t.Fatal(err)
+	}
+	page.click("button", "Save")
+	page.waitRole("heading", "Launch crew")
+	page.waitRole("button", "Launch crew · shared, 2 members")
+	if got := servertest.Rooms(t, bob); got["Launch crew"].ID != team {
+		t.Fatalf("bob's rooms %v: want the new title", got)
+	}
+
+	var out struct{ RenameConversation struct{ Title string } }
+	err := bob.Do(ctx, `mutation($in: RenameConversationInput!) { renameConversation(input: $in) { title } }`,
+		map[string]any{"in": map[string]any{"conversationId": team, "title": "Bob's now"}}, &out)
+	if code := gqlclient.CodeOf(err); code != "FORBIDDEN" {
+		t.Fatalf("bob renaming alice's room: %v (%s), want FORBIDDEN", err, code)
+	}
+	err = a.Do(ctx, `mutation($in: RenameConversationInput!) { renameConversation(input: $in) { title } }`,
+		map[string]any{"in": map[string]any{"conversationId": team, "title": "   "}}, &out)
+	if code := gqlclient.CodeOf(err); code != "BAD_USER_INPUT" {
+		t.Fatalf("a blank title: %v (%s), want BAD_USER_INPUT", err, code)
+	}
+
+	bobs := openChat(t, b, ctx, h.Base, "/")
+	bobs.switchMember("bob@example.com")
+	if err := chromedp.Do(bobs.ctx, chromedp.Navigate(h.Base+"/#room="+team), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	bobs.waitRole("heading", "Launch crew")
+	if n := evalIn[int](bobs, `[...document.querySelectorAll('.room-header button')].filter((b) => b.innerText === 'Rename').length`); n != 0 {
+		t.Fatal("bob, not the owner, is offered Rename")
 	}
 }

@@ -236,7 +236,11 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
   return (
     <div className="room">
       <header className="room-header">
-        <h2>{room?.title ?? 'Room'}</h2>
+        {owner && room ? (
+          <RoomTitle client={client} room={room} onRenamed={onChanged} />
+        ) : (
+          <h2>{room?.title ?? 'Room'}</h2>
+        )}
         <span role="status" aria-label="Connection" className={`conn conn-${r.state}`}>
           {stateText[r.state]}
         </span>
@@ -323,6 +327,45 @@ function useStickToBottom(turns: readonly TurnView[]) {
     if (el && stuck.current) el.scrollTop = el.scrollHeight;
   }, [turns]);
   return { ref, onScroll };
+}
+
+/** The room's title; its owner may rename it in place. */
+function RoomTitle({ client, room, onRenamed }: { client: TurngateClient; room: Room; onRenamed: () => void }) {
+  const [editing, setEditing] = useState(false);
+  const [title, setTitle] = useState(room.title);
+  const [error, setError] = useState<string | null>(null);
+  const rename = async (e: FormEvent) => {
+    e.preventDefault();
+    const next = title.trim();
+    if (!next || next === room.title) {
+      setEditing(false);
+      return;
+    }
+    try {
+      await client.renameConversation(room.id, next);
+      setError(null);
+      setEditing(false);
+      onRenamed();
+    } catch (err) {
+      setError(describe(err as TurngateError));
+    }
+  };
+  if (!editing) {
+    return (
+      <>
+        <h2>{room.title}</h2>
+        <button type="button" className="quiet" onClick={() => { setTitle(room.title); setEditing(true); }}>Rename</button>
+      </>
+    );
+  }
+  return (
+    <form className="rename" onSubmit={rename} aria-label="Rename room" onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); setEditing(false); } }}>
+      <input aria-label="New title" value={title} maxLength={200} autoFocus onChange={(e) => setTitle(e.target.value)} />
+      <button type="submit">Save</button>
+      <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+      {error && <span role="alert" className="problem">{error}</span>}
+    </form>
+  );
 }
 
 function Invite({ client, roomId, onInvited }: { client: TurngateClient; roomId: string; onInvited: () => void }) {
