@@ -67,12 +67,13 @@ vet:
 	$(GO) vet $(PKGS)
 
 # npm installs the TypeScript client's and the web app's packages (exactly
-# the locked versions) where they are missing. make run and go build need
-# none of it: the built web app is committed.
+# the locked versions) where they are missing or older than the lockfile
+# (npm ci writes node_modules/.package-lock.json last). make run and go
+# build need none of it: the built web app is committed.
 NPM_DIRS := clients/ts web/app
 npm:
 	@for d in $(NPM_DIRS); do \
-	  [ -d $$d/node_modules ] || (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+	  [ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] || (cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 	done
 
 # generate: ent first, then the migration diff (on a throwaway private

@@ -98,6 +98,23 @@ func (r *mutationResolver) CreateConversation(ctx context.Context, input model.C
 	return toConversation(c), nil
 }
 
+// RenameConversation is the resolver for the renameConversation field.
+func (r *mutationResolver) RenameConversation(ctx context.Context, input model.RenameConversationInput) (*model.Conversation, error) {
+	m, err := r.Members.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := renameConversationInput{ConversationID: input.ConversationID, Title: strings.TrimSpace(input.Title)}
+	if err := check(in); err != nil {
+		return nil, err
+	}
+	c, err := r.Rooms.Rename(ctx, m, in.ConversationID, in.Title)
+	if err != nil {
+		return nil, err
+	}
+	return toConversation(c), nil
+}
+
 // AddRoomMember is the resolver for the addRoomMember field.
 func (r *mutationResolver) AddRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error) {
 	m, err := r.Members.Current(ctx)

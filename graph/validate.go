@@ -94,6 +94,11 @@ func parseIDs(field string, ids []string) ([]uuid.UUID, error) {
 	return out, nil
 }
 
+type renameConversationInput struct {
+	ConversationID string `json:"conversationId" validate:"required,max=200"`
+	Title          string `json:"title" validate:"notblank,max=200"`
+}
+
 type createConversationInput struct {
 	Title string `json:"title" validate:"notblank,max=200"`
 	Agent string `json:"agent" validate:"omitempty,max=100"`

@@ -233,6 +233,31 @@ UPDATE conversations SET audience_version = audience_version + 1
 WHERE id = $1 AND owner_id = $2 AND kind = 'shared'
 RETURNING audience_version`
 
+// Rename gives the room ref names a new title; only its owner may. The
+// owner is checked again in the update itself, so a rename never lands
+// on a room whose owner changed in between.
+func (s *Service) Rename(ctx context.Context, actor authority.Member, ref, title string) (*ent.Conversation, error) {
+	c, err := s.Get(ctx, actor, ref)
+	if err != nil {
+		return nil, err
+	}
+	if c.OwnerID != actor.ID {
+		return nil, errcode.New(errcode.Forbidden, "only the conversation's owner may rename it")
+	}
+	n, err := s.Client.Conversation.Update().
+		Where(entconv.ID(c.ID), entconv.OwnerID(actor.ID)).
+		SetTitle(title).
+		Save(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("rename conversation %s: %w", c.ID, err)
+	}
+	if n == 0 {
+		return nil, errcode.New(errcode.Forbidden, "only the conversation's owner may rename it")
+	}
+	c.Title = title
+	return c, nil
+}
+
 // AddMember adds the member with email to a shared room; only its owner
 // may. Adding a member who is already in the room changes nothing.
 func (s *Service) AddMember(ctx context.Context, actor authority.Member, ref, email string) (*ent.Conversation, error) {

@@ -457,6 +457,7 @@ func TestEveryMutationIsACommand(t *testing.T) {
 	version := `{controller: "react", modelRoute: "builtin"}`
 	mutations := map[string]string{
 		"createConversation": `mutation { createConversation(input: {title: "one more", kind: PRIVATE}) { id } }`,
+		"renameConversation": `mutation { renameConversation(input: {conversationId: "` + team + `", title: "renamed"}) { id } }`,
 		"addRoomMember":      `mutation { addRoomMember(input: {conversationId: "` + team + `", email: "carol@example.com"}) { id } }`,
 		"removeRoomMember":   `mutation { removeRoomMember(input: {conversationId: "` + team + `", email: "bob@example.com"}) { id } }`,
 		"submitMessage":      `mutation { submitMessage(input: {conversationId: "` + team + `", text: "hi", idempotencyKey: "k"}) { id } }`,

@@ -259,6 +259,20 @@ func (c *Client) CreateConversation(ctx context.Context, title string, kind Conv
 	return &out.CreateConversation.ConversationFields, nil
 }
 
+// RenameConversation renames a room (owner only). A rename converges on
+// the title it names, so it is safe to re-send.
+func (c *Client) RenameConversation(ctx context.Context, id, title string) (*ConversationFields, error) {
+	var out *RenameConversationResponse
+	err := c.Mutate(ctx, func(g graphql.Client) (err error) {
+		out, err = RenameConversation(ctx, g, &RenameConversationInput{ConversationId: id, Title: title})
+		return
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out.RenameConversation.ConversationFields, nil
+}
+
 // AddedMember is a member just added to a shared room, as its owner is
 // told of it.
 type AddedMember struct {

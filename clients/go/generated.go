@@ -4557,6 +4557,138 @@ func (v *RemoveGroupMemberResponse) GetRemoveGroupMember() *RemoveGroupMemberRem
 	return v.RemoveGroupMember
 }
 
+// A conversation's new title.
+type RenameConversationInput struct {
+	// The room UUID, WEB_ channel or public key.
+	ConversationId string `json:"conversationId"`
+	// The new title: 1 to 200 characters, not blank.
+	Title string `json:"title"`
+}
+
+// GetConversationId returns RenameConversationInput.ConversationId, and is useful for accessing the field via an interface.
+func (v *RenameConversationInput) GetConversationId() string { return v.ConversationId }
+
+// GetTitle returns RenameConversationInput.Title, and is useful for accessing the field via an interface.
+func (v *RenameConversationInput) GetTitle() string { return v.Title }
+
+// RenameConversationRenameConversation includes the requested fields of the GraphQL type Conversation.
+// The GraphQL type's documentation follows.
+//
+// A room: a conversation of one member or several with the assistant.
+type RenameConversationRenameConversation struct {
+	ConversationFields `json:"-"`
+}
+
+// GetId returns RenameConversationRenameConversation.Id, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetId() string { return v.ConversationFields.Id }
+
+// GetTitle returns RenameConversationRenameConversation.Title, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetTitle() string { return v.ConversationFields.Title }
+
+// GetKind returns RenameConversationRenameConversation.Kind, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetKind() ConversationKind {
+	return v.ConversationFields.Kind
+}
+
+// GetHead returns RenameConversationRenameConversation.Head, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetHead() int { return v.ConversationFields.Head }
+
+// GetAudienceVersion returns RenameConversationRenameConversation.AudienceVersion, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetAudienceVersion() int {
+	return v.ConversationFields.AudienceVersion
+}
+
+// GetCreatedAt returns RenameConversationRenameConversation.CreatedAt, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetCreatedAt() time.Time {
+	return v.ConversationFields.CreatedAt
+}
+
+// GetOwner returns RenameConversationRenameConversation.Owner, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetOwner() *ConversationFieldsOwnerMember {
+	return v.ConversationFields.Owner
+}
+
+// GetMembers returns RenameConversationRenameConversation.Members, and is useful for accessing the field via an interface.
+func (v *RenameConversationRenameConversation) GetMembers() []*ConversationFieldsMembersRoomMember {
+	return v.ConversationFields.Members
+}
+
+func (v *RenameConversationRenameConversation) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*RenameConversationRenameConversation
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.RenameConversationRenameConversation = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.ConversationFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalRenameConversationRenameConversation struct {
+	Id string `json:"id"`
+
+	Title string `json:"title"`
+
+	Kind ConversationKind `json:"kind"`
+
+	Head int `json:"head"`
+
+	AudienceVersion int `json:"audienceVersion"`
+
+	CreatedAt time.Time `json:"createdAt"`
+
+	Owner *ConversationFieldsOwnerMember `json:"owner"`
+
+	Members []*ConversationFieldsMembersRoomMember `json:"members"`
+}
+
+func (v *RenameConversationRenameConversation) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *RenameConversationRenameConversation) __premarshalJSON() (*__premarshalRenameConversationRenameConversation, error) {
+	var retval __premarshalRenameConversationRenameConversation
+
+	retval.Id = v.ConversationFields.Id
+	retval.Title = v.ConversationFields.Title
+	retval.Kind = v.ConversationFields.Kind
+	retval.Head = v.ConversationFields.Head
+	retval.AudienceVersion = v.ConversationFields.AudienceVersion
+	retval.CreatedAt = v.ConversationFields.CreatedAt
+	retval.Owner = v.ConversationFields.Owner
+	retval.Members = v.ConversationFields.Members
+	return &retval, nil
+}
+
+// RenameConversationResponse is returned by RenameConversation on success.
+type RenameConversationResponse struct {
+	// Rename a conversation (owner only): every member's list shows the new title.
+	RenameConversation *RenameConversationRenameConversation `json:"renameConversation"`
+}
+
+// GetRenameConversation returns RenameConversationResponse.RenameConversation, and is useful for accessing the field via an interface.
+func (v *RenameConversationResponse) GetRenameConversation() *RenameConversationRenameConversation {
+	return v.RenameConversation
+}
+
 // A document's new content.
 type ReplaceDocumentInput struct {
 	// The document.
@@ -6658,6 +6790,14 @@ type __RemoveGroupMemberInput struct {
 // GetInput returns __RemoveGroupMemberInput.Input, and is useful for accessing the field via an interface.
 func (v *__RemoveGroupMemberInput) GetInput() *GroupMemberInput { return v.Input }
 
+// __RenameConversationInput is used internally by genqlient
+type __RenameConversationInput struct {
+	Input *RenameConversationInput `json:"input,omitempty"`
+}
+
+// GetInput returns __RenameConversationInput.Input, and is useful for accessing the field via an interface.
+func (v *__RenameConversationInput) GetInput() *RenameConversationInput { return v.Input }
+
 // __ReplaceDocumentInput is used internally by genqlient
 type __ReplaceDocumentInput struct {
 	Input *ReplaceDocumentInput `json:"input,omitempty"`
@@ -6923,8 +7063,6 @@ fragment MemberFields on Member {
 }
 `
 
-// The room, and for each member how many of its turns they read withheld
-// now: the owner is told how much history the newcomer will not see.
 func AddRoomMember(
 	ctx_ context.Context,
 	client_ graphql.Client,
@@ -7838,6 +7976,66 @@ func RemoveGroupMember(
 	}
 
 	data_ = &RemoveGroupMemberResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by RenameConversation.
+const RenameConversation_Operation = `
+mutation RenameConversation ($input: RenameConversationInput!) {
+	renameConversation(input: $input) {
+		... ConversationFields
+	}
+}
+fragment ConversationFields on Conversation {
+	id
+	title
+	kind
+	head
+	audienceVersion
+	createdAt
+	owner {
+		... MemberFields
+	}
+	members {
+		id
+		role
+		joinedAt
+		member {
+			... MemberFields
+		}
+	}
+}
+fragment MemberFields on Member {
+	id
+	email
+	displayName
+}
+`
+
+// The room, and for each member how many of its turns they read withheld
+// now: the owner is told how much history the newcomer will not see.
+func RenameConversation(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	input *RenameConversationInput,
+) (data_ *RenameConversationResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "RenameConversation",
+		Query:  RenameConversation_Operation,
+		Variables: &__RenameConversationInput{
+			Input: input,
+		},
+	}
+
+	data_ = &RenameConversationResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -321,6 +321,7 @@ type ComplexityRoot struct {
 		GrantPermission    func(childComplexity int, input model.PermissionInput) int
 		RemoveGroupMember  func(childComplexity int, input model.GroupMemberInput) int
 		RemoveRoomMember   func(childComplexity int, input model.RoomMemberInput) int
+		RenameConversation func(childComplexity int, input model.RenameConversationInput) int
 		ReplaceDocument    func(childComplexity int, input model.ReplaceDocumentInput) int
 		ResumeTurn         func(childComplexity int, input model.ResumeTurnInput) int
 		RevokePermission   func(childComplexity int, input model.PermissionInput) int
@@ -485,6 +486,7 @@ type ConversationResolver interface {
 }
 type MutationResolver interface {
 	CreateConversation(ctx context.Context, input model.CreateConversationInput) (*model.Conversation, error)
+	RenameConversation(ctx context.Context, input model.RenameConversationInput) (*model.Conversation, error)
 	AddRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error)
 	RemoveRoomMember(ctx context.Context, input model.RoomMemberInput) (*model.Conversation, error)
 	SubmitMessage(ctx context.Context, input model.SubmitMessageInput) (*model.Turn, error)
@@ -1732,6 +1734,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveRoomMember(childComplexity, args["input"].(model.RoomMemberInput)), true
+	case "Mutation.renameConversation":
+		if e.ComplexityRoot.Mutation.RenameConversation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_renameConversation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RenameConversation(childComplexity, args["input"].(model.RenameConversationInput)), true
 	case "Mutation.replaceDocument":
 		if e.ComplexityRoot.Mutation.ReplaceDocument == nil {
 			break
@@ -2428,6 +2441,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("GroupMemberInput", ec.unmarshalInputGroupMemberInput),
 			graphql.NewInputUnmarshaler("MemberRosterInput", ec.unmarshalInputMemberRosterInput),
 			graphql.NewInputUnmarshaler("PermissionInput", ec.unmarshalInputPermissionInput),
+			graphql.NewInputUnmarshaler("RenameConversationInput", ec.unmarshalInputRenameConversationInput),
 			graphql.NewInputUnmarshaler("ReplaceDocumentInput", ec.unmarshalInputReplaceDocumentInput),
 			graphql.NewInputUnmarshaler("ResumeTurnInput", ec.unmarshalInputResumeTurnInput),
 			graphql.NewInputUnmarshaler("RoomMemberInput", ec.unmarshalInputRoomMemberInput),
@@ -2630,6 +2644,11 @@ type Mutation {
   createConversation(
     "The conversation to create."
     input: CreateConversationInput!
+  ): Conversation!
+  "Rename a conversation (owner only): every member's list shows the new title."
+  renameConversation(
+    "The conversation and its new title."
+    input: RenameConversationInput!
   ): Conversation!
   "Add a member to a shared conversation (owner only). Bumps the audience version."
   addRoomMember(
@@ -3506,6 +3525,14 @@ type Document {
   title: String!
   "The hex SHA-256 of the document's body, as citations carry it."
   digest: String!
+}
+
+"A conversation's new title."
+input RenameConversationInput {
+  "The room UUID, WEB_ channel or public key."
+  conversationId: ID!
+  "The new title: 1 to 200 characters, not blank."
+  title: String!
 }
 
 "A conversation to create."
@@ -4866,6 +4893,20 @@ func (ec *executionContext) field_Mutation_removeRoomMember_args(ctx context.Con
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (model.RoomMemberInput, error) {
 			return ec.unmarshalNRoomMemberInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRoomMemberInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_renameConversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.RenameConversationInput, error) {
+			return ec.unmarshalNRenameConversationInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRenameConversationInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9566,6 +9607,50 @@ func (ec *executionContext) fieldContext_Mutation_createConversation(ctx context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_renameConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_renameConversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RenameConversation(ctx, fc.Args["input"].(model.RenameConversationInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖgithubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_renameConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_renameConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -14474,6 +14559,55 @@ func UnmarshalPermissionInput(ctx context.Context, raw any) (model.PermissionInp
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRenameConversationInput(ctx context.Context, obj any) (model.RenameConversationInput, error) {
+	var it model.RenameConversationInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"conversationId", "title"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "conversationId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("conversationId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ConversationID = data
+		case "title":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("title"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Title = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRenameConversationInput unmarshals raw into the RenameConversationInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRenameConversationInput(ctx context.Context, raw any) (model.RenameConversationInput, error) {
+	var out model.RenameConversationInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RenameConversationInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputReplaceDocumentInput(ctx context.Context, obj any) (model.ReplaceDocumentInput, error) {
 	var it model.ReplaceDocumentInput
 	if obj == nil {
@@ -16756,6 +16890,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "renameConversation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_renameConversation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "addRoomMember":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_addRoomMember(ctx, field)
@@ -18804,6 +18945,11 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋturngateᚋturnga
 
 func (ec *executionContext) unmarshalNPermissionInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐPermissionInput(ctx context.Context, v any) (model.PermissionInput, error) {
 	res, err := ec.unmarshalInputPermissionInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNRenameConversationInput2githubᚗcomᚋturngateᚋturngateᚋgraphᚋmodelᚐRenameConversationInput(ctx context.Context, v any) (model.RenameConversationInput, error) {
+	res, err := ec.unmarshalInputRenameConversationInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 

@@ -583,6 +583,14 @@ type PermissionInput struct {
 type Query struct {
 }
 
+// A conversation's new title.
+type RenameConversationInput struct {
+	// The room UUID, WEB_ channel or public key.
+	ConversationID string `json:"conversationId"`
+	// The new title: 1 to 200 characters, not blank.
+	Title string `json:"title"`
+}
+
 // A document's new content.
 type ReplaceDocumentInput struct {
 	// The document.

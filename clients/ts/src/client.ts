@@ -5,6 +5,7 @@ import {
   ConversationDocument,
   ConversationsDocument,
   CreateConversationDocument,
+  RenameConversationDocument,
   DecideApprovalDocument,
   JournalDocument,
   MeDocument,
@@ -80,6 +81,8 @@ export interface TurngateClient {
   conversations(first?: number, signal?: AbortSignal): Promise<ConversationFieldsFragment[]>;
   conversation(id: string, signal?: AbortSignal): Promise<ConversationFieldsFragment | null>;
   createConversation(title: string, kind: ConversationKind, signal?: AbortSignal): Promise<ConversationFieldsFragment>;
+  /** Renames a room (owner only; safe to re-send). */
+  renameConversation(id: string, title: string, signal?: AbortSignal): Promise<ConversationFieldsFragment>;
   /** Adds a member to a shared room (owner only; safe to re-send) and says how much history they read withheld. */
   addRoomMember(roomId: string, email: string, signal?: AbortSignal): Promise<AddedMember>;
   /**
@@ -157,6 +160,10 @@ export function createClient(opts: ClientOptions): TurngateClient {
     },
     async createConversation(title, kind, signal) {
       return (await mutate(CreateConversationDocument, { input: { title, kind } }, signal)).createConversation;
+    },
+    async renameConversation(id, title, signal) {
+      // A rename converges on the title it names: safe to re-send.
+      return (await keyed(RenameConversationDocument, { input: { conversationId: id, title } }, signal)).renameConversation;
     },
     async addRoomMember(roomId, email, signal) {
       // Adding a member who is already one converges: safe to re-send.

@@ -1,8 +1,8 @@
 import { createClient, type TurngateClient, type TurnView, type TurngateError } from '@turngate/client';
 import { useRoom, type UseRoom } from '@turngate/client/react';
-import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent } from 'react';
 
-import { citationAnchor, renderAnswer } from './markdown';
+import { citationAnchor, copyCode, renderAnswer } from './markdown';
 
 /** A demo member the dev page may act as. */
 export interface DevMember {
@@ -215,10 +215,32 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
   const mayCommand = (t: TurnView) => t.authorId === me.id || (room?.kind === 'SHARED' && owner);
   const active = [...r.turns].reverse().find((t) => (t.state === 'RUNNING' || t.state === 'QUEUED') && mayCommand(t));
   const closed = r.state === 'closed' && r.error;
+  const announcement = useAnnouncement(r.turns);
+  const transcript = useStickToBottom(r.turns);
+  const stop = useCallback(
+    (id: string) => r.cancel(id),
+    [r.cancel],
+  );
+  // Esc stops the streaming turn, as the Stop button does (ChatGPT and
+  // Claude do the same); an open dialog or menu would take Esc first.
+  useEffect(() => {
+    if (!active) return;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape' || e.defaultPrevented) return;
+      e.preventDefault();
+      void stop(active.id).catch(() => {});
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [active, stop]);
   return (
     <div className="room">
       <header className="room-header">
-        <h2>{room?.title ?? 'Room'}</h2>
+        {owner && room ? (
+          <RoomTitle client={client} room={room} onRenamed={onChanged} />
+        ) : (
+          <h2>{room?.title ?? 'Room'}</h2>
+        )}
         <span role="status" aria-label="Connection" className={`conn conn-${r.state}`}>
           {stateText[r.state]}
         </span>
@@ -231,16 +253,118 @@ function RoomView({ client, roomId, room, me, header, onChanged }: RoomProps) {
       ) : (
         <>
           {room?.kind === 'SHARED' && owner && <Invite client={client} roomId={roomId} onInvited={onChanged} />}
-          <section className="transcript" aria-label="Transcript" aria-live="polite">
+          {/* Not a live region: a screen reader would read every token.
+              The visually hidden status below says once that an answer
+              finished. */}
+          <section className="transcript" aria-label="Transcript" ref={transcript.ref} onScroll={transcript.onScroll} tabIndex={0}>
             {r.turns.length === 0 && r.state === 'live' && <p className="empty">No messages yet.</p>}
             {r.turns.map((t) => (
-              <Turn key={t.id} turn={t} me={me} mayDecide={mayCommand(t)} onDecide={r.approve} header={header} client={client} />
+              <Turn
+                key={t.id}
+                turn={t}
+                me={me}
+                mayDecide={mayCommand(t)}
+                onDecide={r.approve}
+                onResend={t.authorId === me.id ? () => void r.send(t.input).catch(() => {}) : undefined}
+                header={header}
+                client={client}
+              />
             ))}
           </section>
+          <div className="sr-only" role="status" aria-live="polite" aria-label="Announcements">
+            {/* Keyed by turn, so a regenerated answer with the same words is announced again. */}
+            {announcement && <span key={announcement.id}>{announcement.text}</span>}
+          </div>
           <Composer r={r} active={active} />
         </>
       )}
     </div>
+  );
+}
+
+const isFinished = (t: TurnView) => t.state === 'COMPLETED' || t.state === 'FAILED' || t.state === 'CANCELLED';
+
+/**
+ * The short notice a screen reader hears once a turn it saw running
+ * finishes: who answered and how it ended, and the answer's first words.
+ * Turns already finished when the room opened are not announced.
+ */
+function useAnnouncement(turns: readonly TurnView[]): { id: string; text: string } | null {
+  const pending = useRef(new Set<string>());
+  const [said, setSaid] = useState<{ id: string; text: string } | null>(null);
+  useEffect(() => {
+    for (const t of turns) {
+      if (!isFinished(t)) {
+        pending.current.add(t.id);
+      } else if (pending.current.delete(t.id)) {
+        setSaid({ id: t.id, text: notice(t) });
+      }
+    }
+  }, [turns]);
+  return said;
+}
+
+function notice(t: TurnView): string {
+  if (t.state !== 'COMPLETED') return `${assistantName}: ${status(t) ?? 'the turn ended.'}`;
+  const plain = t.answer.replace(/\[doc:[^\]]*\]/g, '').replace(/[#*_`>]/g, '').replace(/\s+/g, ' ').trim();
+  const words = plain.length > 140 ? `${plain.slice(0, 140).replace(/\s\S*$/, '')}…` : plain;
+  return `${assistantName} answered: ${words}`;
+}
+
+/**
+ * Keeps the transcript scrolled to its end as answers stream, until the
+ * reader scrolls up; scrolling back to the end sticks again.
+ */
+function useStickToBottom(turns: readonly TurnView[]) {
+  const ref = useRef<HTMLElement>(null);
+  const stuck = useRef(true);
+  const onScroll = useCallback(() => {
+    const el = ref.current;
+    if (el) stuck.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+  }, []);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el && stuck.current) el.scrollTop = el.scrollHeight;
+  }, [turns]);
+  return { ref, onScroll };
+}
+
+/** The room's title; its owner may rename it in place. */
+function RoomTitle({ client, room, onRenamed }: { client: TurngateClient; room: Room; onRenamed: () => void }) {
+  const [editing, setEditing] = useState(false);
+  const [title, setTitle] = useState(room.title);
+  const [error, setError] = useState<string | null>(null);
+  const rename = async (e: FormEvent) => {
+    e.preventDefault();
+    const next = title.trim();
+    if (!next || next === room.title) {
+      setEditing(false);
+      return;
+    }
+    try {
+      await client.renameConversation(room.id, next);
+      setError(null);
+      setEditing(false);
+      onRenamed();
+    } catch (err) {
+      setError(describe(err as TurngateError));
+    }
+  };
+  if (!editing) {
+    return (
+      <>
+        <h2>{room.title}</h2>
+        <button type="button" className="quiet" onClick={() => { setTitle(room.title); setEditing(true); }}>Rename</button>
+      </>
+    );
+  }
+  return (
+    <form className="rename" onSubmit={rename} aria-label="Rename room" onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); setEditing(false); } }}>
+      <input aria-label="New title" value={title} maxLength={200} autoFocus onChange={(e) => setTitle(e.target.value)} />
+      <button type="submit">Save</button>
+      <button type="button" onClick={() => setEditing(false)}>Cancel</button>
+      {error && <span role="alert" className="problem">{error}</span>}
+    </form>
   );
 }
 
@@ -303,22 +427,31 @@ function status(t: TurnView): string | null {
   }
 }
 
+/**
+ * The name answers are labelled with. The schema does not tell members
+ * which agent ran a turn (only its version), so every answer is the
+ * room's assistant.
+ */
+const assistantName = 'Assistant';
+
 interface TurnProps {
   turn: TurnView;
   me: Me;
   mayDecide: boolean;
   onDecide: UseRoom['approve'];
+  /** Submits the turn's input again (a new turn, a new idempotency key): Retry or Regenerate. */
+  onResend?: () => void;
   header: string;
   client: TurngateClient;
 }
 
-function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
-  const html = useMemo(() => renderAnswer(t.answer, t.id, t.citations.map((c) => c.ref)), [t.answer, t.id, t.citations]);
+function Turn({ turn: t, me, mayDecide, onDecide, onResend, header, client }: TurnProps) {
+  const html = useMemo(() => renderAnswer(t.answer, t.id, t.citations.map((c) => c.ref), !t.answered), [t.answer, t.id, t.citations, t.answered]);
   const line = status(t);
   return (
     <article className={`turn turn-${t.state.toLowerCase()}`} aria-label={`Turn by ${t.authorName || 'a member'}`} data-turn-id={t.id}>
       <div className={`message ${t.authorId === me.id ? 'mine' : ''}`}>
-        <span className="author">{t.authorName || 'Member'}</span>
+        <span className="author">{t.authorId === me.id ? `${t.authorName || 'Member'} (you)` : t.authorName || 'Member'}</span>
         <p>{t.input}</p>
       </div>
       {t.tools.length > 0 && (
@@ -361,10 +494,12 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           <p>{p.text}</p>
         </details>
       ))}
+      {(t.answer || t.state === 'RUNNING') && <span className="author answer-author">{assistantName}</span>}
       {t.answer && (
         <div
           className={t.withheld ? 'answer withheld' : 'answer'}
           data-answered={t.answered ? 'true' : 'false'}
+          onClick={(e) => copyCode(e.target)}
           dangerouslySetInnerHTML={{ __html: html }}
         />
       )}
@@ -390,7 +525,12 @@ function Turn({ turn: t, me, mayDecide, onDecide, header, client }: TurnProps) {
           ))}
         </ul>
       )}
-      {line && <p className="turn-status" role="status">{line}</p>}
+      {line && <p className="turn-status">{line}</p>}
+      {onResend && isFinished(t) && !t.withheld && (
+        <p className="turn-actions">
+          <button type="button" onClick={onResend}>{t.state === 'COMPLETED' ? 'Regenerate' : 'Retry'}</button>
+        </p>
+      )}
     </article>
   );
 }
@@ -438,7 +578,7 @@ function Composer({ r, active }: { r: UseRoom; active: TurnView | undefined }) {
         <form className="steer" onSubmit={doSteer} aria-label="Steer the running turn">
           <input aria-label="Steer" placeholder="Steer the answer…" value={steer} onChange={(e) => setSteer(e.target.value)} />
           <button type="submit">Steer</button>
-          <button type="button" className="stop" onClick={() => void r.cancel(active.id).catch((err) => setError(describe(err as TurngateError)))}>
+          <button type="button" className="stop" aria-keyshortcuts="Escape" title="Stop (Esc)" onClick={() => void r.cancel(active.id).catch((err) => setError(describe(err as TurngateError)))}>
             Stop
           </button>
         </form>

@@ -91,18 +91,73 @@ function decorateLinks(root: DocumentFragment) {
 }
 
 /**
+ * Each code block gets the app's own Copy button, added after sanitizing
+ * (an answer cannot produce a button or a class); the page handles its
+ * clicks by delegation (copyCode).
+ */
+function addCopyButtons(root: DocumentFragment) {
+  for (const pre of [...root.querySelectorAll('pre')]) {
+    const block = document.createElement('div');
+    block.className = 'code-block';
+    const copy = document.createElement('button');
+    copy.type = 'button';
+    copy.className = 'copy';
+    copy.textContent = 'Copy';
+    copy.setAttribute('aria-label', 'Copy code');
+    pre.replaceWith(block);
+    block.append(copy, pre);
+  }
+}
+
+/** Copies the code block whose Copy button was clicked, when the click was on one. */
+export function copyCode(target: EventTarget) {
+  const button = target instanceof Element ? target.closest('button.copy') : null;
+  const code = button?.parentElement?.querySelector('pre')?.textContent;
+  if (!button || code == null) return;
+  void navigator.clipboard?.writeText(code).then(
+    () => {
+      button.textContent = 'Copied';
+      setTimeout(() => (button.textContent = 'Copy'), 1500);
+    },
+    () => {
+      button.textContent = 'Copy failed';
+    },
+  );
+}
+
+/** A citation marker, as the server's guard reads one (guard/cite.go). */
+const marker = /\[((?:doc|turn|artifact):[A-Za-z0-9_.#:-]+)\]/g;
+
+/** The start of a marker still arriving at the end of a streaming answer ("[doc:ab"). */
+const partialMarker = /\[(?:d|do|doc|t|tu|tur|turn|a|ar|art|arti|artif|artifa|artifac|artifact)?(?::[A-Za-z0-9_.#:-]*)?$/;
+
+/**
  * The answer as sanitized HTML: Markdown as above, each [ref] the answer
- * cites turned into a link to its passage below, then DOMPurify with an
+ * cites turned into a link to its passage below (while streaming, a
+ * marker still arriving is held back), then DOMPurify with an
  * allow-list of what that Markdown produces, then the links decorated.
  */
-export function renderAnswer(text: string, turnId: string, refs: readonly string[]): string {
-  let src = text;
+export function renderAnswer(text: string, turnId: string, refs: readonly string[], streaming = false): string {
+  let src = streaming ? text.replace(partialMarker, '') : text;
   refs.forEach((ref, i) => {
     src = src.split(`[${ref}]`).join(`[[${i + 1}]](#${citationAnchor(turnId, i)})`);
+  });
+  // While the answer streams its citations are not known yet (they come
+  // with the final answer), so each marker becomes a chip numbered in
+  // order of first
+  // appearance, as the server numbers the citations it keeps (guard
+  // CheckCitations), so the chip a reader sees streaming is the one the
+  // final answer shows.
+  const pending = new Map<string, number>();
+  if (streaming) src = src.replace(marker, (_, ref: string) => {
+    if (!pending.has(ref)) pending.set(ref, refs.length + pending.size);
+    const i = pending.get(ref)!;
+    return `[[${i + 1}]](#${citationAnchor(turnId, i)})`;
   });
   const html = md.parse(src) as string;
   const frag = DOMPurify.sanitize(html, allowed);
   decorateLinks(frag);
+  addCopyButtons(frag);
   const out = document.createElement('div');
   out.append(frag);
   return out.innerHTML;

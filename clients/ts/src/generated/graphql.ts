@@ -98,6 +98,14 @@ export type JournalKind =
   /** The turn ended: exactly one per turn (body: TurnTerminal). */
   | 'TURN_TERMINAL';
 
+/** A conversation's new title. */
+export type RenameConversationInput = {
+  /** The room UUID, WEB_ channel or public key. */
+  conversationId: string;
+  /** The new title: 1 to 200 characters, not blank. */
+  title: string;
+};
+
 /** A member of a shared conversation. */
 export type RoomMemberInput = {
   /** The room UUID, WEB_ channel or public key. */
@@ -345,6 +353,13 @@ export type CreateConversationMutationVariables = Exact<{
 
 
 export type CreateConversationMutation = { createConversation: { id: string, title: string, kind: ConversationKind, head: number, audienceVersion: number, createdAt: string, owner: { id: string, email: string, displayName: string }, members: Array<{ id: string, role: RoomRole, joinedAt: string, member: { id: string, email: string, displayName: string } }> } };
+
+export type RenameConversationMutationVariables = Exact<{
+  input: RenameConversationInput;
+}>;
+
+
+export type RenameConversationMutation = { renameConversation: { id: string, title: string, kind: ConversationKind, head: number, audienceVersion: number, createdAt: string, owner: { id: string, email: string, displayName: string }, members: Array<{ id: string, role: RoomRole, joinedAt: string, member: { id: string, email: string, displayName: string } }> } };
 
 export type AddRoomMemberMutationVariables = Exact<{
   input: RoomMemberInput;
@@ -1208,6 +1223,36 @@ fragment ConversationFields on Conversation {
     }
   }
 }`) as unknown as TypedDocumentString<CreateConversationMutation, CreateConversationMutationVariables>;
+export const RenameConversationDocument = new TypedDocumentString(`
+    mutation RenameConversation($input: RenameConversationInput!) {
+  renameConversation(input: $input) {
+    ...ConversationFields
+  }
+}
+    fragment MemberFields on Member {
+  id
+  email
+  displayName
+}
+fragment ConversationFields on Conversation {
+  id
+  title
+  kind
+  head
+  audienceVersion
+  createdAt
+  owner {
+    ...MemberFields
+  }
+  members {
+    id
+    role
+    joinedAt
+    member {
+      ...MemberFields
+    }
+  }
+}`) as unknown as TypedDocumentString<RenameConversationMutation, RenameConversationMutationVariables>;
 export const AddRoomMemberDocument = new TypedDocumentString(`
     mutation AddRoomMember($input: RoomMemberInput!) {
   addRoomMember(input: $input) {
