@@ -37,6 +37,7 @@ type MigrateFunc func(ctx context.Context, url string) error
 const (
 	dirPrefix    = "turngate-dbtest-" // + pid + "-" + random, under os.TempDir()
 	setupTimeout = 2 * time.Minute
+	maxIdleConns = 64 // per OpenDB handle; SetMaxOpenConns below it lowers it
 	queryTimeout = time.Minute
 )
 
@@ -135,6 +136,12 @@ func OpenDB(t testing.TB) (*sql.DB, string) {
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	// Keep the connections a test opened, as a replica's pool does
+	// (server.App keeps as many idle as open): with database/sql's
+	// default of two, a test with many goroutines closes and reopens
+	// connections all the time, and each new one is a PostgreSQL backend
+	// that starts with cold caches on a database it has never seen.
+	db.SetMaxIdleConns(maxIdleConns)
 	t.Cleanup(func() { db.Close() })
 	return db, u
 }
