@@ -178,7 +178,7 @@ func TestSandboxMemoryAttack(t *testing.T) {
 	// The sandbox's limits are the defaults, 4 workers of 128 MiB, but
 	// for the wall time: 20 s instead of 2, so that on a loaded machine
 	// it is the memory limit, the one under test, that stops each script.
-	srv := e2etest.StartReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_SANDBOX_WALL_TIME=20s", "TURNGATE_AGENT_ROUTE=openai",
+	srv := e2etest.StartReplica(t, bin, "sandbox", dbURL, dataDir, "TURNGATE_SANDBOX_WALL_TIME=20s", "TURNGATE_SANDBOX_LAZY=false", "TURNGATE_AGENT_ROUTE=openai",
 		"TURNGATE_OPENAI_BASE_URL="+endpoint.URL, "TURNGATE_OPENAI_API_KEY=sk-local", "TURNGATE_OPENAI_MODEL=m")
 	db, err := sql.Open("postgres", dbURL)
 	if err != nil {

@@ -45,6 +45,10 @@ type PoolConfig struct {
 	// WallTime is the default and the most a Request's Limits.WallTime
 	// may ask for; default 2s.
 	WallTime time.Duration
+	// Lazy starts no worker in Start: each slot starts its worker when a
+	// Run first takes it, so a process that never runs a script holds no
+	// workers, and the first scripts pay a worker's start.
+	Lazy bool
 }
 
 func (c PoolConfig) withDefaults() PoolConfig {
@@ -120,6 +124,12 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.started = true
 	p.mu.Unlock()
 
+	if p.cfg.Lazy {
+		for range p.cfg.Workers {
+			p.idle <- nil // started by the Run that takes the slot
+		}
+		return nil
+	}
 	// Start them all, then wait: they initialise in parallel.
 	ws := make([]*worker, p.cfg.Workers)
 	var first error

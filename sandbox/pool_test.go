@@ -330,6 +330,31 @@ func TestPoolWorkerDiedIdle(t *testing.T) {
 	}
 }
 
+// A lazy pool starts no worker with the pool: a Run starts the worker of
+// the slot it takes, and the slots still bound how many workers there are.
+func TestPoolLazyStartsWorkersOnFirstUse(t *testing.T) {
+	t.Parallel()
+	p := startPool(t, PoolConfig{Workers: 2, Lazy: true})
+	if now := p.pids(); len(now) != 0 {
+		t.Fatalf("a lazy pool started workers %v", now)
+	}
+	res, err := p.Run(context.Background(), Request{Script: "print('first')"})
+	if err != nil || res.Output != "first\n" {
+		t.Fatalf("the first Run: %+v, %v", res, err)
+	}
+	if now := p.pids(); len(now) != 1 {
+		t.Fatalf("workers after one Run %v, want one", now)
+	}
+	for range 3 {
+		if _, err := p.Run(context.Background(), Request{Script: "print('again')"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if now := p.pids(); len(now) != 2 {
+		t.Errorf("workers after four Runs %v, want one per slot, 2", now)
+	}
+}
+
 // Stop kills every worker, busy ones included, and returns once they are
 // gone; it is safe twice, and a stopped pool refuses to run.
 func TestPoolStopEndsWorkers(t *testing.T) {

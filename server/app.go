@@ -170,6 +170,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		lim := cfg.Limits.WithDefaults()
 		a.sandbox = sandbox.NewPool(sandbox.PoolConfig{
 			Workers: lim.SandboxWorkers, Queue: lim.SandboxQueue, Memory: lim.SandboxMemory, WallTime: lim.SandboxWallTime,
+			Lazy: lim.SandboxLazy,
 		})
 		if err := a.sandbox.Start(ctx); err != nil {
 			return nil, fmt.Errorf("start the run_code sandbox: %w", err)

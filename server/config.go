@@ -218,6 +218,9 @@ type Limits struct {
 	// SandboxWallTime bounds one script's run (TURNGATE_SANDBOX_WALL_TIME,
 	// 2s).
 	SandboxWallTime time.Duration
+	// SandboxLazy starts run_code's workers when scripts first need them
+	// rather than with the server (TURNGATE_SANDBOX_LAZY, false).
+	SandboxLazy bool
 	// NoIntrospection refuses introspection queries
 	// (TURNGATE_INTROSPECTION=false; on by default: typed clients and
 	// GraphiQL read the schema through it).
@@ -520,6 +523,8 @@ func (c *Config) settings() []setting {
 			doc: "the run_code scripts waiting for a worker (64)"},
 		{name: "TURNGATE_SANDBOX_WALL_TIME", set: duration(&l.SandboxWallTime),
 			doc: "one run_code script's run (2s)"},
+		{name: "TURNGATE_SANDBOX_LAZY", set: boolean(&l.SandboxLazy),
+			doc: "true starts run_code's workers on first use, not with the server (default false)"},
 		{name: "TURNGATE_INTROSPECTION", set: c.setIntrospection,
 			doc: "false refuses introspection queries (default true)"},
 		{name: "TURNGATE_SUGGESTIONS", set: c.setSuggestions,

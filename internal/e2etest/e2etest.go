@@ -200,6 +200,9 @@ func TryStartReplica(t testing.TB, bin, name, dbURL, dataDir string, env ...stri
 	cmd.Env = append(CleanEnv(), append([]string{
 		"DATABASE_URL=" + dbURL, "TURNGATE_DATA=" + dataDir, "TURNGATE_REPLICA=" + name,
 		"TURNGATE_DEMO=true",
+		// Most tests never run a script: their run_code workers start
+		// when one does (env may say otherwise).
+		"TURNGATE_SANDBOX_LAZY=true",
 	}, env...)...)
 	r, w := io.Pipe()
 	cmd.Stdout = w

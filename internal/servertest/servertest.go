@@ -66,6 +66,9 @@ func Config(dataDir, dbURL, replica string) server.Config {
 		MaxTextLen:     2000,
 		LeaseTTL:       30 * time.Second,
 		Replica:        replica,
+		// Most tests never run a script: their run_code workers start
+		// when one does.
+		Limits: server.Limits{SandboxLazy: true},
 	}
 }
 
