@@ -221,6 +221,7 @@ func acceptedCount(t *testing.T, ctx context.Context, c *gqlclient.Client, room,
 // interrupt the page, and the answer completes through the other; Stop
 // cancels the turn, as the server records it.
 func TestAISDKChat(t *testing.T) {
+	t.Parallel()
 	dir := aisdkExample(t)
 	bin := e2etest.Binary(t)
 	w := e2etest.NewWorld(t, bin, "turngate-aisdk-")

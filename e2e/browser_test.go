@@ -31,6 +31,7 @@ import (
 // Not parallel: a browser is heavy on a two-core runner, and sequential
 // tests run before the parallel ones start.
 func TestExplorerStreamsATurnInABrowser(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 10 * time.Millisecond })
 	c := h.Client(t, alice)
 	room, ok := servertest.Rooms(t, c)["Team room"]

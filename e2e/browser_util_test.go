@@ -52,13 +52,23 @@ var chromium struct {
 	err    error
 }
 
+// browserTabs bounds the tabs open at once: the browser tests run in
+// parallel with the tier's other tests, and a tab is heavy on two cores.
+const browserTabs = 2
+
+// tabs holds one token per open tab.
+var tabs = make(chan struct{}, browserTabs)
+
 // newBrowser opens a tab in a new browser context of the package's
-// Chromium (as root, hence --no-sandbox), starting it on first use.
-// hardLimit bounds the tab's whole life; the caller bounds its own
-// actions with a shorter deadline derived from b.ctx.
+// Chromium (as root, hence --no-sandbox), starting it on first use; it
+// waits while browserTabs tabs are open. hardLimit bounds the tab's
+// whole life; the caller bounds its own actions with a shorter deadline
+// derived from b.ctx.
 func newBrowser(t *testing.T, hardLimit time.Duration) *browser {
 	t.Helper()
 	exe := chromiumPath(t)
+	tabs <- struct{}{}
+	t.Cleanup(func() { <-tabs })
 	chromium.once.Do(func() {
 		dir, err := os.MkdirTemp("", "turngate-e2e-chromium-")
 		if err != nil {

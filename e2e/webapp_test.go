@@ -24,8 +24,9 @@ import (
 	"github.com/turngate/turngate/server"
 )
 
-// The chat web app in a real Chromium, against a real server. These tests
-// are not parallel: a browser is heavy on a two-core runner.
+// The chat web app in a real Chromium, against a real server. The tests
+// run beside the tier's others, with at most browserTabs tabs open at once
+// (newBrowser): a tab is heavy on a two-core runner.
 
 // serverAnswer reads a turn's state and answer from the server.
 func serverAnswer(t *testing.T, ctx context.Context, c *gqlclient.Client, id string) (state, answer string) {
@@ -51,6 +52,7 @@ func serverAnswer(t *testing.T, ctx context.Context, c *gqlclient.Client, id str
 // activity and its sources; bob, in another tab on the same room, sees
 // the same live transcript.
 func TestChatStreamsAnAnswer(t *testing.T) {
+	t.Parallel()
 	// The demo's pace (TURNGATE_MODEL_PACE's default), so the figure the
 	// test logs is the demo's.
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 25 * time.Millisecond })
@@ -120,7 +122,10 @@ func jsString(s string) string {
 // shows after the reload is the start of the final answer (nothing
 // repeated, nothing missing), and the answer completes.
 func TestChatReloadMidAnswer(t *testing.T) {
-	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 40 * time.Millisecond })
+	t.Parallel()
+	// Slow enough that the answer still streams when the reloaded page
+	// has connected again, while the rest of the tier runs beside it.
+	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 150 * time.Millisecond })
 	a := h.Client(t, alice)
 	team := servertest.Rooms(t, a)["Team room"].ID
 	b := newBrowser(t, 3*time.Minute)
@@ -162,6 +167,7 @@ func TestChatReloadMidAnswer(t *testing.T) {
 // mid-answer; the page reconnects through the same address to the other
 // replica and the answer completes, as the server has it.
 func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
+	t.Parallel()
 	bin := e2etest.Binary(t)
 	w := e2etest.NewWorld(t, bin, "turngate-web-kill-")
 	f := newFrontDoor(t, w, 2, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=60ms")
@@ -222,6 +228,7 @@ func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
 // address is told it is not available, the stream is closed, and the page
 // does not retry.
 func TestChatFailsClosedForBob(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, nil)
 	a := h.Client(t, alice)
 	private := servertest.Rooms(t, a)["Alice's notes"].ID
@@ -259,6 +266,7 @@ func TestChatFailsClosedForBob(t *testing.T) {
 // approval shows in the page with Approve and Deny for its author; alice
 // approves and the effect runs once.
 func TestChatDecidesAnApproval(t *testing.T) {
+	t.Parallel()
 	model := httptest.NewServer(http.HandlerFunc(effectModel))
 	defer model.Close()
 	rec := &countingReceiver{}
@@ -298,6 +306,7 @@ func TestChatDecidesAnApproval(t *testing.T) {
 // steer box; a steer reaches the run and the answer follows it; Stop
 // cancels the next turn.
 func TestChatStopAndSteer(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 60 * time.Millisecond })
 	a := h.Client(t, alice)
 	private := servertest.Rooms(t, a)["Alice's notes"].ID
@@ -332,6 +341,7 @@ func TestChatStopAndSteer(t *testing.T) {
 // TestChatCreatesAndInvites: alice creates a shared room in the page,
 // invites bob by email, and the room is in bob's list.
 func TestChatCreatesAndInvites(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, nil)
 	bob := h.Client(t, "bob@example.com")
 	b := newBrowser(t, 2*time.Minute)
@@ -403,6 +413,7 @@ type renderedAnswer struct {
 // rel="noopener noreferrer", its address as its title and its host shown
 // beside its text.
 func TestChatRendersOnlyMarkdown(t *testing.T) {
+	t.Parallel()
 	model := httptest.NewServer(http.HandlerFunc(hostileModel))
 	defer model.Close()
 	h := servertest.New(t, func(c *server.Config) {
@@ -496,6 +507,7 @@ func TestChatRendersOnlyMarkdown(t *testing.T) {
 // withheld notice as its answer and no sources; alice's still shows the
 // answer.
 func TestChatTellsTheOwnerWhatANewcomerReadsWithheld(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, nil)
 	b := newBrowser(t, 2*time.Minute)
 	ctx, cancel := context.WithTimeout(b.ctx, 90*time.Second)

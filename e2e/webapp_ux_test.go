@@ -82,6 +82,7 @@ func evalIn[T any](p *chatPage, expr string) T {
 // screen reader would read every token): one polite status announces the
 // finished answer once. Screenshots of the four layouts are kept.
 func TestChatAccessibleInEveryLayout(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 10 * time.Millisecond })
 	a := h.Client(t, alice)
 	team := servertest.Rooms(t, a)["Team room"].ID
@@ -135,6 +136,7 @@ func TestChatAccessibleInEveryLayout(t *testing.T) {
 // Regenerate submits the same input as a new turn; Esc stops the
 // streaming turn as the Stop button does, and Retry runs it again.
 func TestChatFollowsTheAnswer(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 20 * time.Millisecond })
 	a := h.Client(t, alice)
 	private := servertest.Rooms(t, a)["Alice's notes"].ID
@@ -217,6 +219,7 @@ const codeAnswer = "Build it with:\n\n```sh\nmake npm\nmake web\n```\n\nThen run
 // TestChatCopiesACodeBlock: a code block in an answer renders as a block
 // with a Copy button; the button puts exactly the code on the clipboard.
 func TestChatCopiesACodeBlock(t *testing.T) {
+	t.Parallel()
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -265,6 +268,7 @@ func TestChatCopiesACodeBlock(t *testing.T) {
 // as raw [doc:…] text, and each streamed view is how the final answer
 // starts.
 func TestChatShowsCitationChipsWhileStreaming(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, func(c *server.Config) { c.ModelPace = 40 * time.Millisecond })
 	a := h.Client(t, alice)
 	team := servertest.Rooms(t, a)["Team room"].ID
@@ -303,6 +307,7 @@ func TestChatShowsCitationChipsWhileStreaming(t *testing.T) {
 // member but not the owner, is offered no Rename and is FORBIDDEN by the
 // API.
 func TestChatRenamesARoom(t *testing.T) {
+	t.Parallel()
 	h := servertest.New(t, nil)
 	a := h.Client(t, alice)
 	bob := h.Client(t, "bob@example.com")
