@@ -41,14 +41,15 @@ func Binary(t testing.TB) string {
 	return raced.get(t, EnvBinary, raceEnabled)
 }
 
-// PlainBinary is a turngate binary built without -race (the one
-// EnvPlainBinary names, or built once): for the tests that measure a
-// process's memory, which the race detector's shadow memory would
-// distort, and for benchmarks.
+// PlainBinary is a turngate binary built without -race, as the
+// Dockerfile builds the image's: static (CGO off) and -trimpath (the one
+// EnvPlainBinary names, or built once). It is for the tests that measure
+// a process's memory, which the race detector's shadow memory would
+// distort, for the test of what the image ships, and for benchmarks.
 func PlainBinary(t testing.TB) string {
 	t.Helper()
-	if !raceEnabled && os.Getenv(EnvBinary) == "" {
-		return Binary(t) // built here, without -race
+	if !raceEnabled && os.Getenv(EnvBinary) == "" && os.Getenv(EnvPlainBinary) == "" {
+		return Binary(t) // built here, the same way
 	}
 	return plain.get(t, EnvPlainBinary, false)
 }
@@ -69,10 +70,15 @@ func (b *build) get(t testing.TB, env string, race bool) string {
 		buildDirs = append(buildDirs, dir)
 		buildMu.Unlock()
 		args := []string{"build", "-o", filepath.Join(dir, "turngate")}
+		cmd := exec.Command("go")
 		if race {
 			args = append(args, "-race")
+		} else {
+			args = append(args, "-trimpath")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		}
-		out, err := exec.Command("go", append(args, "github.com/turngate/turngate/cmd/turngate")...).CombinedOutput()
+		cmd.Args = append(cmd.Args, append(args, "github.com/turngate/turngate/cmd/turngate")...)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
