@@ -32,7 +32,7 @@ TESTOUT   := bin/test
 # the JSON for the report of the slowest tests.
 GOTESTSUM := $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
 
-.PHONY: run build test test-packages test-race test-plain test-e2e vet check-generate generate bench chaos fuzz clean npm web check-web
+.PHONY: run build test test-passes check-generate-vet test-packages test-race test-plain test-e2e vet check-generate generate bench chaos fuzz clean npm web check-web
 
 run: build
 	$(BIN) serve
@@ -40,13 +40,25 @@ run: build
 build:
 	$(GO) build -o $(BIN) ./cmd/turngate
 
-# The passes run one after the other: each keeps both cores busy (measured:
-# run side by side, they starve the tests that bound a wall time, the
-# sandbox's and a lease's), and a failure in one still runs the others.
-test: npm check-generate check-web vet
+# make test checks the generated code and the built web app first (vet
+# after generate, which it reads; the web app's build beside them), then
+# runs the passes beside one private PostgreSQL that every test package
+# shares (internal/dbtest/withpostgres): one initdb and one server, not
+# one per package. The passes run one after the other: each keeps both
+# cores busy (measured: run side by side, they starve the tests that bound
+# a wall time, the sandbox's and a lease's), and a failure in one still
+# runs the others.
+test: npm
 	@rm -rf $(TESTOUT); mkdir -p $(TESTOUT)
+	@$(MAKE) --no-print-directory -j2 check-web check-generate-vet
+	@$(GO) run ./internal/dbtest/withpostgres -- $(MAKE) --no-print-directory test-passes
+
+check-generate-vet: check-generate
+	@$(MAKE) --no-print-directory vet
+
+test-passes:
 	@$(MAKE) --no-print-directory test-race; race=$$?; \
-	  $(MAKE) --no-print-directory test-plain test-e2e; rest=$$?; \
+	  $(MAKE) --no-print-directory -k test-plain test-e2e; rest=$$?; \
 	  echo "the 20 slowest tests of this run:"; \
 	  cat $(TESTOUT)/*.json | $(GO) tool gotestsum tool slowest --num 20; exit $$((race | rest))
 
@@ -66,7 +78,7 @@ test-e2e:
 	@mkdir -p $(TESTOUT)
 	$(GO) build -race -o $(E2E_BIN) ./cmd/turngate
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC_BIN) ./cmd/turngate
-	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(STATIC_BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -timeout 15m -parallel 4 ./e2e
+	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(STATIC_BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -timeout 15m -parallel 6 ./e2e
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^ent/' -e '/generated/')); \

@@ -237,14 +237,16 @@ func setup() (*server, error) {
 	if _, err := s.admin.ExecContext(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
 		return s, err
 	}
-	// On the private, non-durable server, copying files (and checkpointing,
-	// which costs little without fsync) clones and drops a small database
+	// On a non-durable server (the private one, or the one make test
+	// shares between packages), copying files (and checkpointing, which
+	// costs little without fsync) clones and drops a small database
 	// faster than the default WAL_LOG strategy of PostgreSQL 15+.
 	var version int
-	if err := s.admin.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+	var fsync string
+	if err := s.admin.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int, current_setting('fsync')").Scan(&version, &fsync); err != nil {
 		return s, err
 	}
-	if s.pg != nil && version >= 150000 {
+	if fsync == "off" && version >= 150000 {
 		s.strategy = " STRATEGY FILE_COPY"
 	}
 	return s, nil
