@@ -44,16 +44,8 @@ func aisdkExample(t *testing.T) string {
 			exampleBuild.err = err
 			return
 		}
-		if exampleBuild.err = npmInstall(npm, dir); exampleBuild.err != nil {
+		if exampleBuild.err = npmTypecheckAndBuild(npm, dir); exampleBuild.err != nil {
 			return
-		}
-		for _, script := range []string{"typecheck", "build"} {
-			cmd := exec.Command(npm, "run", "--silent", script)
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				exampleBuild.err = fmt.Errorf("npm run %s in %s: %v\n%s", script, dir, err, out)
-				return
-			}
 		}
 		exampleBuild.dir = dir
 	})

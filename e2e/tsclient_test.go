@@ -62,6 +62,22 @@ var tsClientBuild struct {
 	err  error
 }
 
+// npmTypecheckAndBuild installs dir's packages when missing, then runs
+// its typecheck and build scripts. Callers hold clientsTS.
+func npmTypecheckAndBuild(npm, dir string) error {
+	if err := npmInstall(npm, dir); err != nil {
+		return err
+	}
+	for _, script := range []string{"typecheck", "build"} {
+		cmd := exec.Command(npm, "run", "--silent", script)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("npm run %s in %s: %v\n%s", script, dir, err, out)
+		}
+	}
+	return nil
+}
+
 // buildTSClient installs the client's packages when missing, type-checks
 // it (tests included) and builds it to ESM with its declarations.
 func buildTSClient(t *testing.T) {
@@ -75,16 +91,8 @@ func buildTSClient(t *testing.T) {
 			tsClientBuild.err = err
 			return
 		}
-		if tsClientBuild.err = npmInstall(npm, dir); tsClientBuild.err != nil {
+		if tsClientBuild.err = npmTypecheckAndBuild(npm, dir); tsClientBuild.err != nil {
 			return
-		}
-		for _, script := range []string{"typecheck", "build"} {
-			cmd := exec.Command(npm, "run", "--silent", script)
-			cmd.Dir = dir
-			if out, err := cmd.CombinedOutput(); err != nil {
-				tsClientBuild.err = fmt.Errorf("npm run %s: %v\n%s", script, err, out)
-				return
-			}
 		}
 		for _, f := range []string{"index.js", "index.d.ts", "react.js", "react.d.ts", "ai-sdk.js", "ai-sdk.d.ts"} {
 			if _, err := os.Stat(filepath.Join(dir, "dist", f)); err != nil {
