@@ -32,7 +32,9 @@ func TestQueryCacheHeavyDocuments(t *testing.T) {
 	t.Parallel()
 	srv, c := startMemberAttackTarget(t, alice)
 	pid := srv.Cmd.Process.Pid
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The deadline bounds a hang, not the speed: 1,000 parses of 64 KiB
+	// took 64 s beside the rest of the tier on a busy CI machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	idle := e2etest.SettledRSS(ctx, pid)
 	peak := samplePeak(pid)
