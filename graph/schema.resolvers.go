@@ -706,7 +706,7 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 	if err != nil {
 		return nil, err
 	}
-	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
+	return shareStream(ctx, Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.JournalEntry) error) error {
 		if r.Runs != nil {
 			// A present, freshly authorised viewer: if the room's run
 			// lost its owner, recover it as soon as its lease has
@@ -730,7 +730,7 @@ func (r *subscriptionResolver) Journal(ctx context.Context, conversationID strin
 			return errStreamEnded
 		}
 		return err
-	}), nil
+	})), nil
 }
 
 // Tokens is the resolver for the tokens field.
@@ -757,7 +757,7 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 	// The turn's entries all follow its acceptance: a stream from
 	// before it starts there.
 	from := max(p.After, t.Position-1)
-	return Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
+	return shareStream(ctx, Stream(ctx, r.Streams, func(ctx context.Context, emit func(*model.AnswerDelta) error) error {
 		// The room as this viewer may read it now (feed), through the
 		// room's shared tail, as the journal stream reads it: a delta of a
 		// turn withheld from the viewer comes with its text empty.
@@ -769,7 +769,8 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 			case journal.KindTurnTerminal:
 				return errStreamEnded // the answer is complete
 			case journal.KindAnswerDelta:
-				return emit(toDelta(e))
+				// Converted once for every stream that reads it so.
+				return emit(r.entries.convert(e).Delta)
 			}
 			return nil
 		})
@@ -777,7 +778,7 @@ func (r *subscriptionResolver) Tokens(ctx context.Context, turnID string, after 
 			return errStreamEnded
 		}
 		return err
-	}), nil
+	})), nil
 }
 
 // Author is the resolver for the author field.

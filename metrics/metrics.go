@@ -29,6 +29,7 @@ type Metrics struct {
 	modelTokens   *prometheus.CounterVec
 	toolCalls     *prometheus.CounterVec
 	streams       *prometheus.GaugeVec
+	streamEvents  *prometheus.CounterVec
 }
 
 // New returns a replica's metrics over db: the series below, the
@@ -59,9 +60,11 @@ func New(db *sql.DB) *Metrics {
 			Help: "Tool calls, by tool and outcome (ok, refused, failed)."}, []string{"tool", "outcome"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "turngate_streams_open",
 			Help: "Open subscription connections, by transport (ws, sse)."}, []string{"transport"}),
+		streamEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "turngate_stream_events_total",
+			Help: "Subscription events sent, by encoding: encoded for the subscriber, or shared (the bytes another subscriber's encoding of the same value in the same operation shape left)."}, []string{"encoding"}),
 	}
 	reg.MustRegister(m.accepted, m.acceptSeconds, m.started, m.startWait, m.ended, m.recoveries,
-		m.modelSeconds, m.modelTokens, m.toolCalls, m.streams,
+		m.modelSeconds, m.modelTokens, m.toolCalls, m.streams, m.streamEvents,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewDBStatsCollector(db, "turngate"),
 		dbGauge(db, "turngate_lane_queued_turns", "Turns accepted and waiting in their room's lane.",
@@ -70,6 +73,9 @@ func New(db *sql.DB) *Metrics {
 			`SELECT count(*) FROM approvals WHERE state = 'pending'`))
 	for _, t := range []string{"ws", "sse"} {
 		m.streams.WithLabelValues(t)
+	}
+	for _, e := range []string{"encoded", "shared"} {
+		m.streamEvents.WithLabelValues(e)
 	}
 	return m
 }
@@ -161,4 +167,17 @@ func (m *Metrics) StreamOpened(transport string) func() {
 	g := m.streams.WithLabelValues(transport)
 	g.Inc()
 	return g.Dec
+}
+
+// StreamEvent counts one subscription event sent, shared or encoded for
+// its subscriber.
+func (m *Metrics) StreamEvent(shared bool) {
+	if m == nil {
+		return
+	}
+	if shared {
+		m.streamEvents.WithLabelValues("shared").Inc()
+		return
+	}
+	m.streamEvents.WithLabelValues("encoded").Inc()
 }

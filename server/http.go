@@ -23,6 +23,7 @@ import (
 	"github.com/turngate/turngate/authority"
 	"github.com/turngate/turngate/demo"
 	"github.com/turngate/turngate/errcode"
+	"github.com/turngate/turngate/graph"
 	"github.com/turngate/turngate/graph/extension"
 	"github.com/turngate/turngate/graph/generated"
 	"github.com/turngate/turngate/migrations"
@@ -40,7 +41,7 @@ import (
 // meet the edge (body bounds and raw-input checks, before any parsing).
 func (a *App) routes(ctx context.Context, root generated.ResolverRoot, verifier *authority.Verifier) (http.Handler, error) {
 	lim := a.cfg.Limits.WithDefaults()
-	exec := executor.New(generated.NewExecutableSchema(generated.Config{Resolvers: root}))
+	exec := executor.New(graph.ShareStreams(generated.NewExecutableSchema(generated.Config{Resolvers: root}), a.metrics.StreamEvent))
 	a.parseBudget = extension.NewParseBudget(lim.ParseBudget)
 	gql := &gqlHandler{exec: a.parseBudget.Executor(exec), recover: exec.PresentRecoveredError}
 	gql.AddTransport(transport.Websocket{
