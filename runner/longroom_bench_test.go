@@ -29,7 +29,8 @@ func (p *pacedBuiltin) Stream(ctx context.Context, req gateway.Request, emit fun
 // BenchmarkLongRoom measures what a room's history costs a turn: time to
 // first token (submit to the first answer delta at a follower) and model
 // input tokens (every call of the turn, compaction included), in a room
-// with 1,000 earlier turns against an empty room, side by side. The agent
+// with 1,000 earlier turns against one with 50 (and an empty one), side
+// by side. The agent
 // is the react controller with a 1,000-token context budget and the
 // builtin model streaming a token every 2 ms; the long room's history is
 // made by real turns (instant model), so its summary is whatever those
@@ -121,8 +122,10 @@ FROM model_calls WHERE turn_id = $1`, got.turn).Scan(&in, &all); err != nil {
 		return s[int(0.99*float64(len(s)-1))]
 	}
 	emptyT, shortT, longT := ms(ttft[0]), ms(ttft[1]), ms(ttft[2])
-	tRatio := mean(longT) / mean(emptyT)
-	kRatio := mean(tokens[2]) / mean(tokens[0])
+	// The goal: 1,000 earlier turns cost a turn no more than 50 do (an
+	// empty room, with no summary to read, is printed for reference).
+	tRatio := mean(longT) / mean(shortT)
+	kRatio := mean(tokens[2]) / mean(tokens[1])
 	b.ReportMetric(tRatio, "ttft-ratio")
 	b.ReportMetric(kRatio, "tokens-ratio")
 	fmt.Printf("long room: %d turns each; time to first token mean (max) %.1f ms (%.1f) with 1,000 earlier turns, %.1f ms (%.1f) with 50, %.1f ms (%.1f) in an empty room\n",
@@ -130,6 +133,6 @@ FROM model_calls WHERE turn_id = $1`, got.turn).Scan(&in, &all); err != nil {
 	fmt.Printf("long room: answer-step input tokens %.0f / %.0f / %.0f, all calls of the turn (compaction included) %.0f / %.0f / %.0f (1,000 / 50 / empty); 1,000 vs 50 earlier turns: %.2fx time, %.2fx tokens; the summary covers %d turns through position %d\n",
 		mean(tokens[2]), mean(tokens[1]), mean(tokens[0]), mean(total[2]), mean(total[1]), mean(total[0]),
 		mean(longT)/mean(shortT), mean(tokens[2])/mean(tokens[1]), summary.Turns, summary.Through)
-	fmt.Printf("goal P8 long rooms: 1,000 earlier turns vs empty room: time to first token %.2fx, input tokens %.2fx (target <= 1.2x each) %s\n",
+	fmt.Printf("goal P10 long rooms: 1,000 earlier turns vs 50: time to first token %.2fx, input tokens %.2fx (target <= 1.2x each) %s\n",
 		tRatio, kRatio, benchVerdict(tRatio <= 1.2 && kRatio <= 1.2))
 }

@@ -59,7 +59,7 @@ func BenchmarkDurableAcceptance(b *testing.B) {
 	}
 	h := servertest.Start(b, cfg)
 	// 32 submitters are 32 members, each in every room.
-	roomIDs, clients := benchWorld(b, h)
+	roomIDs, clients := benchWorld(b, h, benchSubmitters)
 	// The two run in alternating rounds, 10 s each in all, so that the
 	// machine's drift (disk flush times vary a lot here) falls on both
 	// alike and the ratio measures turngate's own overhead.

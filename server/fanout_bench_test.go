@@ -281,11 +281,11 @@ func BenchmarkFanOut(b *testing.B) {
 			p99 = lat[len(lat)*99/100]
 		}
 		verdict := "ok"
-		if withSubs > base*1.5+5 || perSub > 50 || p99 > 250*time.Millisecond || len(lat) == 0 {
+		if withSubs > base*1.5+5 || perSub > 40 || p99 > 250*time.Millisecond || len(lat) == 0 {
 			verdict = "short"
 		}
 		fmt.Printf("fan-out %s: %d subscribers connected in %s; %d delta arrivals\n", layout.name, n, connected.Round(time.Millisecond), len(lat))
-		fmt.Printf("goal P3 fan-out (%s, %d subscribers): idle db %.1f tx/s vs %.1f without (<= 1.5x), %.1f KiB/subscriber (<= 50), delta p99 %s (<= 250ms) %s\n",
+		fmt.Printf("goal P3 fan-out (%s, %d subscribers): idle db %.1f tx/s vs %.1f without (<= 1.5x), %.1f KiB/subscriber (<= 40), delta p99 %s (<= 250ms) %s\n",
 			layout.name, n, withSubs, base, perSub, p99.Round(time.Millisecond), verdict)
 	}
 }

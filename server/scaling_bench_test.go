@@ -37,7 +37,7 @@ func BenchmarkScaling(b *testing.B) {
 		// connections) before the next step starts.
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
 			busy0 := cpuBusy(b)
-			r, conns := measureTurnsOn(b, pg.URL(db), n, pool)
+			r, conns := measureTurnsOn(b, pg.URL(db), n, pool, benchSubmitters)
 			busy := cpuBusy(b).since(busy0)
 			fmt.Printf("  %-10d %8.0f %9.2f %9.2f %8d of %2d %9.0f%%\n", n, r.rate, r.p(r.accept, 50), r.p(r.accept, 99), conns, pool, 100*busy)
 			b.ReportMetric(r.rate, "turns/s")
