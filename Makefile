@@ -132,15 +132,17 @@ check-web:
 	    echo "the built web app is stale: run make web and commit web/app/dist"; \
 	    git status --porcelain -- $(WEB_PATHS); exit 1; fi
 
-# bench prints the benchmarks' figures: durable acceptance (and its ratio to
-# a raw transaction), turns against River, recovery after kill -9, the token
-# path (provider to subscriber), per-turn orchestration overhead, retrieval
-# over 100,000 documents with ACLs, run_code's start-to-result overhead, the
-# fan-out to 10,000 journal subscribers (TURNGATE_FANOUT_SUBSCRIBERS) and to
-# 1,000 SSE streams, long rooms (1,000 earlier turns against an empty room),
-# history search over 100,000 messages and what anonymous 64 KiB hostile
-# documents cost (and a member's p99 while four clients send them). Each
-# goal prints one "goal P<n> ..." or "goal S<n> ..." line ending ok|short.
+# bench prints the benchmarks' figures, each goal as one "goal P<n> ..."
+# (or "goal S<n> ...") line ending ok|short: P1 durable acceptance against
+# a raw transaction of the same shape; P2 turns at saturation against the
+# raw two-commit ceiling, River beside it (and the closed loop's latencies);
+# P3 the fan-out to 10,000 journal subscribers in one room, over 100 rooms
+# (TURNGATE_FANOUT_SUBSCRIBERS) and to 1,000 SSE streams; P4 the token path
+# (provider to subscriber); P5 recovery after kill -9; P6 retrieval over
+# 100,000 documents with ACLs; P7 per-turn orchestration CPU; P8 history
+# search over 100,000 messages; P9 run_code's start-to-result; P10 long
+# rooms (1,000 earlier turns against 50); S1 what anonymous 64 KiB hostile
+# documents cost. Each ratio is measured side by side in one run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./runner ./tools ./sandbox
 
