@@ -65,10 +65,28 @@ func (s *sharedSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	if oc.Operation == nil || oc.Operation.Operation != ast.Subscription {
 		return s.ExecutableSchema.Exec(ctx)
 	}
+	// What the subscription field's resolver chain returned to gqlgen: the
+	// stream is served here only if that is the channel shareStream made
+	// (a resolver that wraps another's stream, as a test's may, reads it
+	// itself).
+	var returned any
+	chain := oc.ResolverMiddleware
+	oc.ResolverMiddleware = func(ctx context.Context, next graphql.Resolver) (any, error) {
+		res, err := chain(ctx, next)
+		if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Object == "Subscription" {
+			returned = res
+		}
+		return res, err
+	}
 	slot := &streamSlot{}
 	encode := s.ExecutableSchema.Exec(context.WithValue(ctx, slotKey{}, slot))
-	if slot.next == nil {
+	oc.ResolverMiddleware = chain
+	if slot.out == nil {
 		return encode // the resolver failed, or streams as gqlgen does
+	}
+	if returned != slot.out {
+		slot.pump()
+		return encode
 	}
 	shape := shapeOf(oc)
 	return func(ctx context.Context) *graphql.Response {
@@ -94,8 +112,12 @@ func (s *sharedSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 // hand gives a value to the channel gqlgen's generated handler reads, to
 // be encoded the next time that handler runs.
 type streamSlot struct {
+	out  any // the channel shareStream returned
 	next func(ctx context.Context) (v any, ok bool)
 	hand func(v any)
+	// pump copies the stream into out in a goroutine of its own, when
+	// the stream is not served here.
+	pump func()
 }
 
 type slotKey struct{}
@@ -106,11 +128,25 @@ type slotKey struct{}
 // without it), it returns src.
 func shareStream[T any](ctx context.Context, src <-chan T) <-chan T {
 	slot, _ := ctx.Value(slotKey{}).(*streamSlot)
-	if slot == nil || slot.next != nil {
+	if slot == nil || slot.out != nil {
 		return src
 	}
 	direct := make(chan T, 1)
+	out := (<-chan T)(direct)
+	slot.out = out
 	slot.hand = func(v any) { direct <- v.(T) }
+	slot.pump = func() {
+		go func() {
+			for v := range src {
+				select {
+				case direct <- v:
+				case <-ctx.Done():
+					return
+				}
+			}
+			close(direct)
+		}()
+	}
 	slot.next = func(ctx context.Context) (any, bool) {
 		select {
 		case v, ok := <-src:
@@ -119,7 +155,7 @@ func shareStream[T any](ctx context.Context, src <-chan T) <-chan T {
 			return nil, false
 		}
 	}
-	return direct
+	return out
 }
 
 // shape is what, besides the value, an encoding depends on: the parsed
