@@ -215,7 +215,7 @@ func acceptedCount(t *testing.T, ctx context.Context, c *gqlclient.Client, room,
 func TestAISDKChat(t *testing.T) {
 	t.Parallel()
 	dir := aisdkExample(t)
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
 	w := e2etest.NewWorld(t, bin, "turngate-aisdk-")
 	f := newFrontDoor(t, w, 2, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=60ms")
 	base := serveExample(t, dir, f.base)

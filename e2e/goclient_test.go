@@ -33,7 +33,7 @@ type goWorld struct {
 
 func newGoWorld(t *testing.T) *goWorld {
 	t.Helper()
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
 	w := e2etest.NewWorld(t, bin, "turngate-go-")
 	f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
 		"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6", "TURNGATE_WS_PING=200ms")

@@ -125,7 +125,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files in %s/test: %v", dir, err)
 	}
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".test.ts")
 		t.Run(name, func(t *testing.T) {

@@ -117,7 +117,7 @@ func TestTypeScriptClientInstalled(t *testing.T) {
 	run(app, nil, npx, "--no-install", "tsc")
 
 	// Run it against a real server.
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
 	w := e2etest.NewWorld(t, bin, "turngate-tsapp-")
 	r := w.Start(t, "tsapp")
 	tok, err := e2etest.TokenFor(bin, w.DataDir, alice)

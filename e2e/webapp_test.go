@@ -168,7 +168,7 @@ func TestChatReloadMidAnswer(t *testing.T) {
 // replica and the answer completes, as the server has it.
 func TestChatSurvivesKill9OfItsReplica(t *testing.T) {
 	t.Parallel()
-	bin := e2etest.Binary(t)
+	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
 	w := e2etest.NewWorld(t, bin, "turngate-web-kill-")
 	f := newFrontDoor(t, w, 2, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=60ms")
 	a := w.Client(t, f.base, alice)

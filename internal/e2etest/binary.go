@@ -45,7 +45,13 @@ func Binary(t testing.TB) string {
 // Dockerfile builds the image's: static (CGO off) and -trimpath (the one
 // EnvPlainBinary names, or built once). It is for the tests that measure
 // a process's memory, which the race detector's shadow memory would
-// distort, for the test of what the image ships, and for benchmarks.
+// distort, for the test of what the image ships, for benchmarks, and for
+// the tests whose subject is a client (the TypeScript and Go clients, the
+// AI SDK transport, the web app and the terminal chat): the servers they
+// start are only the clients' counterpart, and race-built they cost the
+// tier some 75 CPU-seconds a run (measured, 2 cores) for what the
+// server's own fault tests (kill -9, SIGSTOP, SIGTERM, chaos, approvals
+// across a kill), which run Binary, already race-check.
 func PlainBinary(t testing.TB) string {
 	t.Helper()
 	if !raceEnabled && os.Getenv(EnvBinary) == "" && os.Getenv(EnvPlainBinary) == "" {
