@@ -162,6 +162,14 @@ func launch(ctx context.Context, bin, dir, pgdata, logPath string, port int, opt
 			"-c", "fsync=off",
 			"-c", "synchronous_commit=off",
 			"-c", "full_page_writes=off",
+			// A test suite's databases live for seconds: no WAL beyond
+			// crash recovery (CREATE DATABASE and new tables skip it), no
+			// autovacuum workers visiting hundreds of them, no JIT
+			// compiling a test's one expensive query.
+			"-c", "wal_level=minimal",
+			"-c", "max_wal_senders=0",
+			"-c", "autovacuum=off",
+			"-c", "jit=off",
 		)
 	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
