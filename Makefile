@@ -142,9 +142,10 @@ check-web:
 # 100,000 documents with ACLs; P7 per-turn orchestration CPU; P8 history
 # search over 100,000 messages; P9 run_code's start-to-result; P10 long
 # rooms (1,000 earlier turns against 50); S1 what anonymous 64 KiB hostile
-# documents cost. Each ratio is measured side by side in one run.
+# documents cost. Each ratio is measured side by side in one run, and one
+# package's benchmarks at a time (-p 1): two at once would share the cores.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./runner ./tools ./sandbox
+	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./server ./runner ./tools ./sandbox
 
 # chaos runs the fault-injection harness long: 3 replicas, 10 rooms, 400
 # turns under kill -9 and SIGSTOP (make test runs a short round).
