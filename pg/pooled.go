@@ -10,27 +10,26 @@ import (
 	"github.com/lib/pq"
 )
 
-// OpenPooled opens the database at dsn reached through a pooler in
-// transaction pooling mode (PgBouncer's pool_mode = transaction), where
-// a server connection belongs to a client connection only for one
-// transaction, and outside one only until the server is ready for the
-// next query.
+// Open opens the database at dsn with every statement sent in one
+// exchange with the server.
 //
 // lib/pq sends a statement with parameters as two exchanges by default
-// (Parse and Describe, then Bind and Execute, each ending in Sync); the
-// pooler may hand the second to another server connection, which knows
-// no such statement. OpenPooled sets lib/pq's binary_parameters, which
-// sends the whole statement in one exchange. In that mode lib/pq sends
-// []byte parameters in binary format, which is right for bytea and wrong
-// for jsonb (whose binary format starts with a version byte): JSON
-// values (json.RawMessage, as ent passes JSON fields) are sent as text
-// instead.
+// (Parse and Describe, then Bind and Execute, each ending in Sync): two
+// round trips for every statement a turn makes, where one does. Behind a
+// pooler in transaction pooling mode (PgBouncer's pool_mode =
+// transaction) the second exchange may even reach another server
+// connection, which knows no such statement. Open sets lib/pq's
+// binary_parameters, which sends the whole statement in one exchange. In
+// that mode lib/pq sends []byte parameters in binary format, which is
+// right for bytea and wrong for jsonb (whose binary format starts with a
+// version byte): JSON values (json.RawMessage, as ent passes JSON fields)
+// are sent as text instead.
 //
-// Callers must not prepare named statements outside a transaction (the
-// pooler does not carry them across server connections), and must not
-// rely on session state: LISTEN, session advisory locks and SET belong
-// on a direct connection.
-func OpenPooled(dsn string) (*sql.DB, error) {
+// Behind a transaction pooler, callers must not prepare named statements
+// outside a transaction (the pooler does not carry them across server
+// connections), and must not rely on session state: LISTEN, session
+// advisory locks and SET belong on a direct connection.
+func Open(dsn string) (*sql.DB, error) {
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)

@@ -14,13 +14,13 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Main(m, migrations.Apply)) }
 
-// TestOpenPooledKeepsEveryValue: through the pooled handle (one exchange
+// TestOpenKeepsEveryValue: through the one-exchange handle (one exchange
 // per statement, parameters in lib/pq's binary mode), JSON reaches jsonb
 // as text, bytes reach bytea unchanged (a NUL and a backslash included),
 // and NULL JSON is NULL.
-func TestOpenPooledKeepsEveryValue(t *testing.T) {
+func TestOpenKeepsEveryValue(t *testing.T) {
 	t.Parallel()
-	db, err := pg.OpenPooled(dbtest.NewDB(t))
+	db, err := pg.Open(dbtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}

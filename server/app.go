@@ -111,11 +111,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if cfg.DirectDatabaseURL != "" {
 		direct = cfg.DirectDatabaseURL
 	}
-	if cfg.DBPooler == PoolerTransaction {
-		a.db, err = pgdb.OpenPooled(url)
-	} else {
-		a.db, err = sql.Open("postgres", url)
-	}
+	// One round trip per statement, with or without a pooler (pg.Open).
+	a.db, err = pgdb.Open(url)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/turngate/turngate/internal/pgembed"
+	"github.com/turngate/turngate/pg"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at an
@@ -127,12 +128,13 @@ func NewDB(t testing.TB) string {
 	return s.dbURL(name)
 }
 
-// OpenDB is [NewDB] followed by sql.Open; the *sql.DB is closed when t ends,
-// before the database is dropped.
+// OpenDB is [NewDB] opened as a replica opens its database (pg.Open: one
+// round trip per statement); the *sql.DB is closed when t ends, before the
+// database is dropped.
 func OpenDB(t testing.TB) (*sql.DB, string) {
 	t.Helper()
 	u := NewDB(t)
-	db, err := sql.Open("postgres", u)
+	db, err := pg.Open(u)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}

@@ -23,6 +23,7 @@
 //
 // # What it must not import
 //
-// dbtest imports internal/pgembed only; it knows no schema (the MigrateFunc
-// brings it) and no domain package.
+// dbtest imports internal/pgembed, and pg for the handle a replica opens
+// (OpenDB opens its database as a replica does); it knows no schema (the
+// MigrateFunc brings it) and no domain package.
 package dbtest

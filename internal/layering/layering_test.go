@@ -138,7 +138,7 @@ var rules = []rule{
 	{
 		pkg:    "internal/dbtest",
 		never:  mod("..."),
-		except: mod("internal/pgembed"),
+		except: mod("internal/pgembed", "pg"),
 	},
 	{
 		pkg:   "internal/gqlclient",
