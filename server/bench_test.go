@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/pgembed"
 	"github.com/turngate/turngate/internal/servertest"
+	"github.com/turngate/turngate/pg"
 	"github.com/turngate/turngate/server"
 )
 
@@ -123,7 +124,8 @@ func measureRaw(b *testing.B, url string) rawResult {
 type rawBench struct{ db *sql.DB }
 
 func newRawBench(b *testing.B, url string) *rawBench {
-	db, err := sql.Open("postgres", url)
+	// As a replica opens its database: one round trip per statement.
+	db, err := pg.Open(url)
 	if err != nil {
 		b.Fatal(err)
 	}
