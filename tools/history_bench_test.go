@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -115,6 +116,31 @@ func BenchmarkHistorySearch(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if os.Getenv("TURNGATE_HISTORY_EXPLAIN") == "1" {
+		// The plan of the slowest query, as the database ran it.
+		slowest := 0
+		for i := range lat {
+			if lat[i] > lat[slowest] {
+				slowest = i
+			}
+		}
+		var q struct{ Query string }
+		_ = json.Unmarshal(queries[slowest], &q)
+		stmt, args := tools.HistorySearchSQL(actor, q.Query)
+		rows, err := env.DB.QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+stmt, args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("history search: the plan of the slowest query (%q, %s):\n", q.Query, lat[slowest].Round(time.Microsecond))
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				b.Fatal(err)
+			}
+			fmt.Println("  " + line)
+		}
+		rows.Close()
+	}
 	slices.Sort(lat)
 	p50, p99 := benchPercentile(lat, 50), benchPercentile(lat, 99)
 	b.ReportMetric(benchMS(p50), "p50-ms")
