@@ -2,6 +2,10 @@ module github.com/turngate/turngate
 
 go 1.26.8
 
+// The npm packages of the TypeScript client, the web app and the example
+// hold no Go; package patterns (./...) need not walk them.
+ignore node_modules
+
 require (
 	entgo.io/ent v0.14.5
 	github.com/99designs/gqlgen v0.17.98
