@@ -28,6 +28,15 @@ E2E_BIN   := bin/turngate-e2e
 # static (CGO off) and -trimpath.
 STATIC_BIN := bin/turngate-static
 TESTOUT   := bin/test
+# The passes' test binaries, built with go test -c -o $(TESTBIN)/<pass>/:
+# that skips a link whose output is up to date (go test itself links
+# every test binary again on every run: ~60 links, ~80 CPU-seconds), and
+# internal/testbin runs them as go test -json would, two packages at a
+# time, each in its folder, for gotestsum to read.
+TESTBIN   := bin/testbin
+# run_tests,<pass>,<test flags>,<packages> runs a pass's binaries.
+run_tests = $(GOTESTSUM) --jsonfile $(TESTOUT)/$(1).json --raw-command -- \
+  $(GO) run ./internal/testbin -dir $(TESTBIN)/$(1) -- -test.count=1 $(2) -- $(3)
 # gotestsum prints what go test -json says as people read it, and keeps
 # the JSON for the report of the slowest tests.
 GOTESTSUM := $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg
@@ -70,12 +79,14 @@ test-packages: test-race test-plain
 
 test-race:
 	@mkdir -p $(TESTOUT)
-	$(GOTESTSUM) --jsonfile $(TESTOUT)/race.json -- -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(GO) test -race -c -o $(TESTBIN)/race/ $(RACE_PKGS) >/dev/null
+	$(call run_tests,race,-test.timeout=10m,$(RACE_PKGS))
 
 test-plain:
 	@mkdir -p $(TESTOUT)
-	$(GOTESTSUM) --jsonfile $(TESTOUT)/plain.json -- -count=1 -timeout 10m \
-	  $$($(GO) list $(PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS) ./e2e)) $(NORACE_PKGS)
+	@pkgs="$$($(GO) list $(PKGS) | grep -v -x -F -f <($(GO) list $(RACE_PKGS) ./e2e)) $(NORACE_PKGS)"; set -x; \
+	  $(GO) test -c -o $(TESTBIN)/plain/ $$pkgs >/dev/null && \
+	  $(call run_tests,plain,-test.timeout=10m,$$pkgs)
 
 # e2e-binaries builds the two binaries the e2e tier runs: race-built for
 # the server's fault tests, static and plain for the rest (see
@@ -83,10 +94,12 @@ test-plain:
 e2e-binaries:
 	$(GO) build -race -o $(E2E_BIN) ./cmd/turngate
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC_BIN) ./cmd/turngate
+	$(GO) test -c -o $(TESTBIN)/e2e/ ./e2e
 
 test-e2e: e2e-binaries
 	@mkdir -p $(TESTOUT)
-	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(STATIC_BIN)) $(GOTESTSUM) --jsonfile $(TESTOUT)/e2e.json -- -count=1 -timeout 15m -parallel 6 ./e2e
+	TURNGATE_E2E_BINARY=$(abspath $(E2E_BIN)) TURNGATE_E2E_PLAIN_BINARY=$(abspath $(STATIC_BIN)) \
+	  $(call run_tests,e2e,-test.timeout=15m -test.parallel=6,./e2e)
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^ent/' -e '/generated/')); \
