@@ -35,8 +35,8 @@ func aisdkExample(t *testing.T) string {
 	buildTSClient(t)
 	npm := nodeTool(t, "npm")
 	exampleBuild.once.Do(func() {
-		// The example builds against clients/ts/dist, which npm pack
-		// (TestTypeScriptClientInstalled) rewrites.
+		// The example builds against clients/ts/dist, which nothing may
+		// rewrite meanwhile.
 		clientsTS.Lock()
 		defer clientsTS.Unlock()
 		dir, err := filepath.Abs("../examples/ai-sdk-chat")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,21 +28,14 @@ func nodeTool(t *testing.T, name string) string {
 }
 
 // clientsTS is held while a test installs, builds or packs in clients/ts:
-// npm ci, npm run build and npm pack (whose prepare builds) all rewrite
-// its node_modules or dist, and the tests that do so run in parallel.
+// npm ci and npm run build rewrite its node_modules or dist, npm pack
+// reads them, and the tests that do so run in parallel.
 var clientsTS sync.Mutex
 
-// npmInstalled runs `npm ci` in dir when its node_modules is missing.
-// Callers that may meet another test in dir hold clientsTS.
-func npmInstalled(t *testing.T, dir string) {
-	t.Helper()
-	if err := npmInstall(nodeTool(t, "npm"), dir); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// npmInstall is npmInstalled for code that reports errors rather than
-// failing a test (inside a sync.Once shared by tests).
+// npmInstall runs `npm ci` in dir when its node_modules is missing; it
+// reports errors rather than failing a test, as it runs inside a
+// sync.Once shared by tests. Callers that may meet another test in dir
+// hold clientsTS.
 func npmInstall(npm, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
 		return nil
@@ -107,9 +101,13 @@ func buildTSClient(t *testing.T) {
 }
 
 // TestTypeScriptClient runs the TypeScript client's tests (vitest, in
-// clients/ts/test) against real turngate processes on one database behind
-// one front door, whose control endpoint the tests use to drop
-// connections, kill -9 and restart replicas and fail over between them.
+// clients/ts/test) against real turngate processes: each test file gets a
+// world of its own (a database, replicas behind one front door, whose
+// control endpoint the tests use to drop connections, kill -9 and restart
+// replicas and fail over between them). One vitest process runs the files
+// at once, each with its world (clients/ts/vitest.config.ts), the tests
+// within a file one at a time, as they share their world; each file's
+// result is a subtest here.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	dir, err := filepath.Abs("../clients/ts")
@@ -118,37 +116,89 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	npx := nodeTool(t, "npx")
 	buildTSClient(t)
-	// Each test file gets a world of its own (a database, replicas, a
-	// front door): the files run at once, the tests within a file one at
-	// a time, as they share their world.
 	files, err := filepath.Glob(filepath.Join(dir, "test", "*.test.ts"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files in %s/test: %v", dir, err)
 	}
 	bin := e2etest.PlainBinary(t) // a client under test: see PlainBinary
+	type world struct {
+		URL     string `json:"url"`
+		Control string `json:"control"`
+	}
+	worlds := map[string]world{}
+	var names []string
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".test.ts")
+		w := e2etest.NewWorld(t, bin, "turngate-ts-")
+		// Short leases so a killed run is recovered in seconds; a paced
+		// model so an answer streams long enough to be interrupted; a
+		// small command bucket so a burst of submits meets RATE_LIMITED.
+		f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
+			"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6")
+		worlds[name] = world{URL: f.base + "/graphql", Control: f.ctl}
+		names = append(names, name)
+	}
+	raw, err := json.Marshal(worlds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "vitest.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose", "--reporter=json", "--outputFile.json="+report)
+	cmd.Dir = dir
+	cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_WORLDS="+string(raw), "NO_COLOR=1")
+	out, runErr := cmd.CombinedOutput()
+	if testing.Verbose() {
+		t.Logf("%s", out)
+	}
+	// vitest's JSON report: one result per file, one per test in it.
+	var results struct {
+		TestResults []struct {
+			Name             string `json:"name"`
+			Status           string `json:"status"`
+			Message          string `json:"message"`
+			AssertionResults []struct {
+				FullName        string   `json:"fullName"`
+				Status          string   `json:"status"`
+				FailureMessages []string `json:"failureMessages"`
+			} `json:"assertionResults"`
+		} `json:"testResults"`
+	}
+	if b, err := os.ReadFile(report); err != nil {
+		t.Fatalf("vitest wrote no report (%v): %v\n%s", runErr, err, out)
+	} else if err := json.Unmarshal(b, &results); err != nil {
+		t.Fatalf("vitest's report: %v", err)
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			w := e2etest.NewWorld(t, bin, "turngate-ts-")
-			// Short leases so a killed run is recovered in seconds; a
-			// paced model so an answer streams long enough to be
-			// interrupted; a small command bucket so a burst of submits
-			// meets RATE_LIMITED.
-			f := newFrontDoor(t, w, 1, "TURNGATE_LEASE_TTL=2s", "TURNGATE_MODEL_PACE=40ms",
-				"TURNGATE_COMMAND_RATE=2", "TURNGATE_COMMAND_BURST=6")
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, npx, "vitest", "run", "--reporter=verbose", filepath.Join("test", filepath.Base(file)))
-			cmd.Dir = dir
-			cmd.Env = append(e2etest.CleanEnv(), "TURNGATE_URL="+f.base+"/graphql", "TURNGATE_CONTROL="+f.ctl, "NO_COLOR=1")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("vitest %s: %v\n%s", name, err, out)
+			found := false
+			for _, r := range results.TestResults {
+				if filepath.Base(r.Name) != name+".test.ts" {
+					continue
+				}
+				found = true
+				for _, a := range r.AssertionResults {
+					if a.Status == "failed" {
+						t.Errorf("%s: %s", a.FullName, strings.Join(a.FailureMessages, "\n"))
+					}
+				}
+				if r.Status != "passed" {
+					t.Errorf("%s.test.ts %s: %s", name, r.Status, r.Message)
+				}
+				if len(r.AssertionResults) == 0 {
+					t.Errorf("%s.test.ts ran no tests", name)
+				}
 			}
-			if testing.Verbose() {
-				t.Logf("%s", out)
+			if !found {
+				t.Errorf("vitest reported nothing for %s.test.ts", name)
 			}
 		})
+	}
+	if runErr != nil && !t.Failed() {
+		t.Fatalf("vitest: %v\n%s", runErr, out)
+	}
+	if t.Failed() && !testing.Verbose() {
+		t.Logf("vitest printed:\n%s", out)
 	}
 }

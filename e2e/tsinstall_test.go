@@ -50,7 +50,10 @@ func TestTypeScriptClientInstalled(t *testing.T) {
 	}
 
 	// Pack as a maintainer would from a clone: the packages the build
-	// needs installed, then npm pack (which runs the package's prepare).
+	// needs installed, the package built (npm run build, which is what
+	// its prepare script runs: buildTSClient, once for every test of the
+	// package), then npm pack, without running prepare a second time.
+	buildTSClient(t)
 	packed := t.TempDir()
 	var files []struct {
 		Filename string `json:"filename"`
@@ -59,8 +62,7 @@ func TestTypeScriptClientInstalled(t *testing.T) {
 		} `json:"files"`
 	}
 	clientsTS.Lock()
-	npmInstalled(t, pkgDir)
-	out := run(pkgDir, nil, npm, "pack", "--json", "--pack-destination", packed)
+	out := run(pkgDir, nil, npm, "pack", "--ignore-scripts", "--json", "--pack-destination", packed)
 	clientsTS.Unlock()
 	if err := json.Unmarshal(out, &files); err != nil || len(files) != 1 {
 		t.Fatalf("npm pack --json: %v (%d packages)", err, len(files))
