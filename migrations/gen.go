@@ -93,9 +93,17 @@ func run(ctx context.Context, name, devURL string) error {
 // alone), created by hand-written migrations: the diff keeps them.
 var handWrittenIndexes = map[string]bool{
 	"turn_history_search": true,
+	"turn_history_recent": true,
 	"turn_by_id":          true,
 	"approval_by_id":      true,
 	"command_by_id":       true,
+}
+
+// handWrittenColumns are columns only the database writes (by a trigger)
+// and only raw SQL reads, created by hand-written migrations: the diff
+// keeps them, and ent does not load them with every row.
+var handWrittenColumns = map[string]bool{
+	"turns.search_tsv": true,
 }
 
 // roomKeyed are the tables whose primary key is (conversation_id, id), set
@@ -125,6 +133,8 @@ func handWritten(table string, c atlas.Change) bool {
 	switch c := c.(type) {
 	case *atlas.DropIndex:
 		return handWrittenIndexes[c.I.Name]
+	case *atlas.DropColumn:
+		return handWrittenColumns[table+"."+c.C.Name]
 	case *atlas.AddPrimaryKey, *atlas.DropPrimaryKey, *atlas.ModifyPrimaryKey:
 		return roomKeyed[table]
 	case *atlas.AddForeignKey:

@@ -43,34 +43,68 @@ const historyLimit = 5
 // words ranks a few hundred turns, not every turn of a long room.
 const historyCandidates = 200
 
+// historyWalk is how many of the newest finished turns (of every room)
+// the search walks, newest first, before it asks the full-text index.
+const historyWalk = 2000
+
 // searchHistory first settles the rooms the search may read — the
 // member's rooms now, and in a shared room only those every member of its
-// audience is in too — then finds the matching finished turns in them by
-// the full-text index, newest first, and ranks those. Of those
-// candidates, a turn is a hit only when the member may read all of its
-// evidence now and, in a shared room, so may every current member of it
-// (the evidence rule): the rule is applied to the few hundred candidates,
-// after the index, never to the room's every turn. Each hit comes with
-// its evidence, which becomes the searching turn's.
+// audience is in too — then finds the newest historyCandidates matching
+// finished turns in them, and ranks those. Two ways find the same turns:
+//
+//   - walk: the newest historyWalk finished turns of every room, newest
+//     first (turn_history_recent), testing each one's stored words
+//     (search_tsv), stopping at historyCandidates matches in the rooms.
+//     When it finds that many they are the newest matches there are: any
+//     other match is older than every turn walked. Common words end the
+//     walk within a few hundred turns.
+//   - indexed, only when the walk found fewer: the full-text index
+//     (turn_history_search) finds every match in the rooms, and the
+//     newest historyCandidates of them are kept. For words that are
+//     rare, or rooms that are quiet among many, the matches are few.
+//
+// Of those candidates, a turn is a hit only when the member may read all
+// of its evidence now and, in a shared room, so may every current member
+// of it (the evidence rule): the rule is applied to the few hundred
+// candidates, never to the room's every turn. Each hit comes with its
+// evidence, which becomes the searching turn's.
 var searchHistory = `
 WITH rooms AS (
   SELECT rm.conversation_id FROM room_members rm
   WHERE rm.member_id = $1
     AND ($5::uuid IS NULL OR ` + authority.AudienceSharesRoomSQL("$5", "rm.conversation_id") + `)),
-hits AS (
-  SELECT t.id, t.conversation_id, t.input, t.answer, t.created_at
+walk AS (
+  SELECT w.id, w.conversation_id, w.created_at
+  FROM (SELECT t.id, t.conversation_id, t.created_at, t.search_tsv FROM turns t
+        WHERE t.state = 'completed'
+        ORDER BY t.created_at DESC
+        LIMIT ` + fmt.Sprint(historyWalk) + `) w
+  WHERE w.conversation_id = ANY (ARRAY(SELECT conversation_id FROM rooms))
+    AND w.id <> $3
+    AND w.search_tsv @@ websearch_to_tsquery('simple', $2)
+  ORDER BY w.created_at DESC
+  LIMIT ` + fmt.Sprint(historyCandidates) + `),
+indexed AS (
+  SELECT t.id, t.conversation_id, t.created_at
   FROM turns t
-  WHERE t.conversation_id = ANY (ARRAY(SELECT conversation_id FROM rooms))
+  WHERE (SELECT count(*) FROM walk) < ` + fmt.Sprint(historyCandidates) + `
+    AND t.conversation_id = ANY (ARRAY(SELECT conversation_id FROM rooms))
     AND t.state = 'completed' AND t.id <> $3
-    AND to_tsvector('simple', t.input || ' ' || coalesce(t.answer, '')) @@ websearch_to_tsquery('simple', $2)
+    AND t.search_tsv @@ websearch_to_tsquery('simple', $2)
   ORDER BY t.created_at DESC
-  LIMIT ` + fmt.Sprint(historyCandidates) + `)
-SELECT h.id, c.title, h.input, coalesce(h.answer, ''),
+  LIMIT ` + fmt.Sprint(historyCandidates) + `),
+hits AS (
+  SELECT * FROM walk WHERE (SELECT count(*) FROM walk) >= ` + fmt.Sprint(historyCandidates) + `
+  UNION ALL
+  SELECT * FROM indexed)
+SELECT h.id, c.title, t.input, coalesce(t.answer, ''),
   ARRAY(SELECT ev.document_id FROM turn_evidence ev WHERE ev.conversation_id = h.conversation_id AND ev.turn_id = h.id)
-FROM hits h JOIN conversations c ON c.id = h.conversation_id
+FROM hits h
+JOIN turns t ON t.conversation_id = h.conversation_id AND t.id = h.id
+JOIN conversations c ON c.id = h.conversation_id
 WHERE ` + authority.TurnReadableSQL("h.conversation_id", "h.id", "$1") + `
   AND ($5::uuid IS NULL OR ` + authority.TurnAudienceReadableSQL("h.conversation_id", "h.id", "$5") + `)
-ORDER BY ts_rank(to_tsvector('simple', h.input || ' ' || coalesce(h.answer, '')), websearch_to_tsquery('simple', $2)) DESC, h.created_at DESC
+ORDER BY ts_rank(t.search_tsv, websearch_to_tsquery('simple', $2)) DESC, h.created_at DESC
 LIMIT $4`
 
 // Run implements Tool.
