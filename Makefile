@@ -9,14 +9,15 @@ PKGS      := ./...
 # The package tier: every package's own tests (unit and in-process, against
 # real Postgres), each run once — those whose code or tests exercise
 # concurrency under the race detector. The end-to-end tier (./e2e: real
-# processes, Chromium, npm, a pseudo-terminal) runs after the race pass, against one
-# turngate binary built with -race for the whole tier, so the race detector
-# watches the server processes the kill -9 tests start (the tests that
-# measure a process's memory run the plain binary: the race detector's
-# shadow memory would distort them). The tier's own test code, a client of
-# those processes, runs without -race: its time goes to the servers.
-# Longest first: go test starts the packages in this order, two at a time,
-# so the long ones do not run alone at the end.
+# processes, Chromium, npm, a pseudo-terminal) runs after the race pass,
+# against two turngate binaries built once: one with -race, so the race
+# detector watches the server processes the fault tests (kill -9, SIGSTOP,
+# chaos) start, and a static plain one for the tests of the clients, of a
+# process's memory (the race detector's shadow memory would distort them)
+# and of the image (see internal/e2etest). The tier's own test code, a
+# client of those processes, runs without -race: its time goes to the
+# servers. Longest first: internal/testbin starts the packages in this
+# order, two at a time, so the long ones do not run alone at the end.
 RACE_PKGS := ./server/... ./runner/... ./turn/... ./callback/... ./sandbox/... ./graph/... ./internal/... ./lease/... \
              ./feed/... ./journal/... ./authority/... ./web/... ./clients/go/... ./runtime/... ./guard/...
 # Packages whose files tagged !race hold tests that only run without
