@@ -10,4 +10,9 @@
 // context. It holds tests only; its kit is internal/e2etest, and
 // internal/servertest starts in-process servers for the tests that drive
 // one from a browser.
+//
+// # What it must not import
+//
+// The tier is tests alone: nothing imports it, and its one non-test file
+// (this one) imports nothing.
 package e2e

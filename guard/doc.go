@@ -15,6 +15,11 @@
 //
 // [Chain] ties redaction, bounding and citation checking together in the
 // order the backend applies them.
+//
+// # What it must not import
+//
+// guard is a leaf: it imports no package of this module. The callback host,
+// the runner and graph apply its checks to what they hold.
 package guard
 
 // Chain is the guardrail chain for one run. The zero value redacts nothing

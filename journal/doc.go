@@ -41,4 +41,10 @@
 //   - notifications are hints. After a listener reconnect, and on a slow
 //     periodic tick, every reader re-reads, so a lost NOTIFY delays a stream
 //     but never loses an entry.
+//
+// # What it must not import
+//
+// journal imports pg and internal/startstop only: the turn's state machine
+// (lease), the turn API (turn), the runner, the rooms (room, feed), graph and
+// server all append to or read it, and it reaches none of them.
 package journal

@@ -1,8 +1,3 @@
-// Package metrics is turngate's Prometheus instrumentation: one registry
-// per replica (App), the series the operator's dashboards read, and
-// nil-safe methods the components call where the thing they count
-// happens. Label sets are bounded: outcomes, reasons, routes, purposes,
-// tools and transports — never a room, turn or member id.
 package metrics
 
 import (

@@ -8,4 +8,9 @@
 // It is a leaf: it imports the standard library and lib/pq only, and no
 // package of this module. Domain errors are not made here; each storage
 // seam turns these into its own (lease.ErrNotClaimable, errcode.NotFound).
+//
+// # What it must not import
+//
+// pg imports no package of this module, and outside the standard library
+// only lib/pq and uuid.
 package pg

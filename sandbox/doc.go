@@ -99,4 +99,10 @@
 // when the thread that started it does (Pdeathsig, SIGKILL) and exits when
 // its stdin reaches EOF, which happens when the server dies however it
 // dies: no worker outlives its server.
+//
+// # What it must not import
+//
+// sandbox is a leaf: it imports no package of this module, and outside the
+// standard library only the Starlark interpreter. What a script may see is
+// what its caller (tools, resource) hands it.
 package sandbox

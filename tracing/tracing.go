@@ -1,7 +1,3 @@
-// Package tracing is turngate's OpenTelemetry setup: a tracer provider
-// from the standard OTEL_* environment variables (OTLP over HTTP; off
-// when none is set), and the W3C trace context a turn carries from its
-// acceptance to every run that works on it, on whichever replica.
 package tracing
 
 import (

@@ -12,4 +12,11 @@
 // Settings come from the environment (package server's config.go; the
 // README's Configuration table lists every one). main is small: it reads
 // the command line and calls package server and the clients.
+//
+// # What it must not import
+//
+// The command is the production binary: it imports no test kit
+// (internal/dbtest, internal/testkit, internal/servertest,
+// internal/e2etest, internal/gqlclient) and nothing of the end-to-end
+// tier, and nothing imports it.
 package main

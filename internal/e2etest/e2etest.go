@@ -1,8 +1,3 @@
-// Package e2etest is the kit of the end-to-end tier: real turngate
-// processes — one binary built per test binary (race-built when the tests
-// run under -race, so the race detector watches the server processes too),
-// or the one TURNGATE_E2E_BINARY names — started against a shared
-// database, killed with SIGKILL, watched for data races, and their memory.
 package e2etest
 
 import (

@@ -86,10 +86,20 @@ var rules = []rule{
 		except: mod("clients/..."),
 	},
 	{
+		pkg:        "cmd/turngate",
+		never:      mod("internal/dbtest/...", "internal/testkit", "internal/servertest", "internal/e2etest", "internal/gqlclient", "e2e/..."),
+		importedBy: []string{},
+	},
+	{
 		pkg:         "demo",
 		only:        mod("authority", "room", "resource", "ent/...", "tools"),
 		never:       mod("turn", "runner", "callback", "graph", "server"),
 		neverDirect: mod("lease"),
+	},
+	{
+		pkg:        "e2e",
+		never:      mod("..."),
+		importedBy: []string{},
 	},
 	{
 		pkg:    "ent/...",
@@ -136,9 +146,23 @@ var rules = []rule{
 		never: mod("..."),
 	},
 	{
+		pkg:   "guard",
+		never: mod("..."),
+	},
+	{
 		pkg:    "internal/dbtest",
 		never:  mod("..."),
 		except: mod("internal/pgembed", "pg"),
+	},
+	{
+		pkg:   "internal/dbtest/withpostgres",
+		only:  mod("internal/dbtest", "internal/pgembed"),
+		never: mod("server", "cmd/..."),
+	},
+	{
+		pkg:        "internal/e2etest",
+		never:      mod("cmd/..."),
+		importedBy: []string{},
 	},
 	{
 		pkg:   "internal/gqlclient",
@@ -149,9 +173,22 @@ var rules = []rule{
 		never: mod("..."),
 	},
 	{
+		pkg:   "internal/pgembed",
+		never: mod("..."),
+	},
+	{
+		pkg:        "internal/servertest",
+		never:      mod("cmd/..."),
+		importedBy: mod("internal/e2etest"),
+	},
+	{
 		pkg:         "internal/startstop",
 		never:       mod("..."),
 		onlyOutside: []string{},
+	},
+	{
+		pkg:   "internal/testbin",
+		never: mod("..."),
 	},
 	{
 		pkg:        "internal/testkit",
@@ -159,9 +196,19 @@ var rules = []rule{
 		importedBy: []string{},
 	},
 	{
+		pkg:   "journal",
+		only:  mod("pg", "internal/startstop"),
+		never: mod("lease", "turn", "runner", "callback", "room", "feed", "graph", "server"),
+	},
+	{
 		pkg:   "lease",
 		only:  mod("ent/...", "journal", "pg", "outcome", "authority", "metrics"),
 		never: mod("turn", "runner", "callback", "graph", "server"),
+	},
+	{
+		pkg:         "metrics",
+		never:       mod("..."),
+		onlyOutside: []string{"github.com/prometheus/client_golang/..."},
 	},
 	{
 		pkg:   "migrations",
@@ -170,6 +217,11 @@ var rules = []rule{
 	{
 		pkg:   "outcome",
 		never: mod("..."),
+	},
+	{
+		pkg:         "pg",
+		never:       mod("..."),
+		onlyOutside: []string{"github.com/lib/pq/...", "github.com/google/uuid"},
 	},
 	{
 		pkg:   "resource",
@@ -193,6 +245,11 @@ var rules = []rule{
 		except: mod("runtime/..."),
 	},
 	{
+		pkg:         "sandbox",
+		never:       mod("..."),
+		onlyOutside: []string{"go.starlark.net/..."},
+	},
+	{
 		pkg:        "server",
 		never:      mod("cmd/..."),
 		importedBy: mod("cmd/turngate", "internal/servertest"),
@@ -201,6 +258,11 @@ var rules = []rule{
 		pkg:   "tools",
 		only:  mod("authority", "pg", "resource", "sandbox"),
 		never: mod("turn", "lease", "runner", "callback", "journal", "room", "graph", "server"),
+	},
+	{
+		pkg:         "tracing",
+		never:       mod("..."),
+		onlyOutside: []string{"go.opentelemetry.io/..."},
 	},
 	{
 		pkg: "turn",

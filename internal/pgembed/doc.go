@@ -73,4 +73,10 @@
 // preferring the version that created an existing cluster; `pg_config
 // --bindir`; the folder of initdb on PATH. When none has both initdb and
 // postgres, Start returns [ErrNoBinaries].
+//
+// # What it must not import
+//
+// pgembed imports no package of this module: the server, its command, the
+// test kits (dbtest, withpostgres) and migrations' generator start
+// PostgreSQL through it.
 package pgembed
