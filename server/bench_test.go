@@ -110,14 +110,19 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type rawResult struct {
 	rate     float64
 	p50, p99 time.Duration
+	// cpu is the machine's CPU per transaction, in ms (PostgreSQL's and
+	// the client's).
+	cpu float64
 }
 
 // measureRaw runs the same-shaped transaction straight through lib/pq for
 // benchDuration.
 func measureRaw(b *testing.B, url string) rawResult {
 	raw := newRawBench(b, url)
+	cpu := startCPU(b)
 	lat, n := raw.run(b, benchDuration, 0)
-	return rawResult{rate: float64(n) / benchDuration.Seconds(), p50: percentile(lat, 50), p99: percentile(lat, 99)}
+	perTx, _ := cpu.per(b, n)
+	return rawResult{rate: float64(n) / benchDuration.Seconds(), p50: percentile(lat, 50), p99: percentile(lat, 99), cpu: perTx}
 }
 
 // rawBench is the raw 4-statement transaction on its own database.

@@ -39,6 +39,10 @@ type closedLoop struct {
 	// submit/insert call alone.
 	start, done, observed, accept []time.Duration
 	extra                         string // a line of context for the summary
+	// cpu is the machine's CPU per unit of work, in ms; cpuSelf the
+	// benchmark process's share of it (turngate's in-process replicas and
+	// their clients). Set for turngate's runs.
+	cpu, cpuSelf float64
 }
 
 func (r closedLoop) p(lat []time.Duration, q int) float64 { return ms(percentile(lat, q)) }
@@ -132,10 +136,12 @@ func BenchmarkTurnsVersusRiver(b *testing.B) {
 	line(fmt.Sprintf("turngate, %d replicas (%d rooms)", benchReplicas, benchRooms), turnsSat)
 	line(fmt.Sprintf("River cooldown 1ms, poll %s", tunedPoll), riverSat)
 	fmt.Printf("  %s\n", turnsSat.extra)
+	fmt.Printf("  CPU per turn at saturation: %.1f ms on the machine (%.1f ms in the process of the replicas and their clients, %.1f ms in PostgreSQL and the rest); the raw tx: %.2f ms\n",
+		turnsSat.cpu, turnsSat.cpuSelf, turnsSat.cpu-turnsSat.cpuSelf, raw.cpu)
 	b.ReportMetric(turnsSat.rate, "saturated-turns/s")
 	b.ReportMetric(riverSat.rate, "saturated-river-jobs/s")
-	fmt.Printf("goal P2 saturation: %.0f turns/s at %d clients = %.2fx the raw two-commit ceiling of this run (%.0f tx/s / 2) (target >= 0.50x); River at saturation %.0f jobs/s (%.2fx the ceiling) %s\n",
-		turnsSat.rate, benchSaturation, turnsSat.rate/ceiling, raw.rate, riverSat.rate, riverSat.rate/ceiling, okShort(turnsSat.rate >= 0.5*ceiling))
+	fmt.Printf("goal P2 saturation: %.0f turns/s at %d clients = %.2fx the raw two-commit ceiling of this run (%.0f tx/s / 2) (target >= 0.50x); River at saturation %.0f jobs/s (%.2fx the ceiling); CPU per turn %.1f ms vs %.2f ms per raw tx %s\n",
+		turnsSat.rate, benchSaturation, turnsSat.rate/ceiling, raw.rate, riverSat.rate, riverSat.rate/ceiling, turnsSat.cpu, raw.cpu, okShort(turnsSat.rate >= 0.5*ceiling))
 }
 
 // benchSaturation is how many clients the saturation phase runs: four
@@ -207,6 +213,7 @@ func measureTurnsOn(b *testing.B, url string, benchReplicas, benchReplicaPool, s
 	}
 
 	samples := make([][]loopSample, submitters)
+	cpu := startCPU(b)
 	lat, n, errs := drive(submitters, benchDuration, func(worker, i int) error {
 		s, err := submitAndWait(ctx, replicaOf(worker), db, clients[worker], roomIDs[(worker*7919+i)%benchRooms], fmt.Sprintf("w%d-%d", worker, i))
 		if err != nil {
@@ -215,6 +222,7 @@ func measureTurnsOn(b *testing.B, url string, benchReplicas, benchReplicaPool, s
 		samples[worker] = append(samples[worker], s)
 		return nil
 	})
+	cpuMachine, cpuSelf := cpu.per(b, n)
 	if errs > 0 {
 		b.Fatalf("%d turns failed", errs)
 	}
@@ -238,6 +246,7 @@ FROM turns t WHERE t.state = 'completed' AND NOT EXISTS (SELECT 1 FROM turns o W
 		conns = max(conns, rep.DB.Stats().OpenConnections)
 	}
 	r := newClosedLoop(n, lat, samples)
+	r.cpu, r.cpuSelf = cpuMachine, cpuSelf
 	r.extra = fmt.Sprintf("turngate wrote %.1f journal entries per turn (%.1f answer deltas): accepted+started, deltas, answer+terminal\n"+
 		"  turngate turns accepted into a free lane: %.0f%%, their start p50 %.2f ms (the rest also waited behind their room's earlier turn)",
 		float64(entries)/float64(max(turnsN, 1)), float64(deltas)/float64(max(turnsN, 1)),

@@ -6,7 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/internal/dbtest"
 	"github.com/turngate/turngate/internal/pgembed"
@@ -72,4 +74,37 @@ func (s cpuSample) since(a cpuSample) float64 {
 		return 0
 	}
 	return (s.busy - a.busy) / (s.total - a.total)
+}
+
+// cpuWindow is the CPU a measured window cost: the machine's (every
+// process: the benchmark's, PostgreSQL's, the rest) and this process's own
+// (the in-process replicas, their clients, the measuring side).
+type cpuWindow struct {
+	machine cpuSample
+	self    time.Duration
+}
+
+func startCPU(b *testing.B) cpuWindow { return cpuWindow{machine: cpuBusy(b), self: selfCPU(b)} }
+
+// per reports the window's CPU so far per unit of work, n units: the
+// machine's and this process's, in ms.
+func (w cpuWindow) per(b *testing.B, n int) (machine, self float64) {
+	if n == 0 {
+		return 0, 0
+	}
+	now := cpuBusy(b)
+	busy := (now.busy - w.machine.busy) / clockTicks // jiffies to seconds
+	return 1000 * busy / float64(n), ms(selfCPU(b)-w.self) / float64(n)
+}
+
+// clockTicks is USER_HZ, the unit of /proc/stat (100 on Linux).
+const clockTicks = 100
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
