@@ -111,8 +111,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if cfg.DirectDatabaseURL != "" {
 		direct = cfg.DirectDatabaseURL
 	}
-	// One round trip per statement, with or without a pooler (pg.Open).
-	a.db, err = pgdb.Open(url)
+	// One round trip per statement, with or without a pooler; without a
+	// transaction pooler, each statement planned once per connection
+	// (pg.Open).
+	if cfg.DBPooler == PoolerTransaction {
+		a.db, err = pgdb.OpenUnprepared(url)
+	} else {
+		a.db, err = pgdb.Open(url)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
