@@ -75,6 +75,13 @@ func (c *entryCache) convert(e journal.Entry) *model.JournalEntry {
 		c.order = append(c.order, k)
 	}
 	forms := c.byKey[k]
+	// Another stream may have converted the same bytes since the lookup:
+	// its value is the one every stream gets.
+	for _, f := range forms {
+		if bytes.Equal(f.payload, e.Payload) {
+			return f.entry
+		}
+	}
 	if len(forms) >= entryForms {
 		forms = forms[1:]
 	}
