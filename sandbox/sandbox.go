@@ -295,15 +295,18 @@ func (r *run) printBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlar
 		if i > 0 {
 			buf.WriteString(sep)
 		}
+		var text string
 		switch v := v.(type) {
 		case starlark.String:
-			buf.WriteString(string(v))
+			text = string(v)
 		case starlark.Bytes:
-			buf.WriteString(string(v))
+			text = string(v)
 		default:
-			buf.WriteString(v.String())
+			text = v.String()
 		}
-		if n := buf.Len() + 1; r.used+n > r.lim.MaxOutput {
+		// The line is measured before it is copied: a line far over the
+		// limit is refused without copying it.
+		if n := buf.Len() + len(text) + 1; r.used+n > r.lim.MaxOutput {
 			// Stop building a line that cannot be printed anyway.
 			size := strconv.Itoa(n)
 			if i < len(args)-1 {
@@ -311,6 +314,7 @@ func (r *run) printBuiltin(_ *starlark.Thread, b *starlark.Builtin, args starlar
 			}
 			return nil, r.overflow("print", size)
 		}
+		buf.WriteString(text)
 	}
 	return starlark.None, r.emit(buf.String())
 }
